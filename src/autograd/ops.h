@@ -1,0 +1,94 @@
+// Every differentiable operation, as free functions on Variables (PyTorch names and
+// semantics). Each validates its inputs at this boundary and throws "[op] ..." naming the
+// shapes; each is implemented in autograd/ops/<family>.cpp as: validate, run the forward
+// kernel, record a backward that calls the backward kernel.
+#pragma once
+
+#include <vector>
+
+#include "autograd/variable.h"
+#include "core/random.h"
+
+namespace vit {
+
+// ---- elementwise with broadcasting (binary.cpp) ----
+Variable add(const Variable& a, const Variable& b);
+Variable sub(const Variable& a, const Variable& b);
+Variable mul(const Variable& a, const Variable& b);
+Variable div(const Variable& a, const Variable& b);
+// ---- scalar variants and unary functions (elementwise.cpp) ----
+Variable add(const Variable& a, double s);
+Variable mul(const Variable& a, double s);
+Variable sub(double s, const Variable& a);  // s - a
+Variable div(double s, const Variable& a);  // s / a
+Variable neg(const Variable& x);
+Variable exp(const Variable& x);
+Variable log(const Variable& x);
+Variable sqrt(const Variable& x);
+Variable pow(const Variable& x, double exponent);
+Variable tanh(const Variable& x);
+Variable relu(const Variable& x);
+Variable sigmoid(const Variable& x);
+Variable gelu(const Variable& x, bool tanh_approximation = false);  // exact erf form by default
+Variable abs(const Variable& x);
+
+Variable operator+(const Variable& a, const Variable& b);
+Variable operator-(const Variable& a, const Variable& b);
+Variable operator*(const Variable& a, const Variable& b);
+Variable operator/(const Variable& a, const Variable& b);
+Variable operator+(const Variable& a, double s);
+Variable operator+(double s, const Variable& a);
+Variable operator-(const Variable& a, double s);
+Variable operator-(double s, const Variable& a);
+Variable operator*(const Variable& a, double s);
+Variable operator*(double s, const Variable& a);
+Variable operator/(const Variable& a, double s);
+Variable operator/(double s, const Variable& a);
+Variable operator-(const Variable& a);
+
+// ---- reductions (reduce.cpp); empty dims = all dims ----
+Variable sum(const Variable& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Variable mean(const Variable& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Variable var(const Variable& x, const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false);
+Variable std(const Variable& x, const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false);
+struct MaxResult {
+  Variable values;
+  Tensor indices;  // int64
+};
+MaxResult max(const Variable& x, int64_t dim, bool keepdim = false);
+Variable max(const Variable& x);  // over all elements
+Tensor argmax(const Variable& x, int64_t dim, bool keepdim = false);
+
+// ---- views and copies (view.cpp) ----
+Variable cat(const std::vector<Variable>& xs, int64_t dim);
+Variable stack(const std::vector<Variable>& xs, int64_t dim);
+
+// ---- matrix products (matmul.cpp) ----
+// PyTorch's matmul: 1-d operands are promoted and squeezed back; batch dims broadcast.
+Variable matmul(const Variable& a, const Variable& b);
+Variable bmm(const Variable& a, const Variable& b);  // (B, M, K) @ (B, K, N), no broadcasting
+// y (..., out) = x (..., in) @ weight(out, in)^T + bias(out); bias may be undefined.
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
+
+// ---- normalisation and probabilities (softmax.cpp, layernorm.cpp, loss.cpp) ----
+Variable softmax(const Variable& x, int64_t dim);
+Variable log_softmax(const Variable& x, int64_t dim);
+// Normalises over the trailing dims `normalized_shape`; weight/bias (that shape) may be undefined.
+Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight, const Variable& bias,
+                    double eps = 1e-5);
+// Mean cross-entropy of logits (R, K) against int64 targets (R), with label smoothing in [0, 1].
+Variable cross_entropy(const Variable& logits, const Tensor& targets, double label_smoothing = 0.0);
+
+// ---- convolution, dropout, attention (conv.cpp, dropout.cpp, attention.cpp) ----
+// x (B, C, H, W), weight (OC, C, KH, KW), bias (OC) or undefined -> (B, OC, OH, OW).
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride = 1,
+                int64_t padding = 0);
+// Inverted dropout: zeroes each element with probability p and scales survivors by 1/(1-p) in
+// training; the identity otherwise. Randomness comes from gen.
+Variable dropout(const Variable& x, double p, bool training, Generator& gen);
+// Fused multi-head self-attention core (kernels/attention.h): qkv (B, N, 3D) packed as timm's
+// qkv projection output -> (B, N, D). attn_dropout applies to the attention probabilities.
+Variable self_attention(const Variable& qkv, int64_t num_heads, double attn_dropout = 0.0, bool training = false,
+                        Generator* gen = nullptr);
+
+}  // namespace vit

@@ -1,0 +1,27 @@
+// The `vit` command: parses the subcommand and its flags (CLI11) into config structs and hands
+// them to the library. Every error ends as one "error: ..." line and a non-zero exit.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "core/check.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"vit: Vision Transformers in C++ (train, evaluate, run)", "vit"};
+  app.set_version_flag("--version", "vit 0.1.0");
+  app.require_subcommand(1);
+  vit::cli::add_demo_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const vit::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

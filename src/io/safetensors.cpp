@@ -1,0 +1,263 @@
+// safetensors reader and writer (see safetensors.h).
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace vit::io {
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
+
+
+size_t stored_size(const std::string& dtype) {
+  if (dtype == "F32" || dtype == "I32") return 4;
+  if (dtype == "F64" || dtype == "I64") return 8;
+  if (dtype == "F16" || dtype == "BF16") return 2;
+  return 0;
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1f;
+  uint32_t mantissa = h & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exponent = 127 - 15 + 1;
+      while ((mantissa & 0x400u) == 0) {
+        mantissa <<= 1;
+        --exponent;
+      }
+      bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+    }
+  } else if (exponent == 31) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Builds the tensor for one entry: zero-copy for F32/F64/I64 when aligned, else converted.
+Tensor make_tensor(const std::string& dtype, const Shape& shape, const char* data, std::shared_ptr<void> owner) {
+  const int64_t n = shape_numel(shape);
+  const bool aligned = reinterpret_cast<uintptr_t>(data) % 8 == 0;
+  if ((dtype == "F32" || dtype == "F64" || dtype == "I64") && aligned) {
+    const DType dt = dtype == "F32" ? DType::F32 : (dtype == "F64" ? DType::F64 : DType::I64);
+    return Tensor::from_blob(const_cast<char*>(data), shape, dt, std::move(owner));
+  }
+  if (dtype == "F32" || dtype == "F64" || dtype == "I64") {
+    const DType dt = dtype == "F32" ? DType::F32 : (dtype == "F64" ? DType::F64 : DType::I64);
+    Tensor t = Tensor::empty(shape, dt);
+    std::memcpy(t.raw_data(), data, n * dtype_size(dt));
+    return t;
+  }
+  if (dtype == "I32") {
+    Tensor t = Tensor::empty(shape, DType::I64);
+    int64_t* out = t.data<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      int32_t v;
+      std::memcpy(&v, data + 4 * i, 4);
+      out[i] = v;
+    }
+    return t;
+  }
+  Tensor t = Tensor::empty(shape, DType::F32);
+  float* out = t.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, data + 2 * i, 2);
+    out[i] = dtype == "F16" ? half_to_float(h) : bf16_to_float(h);
+  }
+  return t;
+}
+
+SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> owner, const std::string& name) {
+  auto bad = [&name](const std::string& what) { fail("safetensors", "{}: {}", name, what); };
+  if (size < 8) bad(fmt::format("file is {} bytes, too short for the 8-byte header length", size));
+  uint64_t header_len;
+  std::memcpy(&header_len, base, 8);
+  if (header_len > kMaxHeaderBytes) bad(fmt::format("header length {} exceeds the 100 MB limit", header_len));
+  if (header_len > size - 8) bad(fmt::format("header length {} is longer than the file ({} bytes)", header_len, size));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(base + 8, base + 8 + header_len);
+  } catch (const nlohmann::json::exception& e) {
+    bad(fmt::format("header is not valid JSON ({})", e.what()));
+  }
+  if (!header.is_object()) bad("header is not a JSON object");
+  const char* data = base + 8 + header_len;
+  const uint64_t data_size = size - 8 - header_len;
+
+  SafetensorsFile file;
+  file.path = name;
+  struct Entry {
+    std::string key, dtype;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "__metadata__") {
+      if (!it->is_object()) bad("__metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) bad(fmt::format("__metadata__ value '{}' is not a string", m.key()));
+        file.metadata[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    const auto& info = *it;
+    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets") ||
+        !info["dtype"].is_string() || !info["shape"].is_array() || !info["data_offsets"].is_array() ||
+        info["data_offsets"].size() != 2) {
+      bad(fmt::format("tensor '{}': entry needs dtype (string), shape (array), data_offsets ([begin, end])", key));
+    }
+    Entry e{key, info["dtype"].get<std::string>(), {}, 0, 0};
+    if (stored_size(e.dtype) == 0) bad(fmt::format("tensor '{}': unsupported dtype {}", key, e.dtype));
+    for (const auto& d : info["shape"]) {
+      if (!d.is_number_unsigned()) bad(fmt::format("tensor '{}': shape entries must be non-negative integers", key));
+      const uint64_t v = d.get<uint64_t>();
+      if (v > static_cast<uint64_t>(INT64_MAX)) bad(fmt::format("tensor '{}': dimension {} too large", key, v));
+      e.shape.push_back(static_cast<int64_t>(v));
+    }
+    for (const auto& o : info["data_offsets"]) {
+      if (!o.is_number_unsigned()) bad(fmt::format("tensor '{}': data_offsets must be non-negative integers", key));
+    }
+    e.begin = info["data_offsets"][0].get<uint64_t>();
+    e.end = info["data_offsets"][1].get<uint64_t>();
+    int64_t numel;
+    try {
+      numel = shape_numel(e.shape);
+    } catch (const Error&) {
+      bad(fmt::format("tensor '{}': element count of shape {} overflows", key, shape_str(e.shape)));
+    }
+    uint64_t nbytes;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(numel), stored_size(e.dtype), &nbytes)) {
+      bad(fmt::format("tensor '{}': byte size of shape {} overflows", key, shape_str(e.shape)));
+    }
+    if (e.begin > e.end || e.end > data_size) {
+      bad(fmt::format("tensor '{}': data_offsets [{}, {}] outside the data section ({} bytes)", key, e.begin, e.end,
+                      data_size));
+    }
+    if (e.end - e.begin != nbytes) {
+      bad(fmt::format("tensor '{}': {} {} needs {} bytes but data_offsets span {}", key, e.dtype, shape_str(e.shape),
+                      nbytes, e.end - e.begin));
+    }
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  for (size_t i = 1; i < entries.size(); ++i) {
+    if (entries[i].begin < entries[i - 1].end) {
+      bad(fmt::format("tensors '{}' and '{}' overlap in the data section", entries[i - 1].key, entries[i].key));
+    }
+  }
+  for (const Entry& e : entries) {
+    file.tensors.emplace_back(e.key, make_tensor(e.dtype, e.shape, data + e.begin, owner));
+  }
+  return file;
+}
+
+}  // namespace
+
+bool SafetensorsFile::contains(const std::string& name) const {
+  return std::any_of(tensors.begin(), tensors.end(), [&](const auto& kv) { return kv.first == name; });
+}
+
+const Tensor& SafetensorsFile::get(const std::string& name) const {
+  for (const auto& [key, t] : tensors) {
+    if (key == name) return t;
+  }
+  fail("safetensors", "{}: no tensor '{}'", path, name);
+}
+
+SafetensorsFile parse_safetensors(std::shared_ptr<std::vector<char>> bytes, const std::string& name) {
+  const char* base = bytes->data();
+  const uint64_t size = bytes->size();
+  return parse(base, size, std::static_pointer_cast<void>(bytes), name);
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("safetensors", "{}: cannot open ({})", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("safetensors", "{}: not a regular file", path);
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    fail("safetensors", "{}: file is empty", path);
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) fail("safetensors", "{}: mmap failed ({})", path, std::strerror(errno));
+  std::shared_ptr<void> owner(map, [size](void* p) { ::munmap(p, size); });
+  return parse(static_cast<const char*>(map), size, owner, path);
+}
+
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  std::vector<Tensor> contiguous;
+  for (const auto& [name, t] : tensors) {
+    VIT_CHECK(t.defined(), "safetensors", "{}: tensor '{}' is undefined", path, name);
+    VIT_CHECK(!header.contains(name), "safetensors", "{}: tensor name '{}' repeated", path, name);
+    const char* dtype = t.dtype() == DType::F32 ? "F32" : (t.dtype() == DType::F64 ? "F64" : "I64");
+    const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+    header[name] = {{"dtype", dtype}, {"shape", t.shape()}, {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+    contiguous.push_back(t.contiguous());
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail("safetensors", "{}: cannot write ({})", tmp, std::strerror(errno));
+  const uint64_t header_len = text.size();
+  bool ok = std::fwrite(&header_len, 8, 1, f) == 1 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  for (const Tensor& t : contiguous) {
+    const size_t nbytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
+    ok = ok && (nbytes == 0 || std::fwrite(t.raw_data(), 1, nbytes, f) == nbytes);
+  }
+  ok = std::fflush(f) == 0 && ok;
+  ok = ::fsync(fileno(f)) == 0 && ok;
+  const int saved_errno = errno;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail("safetensors", "{}: write failed ({})", tmp, std::strerror(saved_errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    fail("safetensors", "{}: cannot rename into place ({})", path, std::strerror(e));
+  }
+}
+
+}  // namespace vit::io

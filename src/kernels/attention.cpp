@@ -1,0 +1,124 @@
+// Fused attention kernels (see attention.h).
+#include "kernels/attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "kernels/softmax.h"
+
+namespace vit::kernels {
+
+template <typename T>
+void attention_forward(const AttentionShape& s, const T* qkv, const T* mask, double scale, T* probs, T* out) {
+  const int64_t N = s.tokens, HD = s.head_dim, D = s.dim(), row = 3 * D;
+  const int64_t pairs = s.batch * s.num_heads;
+#pragma omp parallel for schedule(dynamic) if (pairs > 1)
+  for (int64_t bh = 0; bh < pairs; ++bh) {
+    const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
+    const T* q = qkv + b * N * row + h * HD;  // (N, HD), row stride 3D
+    const T* k = q + D;
+    const T* v = q + 2 * D;
+    T* p = probs + bh * N * N;        // (N, N)
+    T* o = out + b * N * D + h * HD;  // (N, HD), row stride D
+    gemm<T>(false, true, N, N, HD, static_cast<T>(scale), q, row, k, row, T(0), p, N);
+    softmax_forward<T>(p, p, N, N);
+    if (mask) {
+      std::vector<T> dropped(p, p + N * N);
+      const T* m = mask + bh * N * N;
+      for (int64_t i = 0; i < N * N; ++i) dropped[i] *= m[i];
+      gemm<T>(false, false, N, HD, N, T(1), dropped.data(), N, v, row, T(0), o, D);
+    } else {
+      gemm<T>(false, false, N, HD, N, T(1), p, N, v, row, T(0), o, D);
+    }
+  }
+}
+
+template <typename T>
+void attention_backward(const AttentionShape& s, const T* qkv, const T* probs, const T* mask, double scale,
+                        const T* dout, T* dqkv) {
+  const int64_t N = s.tokens, HD = s.head_dim, D = s.dim(), row = 3 * D;
+  const int64_t pairs = s.batch * s.num_heads;
+#pragma omp parallel if (pairs > 1)
+  {
+    std::vector<T> dp(N * N), dropped(mask ? N * N : 0);
+#pragma omp for schedule(dynamic)
+    for (int64_t bh = 0; bh < pairs; ++bh) {
+      const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
+      const T* q = qkv + b * N * row + h * HD;
+      const T* k = q + D;
+      const T* v = q + 2 * D;
+      T* dq = dqkv + b * N * row + h * HD;
+      T* dk = dq + D;
+      T* dv = dq + 2 * D;
+      const T* p = probs + bh * N * N;
+      const T* m = mask ? mask + bh * N * N : nullptr;
+      const T* dO = dout + b * N * D + h * HD;  // (N, HD), row stride D
+      const T* p_used = p;
+      if (m) {
+        for (int64_t i = 0; i < N * N; ++i) dropped[i] = p[i] * m[i];
+        p_used = dropped.data();
+      }
+      // dv (N, HD) += P'^T (N, N) @ dO (N, HD)
+      gemm<T>(true, false, N, HD, N, T(1), p_used, N, dO, D, T(1), dv, row);
+      // dP' (N, N) = dO (N, HD) @ v^T (HD, N)
+      gemm<T>(false, true, N, N, HD, T(1), dO, D, v, row, T(0), dp.data(), N);
+      // dS = P * (dP - rowsum(dP * P)), with dP = dP' * mask; stored back into dp.
+      for (int64_t i = 0; i < N; ++i) {
+        T* dpr = dp.data() + i * N;
+        const T* pr = p + i * N;
+        if (m) {
+          for (int64_t j = 0; j < N; ++j) dpr[j] *= m[i * N + j];
+        }
+        T dot = 0;
+        for (int64_t j = 0; j < N; ++j) dot += dpr[j] * pr[j];
+        for (int64_t j = 0; j < N; ++j) dpr[j] = pr[j] * (dpr[j] - dot);
+      }
+      // dq (N, HD) += scale dS (N, N) @ k (N, HD);  dk (N, HD) += scale dS^T @ q
+      gemm<T>(false, false, N, HD, N, static_cast<T>(scale), dp.data(), N, k, row, T(1), dq, row);
+      gemm<T>(true, false, N, HD, N, static_cast<T>(scale), dp.data(), N, q, row, T(1), dk, row);
+    }
+  }
+}
+
+template <typename T>
+void attention_forward_ref(const AttentionShape& s, const T* qkv, const T* mask, double scale, T* out) {
+  const int64_t N = s.tokens, HD = s.head_dim, D = s.dim(), row = 3 * D;
+  std::vector<double> p(N);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.num_heads; ++h) {
+      for (int64_t i = 0; i < N; ++i) {
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < N; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < HD; ++d) {
+            dot += static_cast<double>(qkv[(b * N + i) * row + h * HD + d]) * qkv[(b * N + j) * row + D + h * HD + d];
+          }
+          p[j] = dot * scale;
+          mx = std::max(mx, p[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < N; ++j) sum += (p[j] = std::exp(p[j] - mx));
+        for (int64_t d = 0; d < HD; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j < N; ++j) {
+            const double weight = p[j] / sum * (mask ? mask[((b * s.num_heads + h) * N + i) * N + j] : 1.0);
+            acc += weight * qkv[(b * N + j) * row + 2 * D + h * HD + d];
+          }
+          out[(b * N + i) * D + h * HD + d] = static_cast<T>(acc);
+        }
+      }
+    }
+  }
+}
+
+#define VIT_INSTANTIATE(T)                                                                                 \
+  template void attention_forward<T>(const AttentionShape&, const T*, const T*, double, T*, T*);           \
+  template void attention_backward<T>(const AttentionShape&, const T*, const T*, const T*, double, const T*, \
+                                      T*);                                                                 \
+  template void attention_forward_ref<T>(const AttentionShape&, const T*, const T*, double, T*);
+VIT_INSTANTIATE(float)
+VIT_INSTANTIATE(double)
+#undef VIT_INSTANTIATE
+
+}  // namespace vit::kernels

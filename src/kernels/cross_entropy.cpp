@@ -1,0 +1,52 @@
+// Cross-entropy kernels (see cross_entropy.h): log-sum-exp in double per row.
+#include "kernels/cross_entropy.h"
+
+#include <cmath>
+
+namespace vit::kernels {
+
+template <typename T>
+double cross_entropy_forward(const T* logits, const int64_t* targets, int64_t rows, int64_t classes, double smoothing,
+                             T* probs) {
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* z = logits + r * classes;
+    double m = -INFINITY;
+    for (int64_t k = 0; k < classes; ++k) m = std::max<double>(m, z[k]);
+    double sum = 0.0;
+    for (int64_t k = 0; k < classes; ++k) sum += std::exp(z[k] - m);
+    const double log_sum = std::log(sum) + m;
+    double mean_log_p = 0.0;
+    for (int64_t k = 0; k < classes; ++k) {
+      const double log_p = z[k] - log_sum;
+      probs[r * classes + k] = static_cast<T>(std::exp(log_p));
+      mean_log_p += log_p;
+    }
+    mean_log_p /= static_cast<double>(classes);
+    const double target_log_p = z[targets[r]] - log_sum;
+    total += -(1.0 - smoothing) * target_log_p - smoothing * mean_log_p;
+  }
+  return rows > 0 ? total / static_cast<double>(rows) : NAN;
+}
+
+template <typename T>
+void cross_entropy_backward(const T* probs, const int64_t* targets, int64_t rows, int64_t classes, double smoothing,
+                            double dloss, T* dlogits) {
+  const double scale = dloss / static_cast<double>(rows);
+  const double uniform = smoothing / static_cast<double>(classes);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < classes; ++k) {
+      const double q = uniform + (k == targets[r] ? 1.0 - smoothing : 0.0);
+      dlogits[r * classes + k] += static_cast<T>(scale * (probs[r * classes + k] - q));
+    }
+  }
+}
+
+#define VIT_INSTANTIATE(T)                                                                                      \
+  template double cross_entropy_forward<T>(const T*, const int64_t*, int64_t, int64_t, double, T*);             \
+  template void cross_entropy_backward<T>(const T*, const int64_t*, int64_t, int64_t, double, double, T*);
+VIT_INSTANTIATE(float)
+VIT_INSTANTIATE(double)
+#undef VIT_INSTANTIATE
+
+}  // namespace vit::kernels

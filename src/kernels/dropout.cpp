@@ -1,0 +1,15 @@
+// Dropout mask generation (see dropout.h).
+#include "kernels/dropout.h"
+
+namespace vit::kernels {
+
+template <typename T>
+void dropout_mask(T* mask, int64_t n, double p, Generator& gen) {
+  const T keep_scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  for (int64_t i = 0; i < n; ++i) mask[i] = static_cast<double>(gen.uniform_float()) < p ? T(0) : keep_scale;
+}
+
+template void dropout_mask<float>(float*, int64_t, double, Generator&);
+template void dropout_mask<double>(double*, int64_t, double, Generator&);
+
+}  // namespace vit::kernels

@@ -1,0 +1,106 @@
+// LayerNorm kernels (see layernorm.h), following llm.c's layernorm_forward/backward pair.
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w and xhat = (x - mean) * rstd.
+// Parameter gradients are reduced per thread and then summed, so rows run in parallel.
+#include "kernels/layernorm.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+namespace vit::kernels {
+
+template <typename T>
+void layernorm_forward(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, int64_t rows, int64_t n,
+                       double eps) {
+#pragma omp parallel for schedule(static) if (rows * n > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += xr[i];
+    const double m = sum / static_cast<double>(n);
+    double sq = 0.0;
+    for (int64_t i = 0; i < n; ++i) sq += (xr[i] - m) * (xr[i] - m);
+    const double s = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
+    const T tm = static_cast<T>(m), ts = static_cast<T>(s);
+    T* yr = y + r * n;
+    for (int64_t i = 0; i < n; ++i) {
+      const T xhat = (xr[i] - tm) * ts;
+      yr[i] = xhat * (weight ? weight[i] : T(1)) + (bias ? bias[i] : T(0));
+    }
+    if (mean) mean[r] = tm;
+    if (rstd) rstd[r] = ts;
+  }
+}
+
+template <typename T>
+void layernorm_backward(const T* x, const T* weight, const T* mean, const T* rstd, const T* dy, T* dx, T* dweight,
+                        T* dbias, int64_t rows, int64_t n) {
+  const int threads = rows * n > (1 << 14) ? omp_get_max_threads() : 1;
+  const bool need_params = dweight || dbias;
+  std::vector<double> partial(need_params ? static_cast<size_t>(threads) * 2 * n : 0, 0.0);
+#pragma omp parallel num_threads(threads)
+  {
+    double* dw_local = need_params ? partial.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * n : nullptr;
+    double* db_local = need_params ? dw_local + n : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = x + r * n;
+      const T* dyr = dy + r * n;
+      const T m = mean[r], s = rstd[r];
+      double g_mean = 0.0, gx_mean = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        const T xhat = (xr[i] - m) * s;
+        const T g = dyr[i] * (weight ? weight[i] : T(1));
+        g_mean += g;
+        gx_mean += g * xhat;
+        if (need_params) {
+          dw_local[i] += dyr[i] * xhat;
+          db_local[i] += dyr[i];
+        }
+      }
+      g_mean /= static_cast<double>(n);
+      gx_mean /= static_cast<double>(n);
+      if (dx) {
+        for (int64_t i = 0; i < n; ++i) {
+          const T xhat = (xr[i] - m) * s;
+          const T g = dyr[i] * (weight ? weight[i] : T(1));
+          dx[r * n + i] += s * (g - static_cast<T>(g_mean) - xhat * static_cast<T>(gx_mean));
+        }
+      }
+    }
+  }
+  for (int t = 0; need_params && t < threads; ++t) {
+    const double* dw_local = partial.data() + static_cast<size_t>(t) * 2 * n;
+    for (int64_t i = 0; i < n; ++i) {
+      if (dweight) dweight[i] += static_cast<T>(dw_local[i]);
+      if (dbias) dbias[i] += static_cast<T>(dw_local[n + i]);
+    }
+  }
+}
+
+template <typename T>
+void layernorm_forward_ref(const T* x, const T* weight, const T* bias, T* y, int64_t rows, int64_t n, double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < n; ++i) mean += x[r * n + i];
+    mean /= static_cast<double>(n);
+    for (int64_t i = 0; i < n; ++i) var += (x[r * n + i] - mean) * (x[r * n + i] - mean);
+    var /= static_cast<double>(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double xhat = (x[r * n + i] - mean) / std::sqrt(var + eps);
+      y[r * n + i] = static_cast<T>(xhat * (weight ? weight[i] : 1.0) + (bias ? bias[i] : 0.0));
+    }
+  }
+}
+
+#define VIT_INSTANTIATE(T)                                                                                   \
+  template void layernorm_forward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, double);    \
+  template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, int64_t, \
+                                      int64_t);                                                              \
+  template void layernorm_forward_ref<T>(const T*, const T*, const T*, T*, int64_t, int64_t, double);
+VIT_INSTANTIATE(float)
+VIT_INSTANTIATE(double)
+#undef VIT_INSTANTIATE
+
+}  // namespace vit::kernels

@@ -1,0 +1,92 @@
+// Softmax kernels (see softmax.h): max-subtracted, rows split across threads.
+#include "kernels/softmax.h"
+
+#include <cmath>
+#include <limits>
+
+namespace vit::kernels {
+
+constexpr int64_t kParallelElements = 1 << 14;
+
+template <typename T>
+static T row_max(const T* x, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+template <typename T>
+void softmax_forward(const T* x, T* y, int64_t rows, int64_t n) {
+#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
+    const T m = row_max(xr, n);
+    T sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      yr[i] = std::exp(xr[i] - m);
+      sum += yr[i];
+    }
+    const T inv = T(1) / sum;
+    for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
+  }
+}
+
+template <typename T>
+void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t n) {
+#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* yr = y + r * n;
+    const T* dyr = dy + r * n;
+    T dot = 0;
+    for (int64_t i = 0; i < n; ++i) dot += dyr[i] * yr[i];
+    for (int64_t i = 0; i < n; ++i) dx[r * n + i] += yr[i] * (dyr[i] - dot);
+  }
+}
+
+template <typename T>
+void log_softmax_forward(const T* x, T* y, int64_t rows, int64_t n) {
+#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    const T m = row_max(xr, n);
+    T sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(xr[i] - m);
+    const T log_sum = std::log(sum) + m;
+    for (int64_t i = 0; i < n; ++i) y[r * n + i] = xr[i] - log_sum;
+  }
+}
+
+template <typename T>
+void log_softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t n) {
+#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* dyr = dy + r * n;
+    T sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += dyr[i];
+    for (int64_t i = 0; i < n; ++i) dx[r * n + i] += dyr[i] - std::exp(y[r * n + i]) * sum;
+  }
+}
+
+template <typename T>
+void softmax_forward_ref(const T* x, T* y, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < n; ++i) m = std::max<double>(m, x[r * n + i]);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[r * n + i]) - m);
+    for (int64_t i = 0; i < n; ++i) y[r * n + i] = static_cast<T>(std::exp(static_cast<double>(x[r * n + i]) - m) / sum);
+  }
+}
+
+#define VIT_INSTANTIATE(T)                                                        \
+  template void softmax_forward<T>(const T*, T*, int64_t, int64_t);               \
+  template void softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t);    \
+  template void log_softmax_forward<T>(const T*, T*, int64_t, int64_t);           \
+  template void log_softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t); \
+  template void softmax_forward_ref<T>(const T*, T*, int64_t, int64_t);
+VIT_INSTANTIATE(float)
+VIT_INSTANTIATE(double)
+#undef VIT_INSTANTIATE
+
+}  // namespace vit::kernels

@@ -1,0 +1,23 @@
+// Softmax and log-softmax over the last dim of x (rows, n), contiguous. Forward saves its
+// output; backward reads it: softmax dx += y * (dy - sum(dy * y)); log-softmax
+// dx += dy - exp(y) * sum(dy). A row of all -inf gives NaN, as in PyTorch.
+#pragma once
+
+#include <cstdint>
+
+namespace vit::kernels {
+
+template <typename T>
+void softmax_forward(const T* x, T* y, int64_t rows, int64_t n);
+template <typename T>
+void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t n);
+template <typename T>
+void log_softmax_forward(const T* x, T* y, int64_t rows, int64_t n);
+template <typename T>
+void log_softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t n);
+
+// Readable references (double accumulation, one row at a time, no threads).
+template <typename T>
+void softmax_forward_ref(const T* x, T* y, int64_t rows, int64_t n);
+
+}  // namespace vit::kernels

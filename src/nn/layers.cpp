@@ -1,0 +1,101 @@
+// Basic layers (see layers.h). Initialisation follows torch.nn defaults.
+#include "nn/layers.h"
+
+#include "nn/init.h"
+
+namespace vit::nn {
+
+Linear::Linear(int64_t in_features_, int64_t out_features_, bool use_bias, Generator& gen)
+    : in_features(in_features_), out_features(out_features_) {
+  VIT_CHECK(in_features > 0 && out_features > 0, "linear", "features must be positive, got in={} out={}", in_features,
+            out_features);
+  Tensor w = Tensor::empty({out_features, in_features});
+  init::default_weight_(w, in_features, gen);
+  weight = register_parameter("weight", w);
+  if (use_bias) {
+    Tensor b = Tensor::empty({out_features});
+    init::default_weight_(b, in_features, gen);
+    bias = register_parameter("bias", b);
+  }
+}
+
+Variable Linear::forward(const Variable& x) { return linear(x, weight, bias); }
+
+LayerNorm::LayerNorm(Shape shape, double eps_, bool elementwise_affine)
+    : normalized_shape(std::move(shape)), eps(eps_) {
+  VIT_CHECK(!normalized_shape.empty() && shape_numel(normalized_shape) > 0, "layer_norm",
+            "normalized_shape {} must be non-empty", shape_str(normalized_shape));
+  VIT_CHECK(eps >= 0, "layer_norm", "eps must be >= 0, got {}", eps);
+  if (elementwise_affine) {
+    weight = register_parameter("weight", Tensor::ones(normalized_shape));
+    bias = register_parameter("bias", Tensor::zeros(normalized_shape));
+  }
+}
+
+Variable LayerNorm::forward(const Variable& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
+
+Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride_, int64_t padding_, bool use_bias,
+               Generator& gen)
+    : in_channels(in), out_channels(out), kernel_size(kernel), stride(stride_), padding(padding_) {
+  VIT_CHECK(in > 0 && out > 0 && kernel > 0 && stride > 0 && padding >= 0, "conv2d",
+            "invalid Conv2d(in={}, out={}, kernel={}, stride={}, padding={})", in, out, kernel, stride, padding);
+  const int64_t fan_in = in * kernel * kernel;
+  Tensor w = Tensor::empty({out, in, kernel, kernel});
+  init::default_weight_(w, fan_in, gen);
+  weight = register_parameter("weight", w);
+  if (use_bias) {
+    Tensor b = Tensor::empty({out});
+    init::default_weight_(b, fan_in, gen);
+    bias = register_parameter("bias", b);
+  }
+}
+
+Variable Conv2d::forward(const Variable& x) { return conv2d(x, weight, bias, stride, padding); }
+
+Dropout::Dropout(double p_, GeneratorPtr gen) : p(p_), gen_(std::move(gen)) {
+  VIT_CHECK(p >= 0.0 && p <= 1.0, "dropout", "probability must be in [0, 1], got {}", p);
+  VIT_CHECK(gen_ != nullptr || p == 0.0, "dropout", "p={} needs a Generator", p);
+}
+
+Variable Dropout::forward(const Variable& x) {
+  if (!is_training() || p == 0.0) return x;
+  return dropout(x, p, true, *gen_);
+}
+
+DropPath::DropPath(double p_, GeneratorPtr gen) : p(p_), gen_(std::move(gen)) {
+  VIT_CHECK(p >= 0.0 && p < 1.0, "drop_path", "probability must be in [0, 1), got {}", p);
+  VIT_CHECK(gen_ != nullptr || p == 0.0, "drop_path", "p={} needs a Generator", p);
+}
+
+Variable DropPath::forward(const Variable& x) {
+  if (!is_training() || p == 0.0) return x;
+  // One keep/drop decision per sample: a (B, 1, ..., 1) mask broadcast over the rest.
+  Shape mask_shape(x.dim(), 1);
+  mask_shape[0] = x.size(0);
+  Tensor mask = Tensor::empty(mask_shape, x.dtype());
+  const double keep = 1.0 - p;
+  for (int64_t b = 0; b < x.size(0); ++b) {
+    std::vector<int64_t> index(x.dim(), 0);
+    index[0] = b;
+    mask.set(index, gen_->uniform_double() < keep ? 1.0 / keep : 0.0);
+  }
+  return mul(x, Variable(mask));
+}
+
+Sequential::Sequential(std::vector<std::shared_ptr<Module>> modules) {
+  for (auto& m : modules) push_back(std::move(m));
+}
+
+void Sequential::push_back(std::shared_ptr<Module> module) {
+  VIT_CHECK(module != nullptr, "sequential", "null module");
+  register_module(std::to_string(modules_.size()), module);
+  modules_.push_back(std::move(module));
+}
+
+Variable Sequential::forward(const Variable& x) {
+  Variable y = x;
+  for (auto& m : modules_) y = m->forward(y);
+  return y;
+}
+
+}  // namespace vit::nn

@@ -1,0 +1,94 @@
+// Module bookkeeping (see module.h).
+#include "nn/module.h"
+
+#include <set>
+
+namespace vit::nn {
+
+Variable Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
+  for (const auto& [existing, _] : params_) {
+    VIT_CHECK(existing != name, "module", "parameter '{}' registered twice", name);
+  }
+  Variable p(std::move(value), requires_grad);
+  params_.emplace_back(name, p);
+  return p;
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Variable>>& out) const {
+  for (const auto& [name, p] : params_) out.emplace_back(prefix + name, p);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+std::vector<std::pair<std::string, Variable>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Variable>> out;
+  collect("", out);
+  return out;
+}
+
+std::vector<Variable> Module::parameters() const {
+  std::vector<Variable> out;
+  for (auto& [_, p] : named_parameters()) out.push_back(p);
+  return out;
+}
+
+int64_t Module::num_parameters(bool trainable_only) const {
+  int64_t n = 0;
+  for (const auto& [_, p] : named_parameters()) {
+    if (!trainable_only || p.requires_grad()) n += p.numel();
+  }
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [_, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& [_, p] : named_parameters()) p.zero_grad();
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  for (const auto& [name, p] : named_parameters()) out.emplace_back(name, p.data());
+  return out;
+}
+
+LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+  LoadResult result;
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : state) {
+    VIT_CHECK(!given.count(name), "load_state_dict", "key '{}' appears twice", name);
+    given[name] = &t;
+  }
+  std::set<std::string> used;
+  const auto params = named_parameters();
+  for (const auto& [name, p] : params) {
+    auto it = given.find(name);
+    if (it == given.end()) {
+      result.missing_keys.push_back(name);
+      continue;
+    }
+    used.insert(name);
+    VIT_CHECK(it->second->shape() == p.shape(), "load_state_dict", "'{}': expected shape {}, got {}", name,
+              shape_str(p.shape()), shape_str(it->second->shape()));
+  }
+  for (const auto& [name, _] : state) {
+    if (!used.count(name)) result.unexpected_keys.push_back(name);
+  }
+  if (strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty())) {
+    fail("load_state_dict", "missing keys [{}]; unexpected keys [{}]", fmt::join(result.missing_keys, ", "),
+         fmt::join(result.unexpected_keys, ", "));
+  }
+  // All checks passed: only now copy, so a failed load changes nothing.
+  for (const auto& [name, p] : params) {
+    auto it = given.find(name);
+    if (it != given.end()) {
+      Tensor dst = p.data();
+      dst.copy_(*it->second);
+    }
+  }
+  return result;
+}
+
+}  // namespace vit::nn

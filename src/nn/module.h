@@ -1,0 +1,68 @@
+// Module: the base of every layer (torch.nn.Module's shape). Holds named parameters and named
+// children in registration order, so parameter names are timm's dotted paths
+// ("blocks.0.attn.qkv.weight"); train()/eval() propagate to children; state dicts are name ->
+// Tensor and load with shape checks.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/ops.h"
+
+namespace vit::nn {
+
+using GeneratorPtr = std::shared_ptr<Generator>;
+using StateDict = std::vector<std::pair<std::string, Tensor>>;  // ordered, as PyTorch's OrderedDict
+
+struct LoadResult {
+  std::vector<std::string> missing_keys;     // parameters the state dict did not provide
+  std::vector<std::string> unexpected_keys;  // state dict entries no parameter matches
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Single-input forward (every layer here). Variable operator() calls it.
+  virtual Variable forward(const Variable& x) = 0;
+  Variable operator()(const Variable& x) { return forward(x); }
+
+  // Every parameter with its dotted name, depth first in registration order.
+  std::vector<std::pair<std::string, Variable>> named_parameters() const;
+  std::vector<Variable> parameters() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  // Number of scalar parameters (trainable only: those with requires_grad).
+  int64_t num_parameters(bool trainable_only = true) const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  void zero_grad();
+
+  StateDict state_dict() const;
+  // Copies values into the parameters (so optimisers holding them see the change). Shapes must
+  // match exactly; strict refuses missing and unexpected keys with an error listing them.
+  LoadResult load_state_dict(const StateDict& state, bool strict = true);
+
+ protected:
+  Variable register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    children_.emplace_back(name, module);
+    return module;
+  }
+
+ private:
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Variable>>& out) const;
+  std::vector<std::pair<std::string, Variable>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace vit::nn

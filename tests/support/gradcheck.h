@@ -1,0 +1,30 @@
+// Finite-difference gradient checks in float64: for a function f of several tensors, compares
+// the gradient of L = sum(f(inputs) * w) (w a fixed random weighting) computed by backward()
+// with central differences (L(x + eps) - L(x - eps)) / (2 eps) for every input element.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <vector>
+
+#include "autograd/ops.h"
+
+namespace vit::testing {
+
+inline constexpr double kGradcheckEps = 1e-6;
+inline constexpr double kGradcheckTol = 1e-6;  // |analytic - numeric| <= tol * (1 + |numeric|)
+
+using GradFn = std::function<Variable(const std::vector<Variable>&)>;
+
+// inputs must be float64; only those with checked[i] (default all) are checked.
+::testing::AssertionResult gradcheck(const GradFn& f, const std::vector<Tensor>& inputs,
+                                     std::vector<bool> checked = {}, double eps = kGradcheckEps,
+                                     double tol = kGradcheckTol);
+
+// Random float64 tensor (seeded), values N(0, 1) * scale + shift.
+Tensor random_f64(const Shape& shape, uint64_t seed, double scale = 1.0, double shift = 0.0);
+
+}  // namespace vit::testing
+
+#define EXPECT_GRADCHECK(...) EXPECT_TRUE(::vit::testing::gradcheck(__VA_ARGS__))
