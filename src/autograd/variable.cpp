@@ -101,22 +101,23 @@ void Variable::backward(const Tensor& grad_output) const {
   VIT_CHECK(is_leaf() || node_->backward, "backward",
             "the graph behind this {} result was already freed by an earlier backward()", grad_fn());
 
-  // Post-order DFS (iterative: deep graphs must not overflow the stack).
-  std::vector<Node*> order;
+  // Post-order DFS (iterative: deep graphs must not overflow the stack). `order` owns the nodes:
+  // running a node releases its inputs, which may be the last other reference to them.
+  std::vector<std::shared_ptr<Node>> order;
   std::unordered_set<Node*> visited;
-  std::vector<std::pair<Node*, size_t>> stack{{node_.get(), 0}};
+  std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{node_, 0}};
   visited.insert(node_.get());
   while (!stack.empty()) {
     auto& [node, next] = stack.back();
     if (next < node->inputs.size()) {
-      Node* child = node->inputs[next++].get();
-      if (child->requires_grad && child->backward && !visited.count(child)) {
-        visited.insert(child);
-        stack.push_back({child, 0});
+      std::shared_ptr<Node> child = node->inputs[next++];
+      if (child->requires_grad && child->backward && !visited.count(child.get())) {
+        visited.insert(child.get());
+        stack.emplace_back(std::move(child), 0);
       }
       continue;
     }
-    order.push_back(node);
+    order.push_back(std::move(node));
     stack.pop_back();
   }
 
@@ -130,7 +131,7 @@ void Variable::backward(const Tensor& grad_output) const {
   accumulate(node_.get(), grad_output);
 
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Node* node = *it;
+    Node* node = it->get();
     if (!node->backward) continue;  // a leaf root
     Tensor g = node->grad;
     if (g.defined()) {

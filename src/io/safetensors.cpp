@@ -99,6 +99,8 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
   std::memcpy(&header_len, base, 8);
   if (header_len > kMaxHeaderBytes) bad(fmt::format("header length {} exceeds the 100 MB limit", header_len));
   if (header_len > size - 8) bad(fmt::format("header length {} is longer than the file ({} bytes)", header_len, size));
+  // nlohmann stops at a NUL byte; the format forbids anything after the JSON, so refuse it here.
+  if (std::memchr(base + 8, '\0', header_len) != nullptr) bad("header contains a NUL byte");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(base + 8, base + 8 + header_len);
@@ -212,7 +214,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
     ::close(fd);
     fail("safetensors", "{}: file is empty", path);
   }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  // Copy-on-write private mapping: tensors may be modified in place (fine-tuning a loaded
+  // checkpoint) without touching the file; untouched pages stay shared with the page cache.
+  void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) fail("safetensors", "{}: mmap failed ({})", path, std::strerror(errno));
   std::shared_ptr<void> owner(map, [size](void* p) { ::munmap(p, size); });
@@ -227,6 +231,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   std::vector<Tensor> contiguous;
   for (const auto& [name, t] : tensors) {
     VIT_CHECK(t.defined(), "safetensors", "{}: tensor '{}' is undefined", path, name);
+    VIT_CHECK(name != "__metadata__", "safetensors", "{}: '__metadata__' is reserved and cannot name a tensor", path);
     VIT_CHECK(!header.contains(name), "safetensors", "{}: tensor name '{}' repeated", path, name);
     const char* dtype = t.dtype() == DType::F32 ? "F32" : (t.dtype() == DType::F64 ? "F64" : "I64");
     const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());

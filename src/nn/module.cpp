@@ -48,6 +48,15 @@ void Module::zero_grad() {
   for (auto& [_, p] : named_parameters()) p.zero_grad();
 }
 
+void Module::to(DType dtype) {
+  for (auto& [_, p] : named_parameters()) {
+    Node& node = *p.node();
+    if (node.data.dtype() == dtype) continue;
+    node.data = node.data.to(dtype);
+    node.grad = Tensor();
+  }
+}
+
 StateDict Module::state_dict() const {
   StateDict out;
   for (const auto& [name, p] : named_parameters()) out.emplace_back(name, p.data());

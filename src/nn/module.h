@@ -44,6 +44,9 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
   void zero_grad();
+  // Converts every parameter to dtype in place (PyTorch's module.double() / .float()); the
+  // Variables keep their identity, so references held elsewhere see the new values.
+  void to(DType dtype);
 
   StateDict state_dict() const;
   // Copies values into the parameters (so optimisers holding them see the change). Shapes must

@@ -67,6 +67,7 @@ Variable matmul(const Variable& a, const Variable& b) {
   VIT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "both arguments need at least 1 dim, got {} and {}",
             shape_str(a.shape()), shape_str(b.shape()));
   detail::check_same_dtype(a.data(), b.data(), "matmul");
+  if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(-1)).reshape({});  // dot product
   if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
   if (b.dim() == 1) return matmul(a, b.unsqueeze(-1)).squeeze(-1);
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
