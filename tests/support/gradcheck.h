@@ -22,6 +22,11 @@ using GradFn = std::function<Variable(const std::vector<Variable>&)>;
                                      std::vector<bool> checked = {}, double eps = kGradcheckEps,
                                      double tol = kGradcheckTol);
 
+// As gradcheck, for a function of existing float64 leaves (a module's parameters and an
+// input): perturbs each leaf's data in place, so f sees the change through the module.
+::testing::AssertionResult gradcheck_leaves(const std::function<Variable()>& f, const std::vector<Variable>& leaves,
+                                            double eps = kGradcheckEps, double tol = kGradcheckTol);
+
 // Random float64 tensor (seeded), values N(0, 1) * scale + shift.
 Tensor random_f64(const Shape& shape, uint64_t seed, double scale = 1.0, double shift = 0.0);
 
