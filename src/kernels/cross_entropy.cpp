@@ -15,15 +15,15 @@ double cross_entropy_forward(const T* logits, const int64_t* targets, int64_t ro
     for (int64_t k = 0; k < classes; ++k) m = std::max<double>(m, z[k]);
     double sum = 0.0;
     for (int64_t k = 0; k < classes; ++k) sum += std::exp(z[k] - m);
-    const double log_sum = std::log(sum) + m;
+    const double log_sum = std::log(sum);  // of the max-shifted logits
     double mean_log_p = 0.0;
     for (int64_t k = 0; k < classes; ++k) {
-      const double log_p = z[k] - log_sum;
+      const double log_p = (z[k] - m) - log_sum;
       probs[r * classes + k] = static_cast<T>(std::exp(log_p));
       mean_log_p += log_p;
     }
     mean_log_p /= static_cast<double>(classes);
-    const double target_log_p = z[targets[r]] - log_sum;
+    const double target_log_p = (z[targets[r]] - m) - log_sum;
     total += -(1.0 - smoothing) * target_log_p - smoothing * mean_log_p;
   }
   return rows > 0 ? total / static_cast<double>(rows) : NAN;

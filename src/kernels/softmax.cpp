@@ -52,8 +52,9 @@ void log_softmax_forward(const T* x, T* y, int64_t rows, int64_t n) {
     const T m = row_max(xr, n);
     T sum = 0;
     for (int64_t i = 0; i < n; ++i) sum += std::exp(xr[i] - m);
-    const T log_sum = std::log(sum) + m;
-    for (int64_t i = 0; i < n; ++i) y[r * n + i] = xr[i] - log_sum;
+    // (x - m) - log(sum), not x - (m + log(sum)): adding log(sum) to a large max rounds it away.
+    const T log_sum = std::log(sum);
+    for (int64_t i = 0; i < n; ++i) y[r * n + i] = (xr[i] - m) - log_sum;
   }
 }
 

@@ -46,13 +46,15 @@ std::vector<double> to_double(const std::vector<T>& v) {
 }
 
 // NaN must meet NaN and an infinity the same infinity; finite values meet the bound above.
+// scale_floor raises the scale where a result's natural magnitude exceeds its values (e.g. a
+// gradient that cancels to ~0 out of large terms).
 template <typename T>
 ::testing::AssertionResult close(const std::vector<T>& actual, const std::vector<double>& expected, double rtol,
-                                 const std::string& name) {
+                                 const std::string& name, double scale_floor = 0.0) {
   if (actual.size() != expected.size()) {
     return ::testing::AssertionFailure() << name << ": size " << actual.size() << " != expected " << expected.size();
   }
-  double scale = 0.0;
+  double scale = scale_floor;
   for (double e : expected) {
     if (std::isfinite(e)) scale = std::max(scale, std::fabs(e));
   }
