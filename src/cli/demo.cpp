@@ -23,10 +23,7 @@ struct DemoConfig {
 };
 
 void run_demo(const DemoConfig& c) {
-  if (c.threads > 0) {
-    omp_set_num_threads(c.threads);
-    kernels::set_blas_threads(c.threads);
-  }
+  set_threads(c.threads);
   auto gen = std::make_shared<Generator>(c.seed);
   nn::PatchEmbed patch_embed(c.image_size, c.patch_size, c.channels, c.dim, *gen);
   const int64_t tokens = patch_embed.num_patches() + 1;

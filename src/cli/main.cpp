@@ -11,6 +11,10 @@ int main(int argc, char** argv) {
   CLI::App app{"vit: Vision Transformers in C++ (train, evaluate, run)", "vit"};
   app.set_version_flag("--version", "vit 0.1.0");
   app.require_subcommand(1);
+  vit::cli::add_train_command(app);
+  vit::cli::add_eval_command(app);
+  vit::cli::add_predict_command(app);
+  vit::cli::add_info_command(app);
   vit::cli::add_demo_command(app);
   try {
     app.parse(argc, argv);

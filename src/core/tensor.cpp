@@ -370,7 +370,7 @@ Tensor Tensor::to(DType dtype) const {
   return out;
 }
 
-void Tensor::copy_(const Tensor& src) {
+void Tensor::copy_(const Tensor& src) const {
   VIT_CHECK(defined() && src.defined(), "copy_", "undefined tensor");
   const Tensor s = src.expand(shape_);
   const Strides& ds = strides_;
@@ -388,7 +388,7 @@ void Tensor::copy_(const Tensor& src) {
   });
 }
 
-void Tensor::fill_(double value) {
+void Tensor::fill_(double value) const {
   const Strides& ds = strides_;
   dispatch_all(dtype_, [&]<typename T>() {
     T* dst = data<T>();
@@ -432,7 +432,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
   return dispatch_all(dtype_, [&]<typename T>() { return static_cast<double>(data<T>()[off]); });
 }
 
-void Tensor::set(const std::vector<int64_t>& index, double value) {
+void Tensor::set(const std::vector<int64_t>& index, double value) const {
   const int64_t off = element_offset(index, "set");
   dispatch_all(dtype_, [&]<typename T>() { data<T>()[off] = static_cast<T>(value); });
 }

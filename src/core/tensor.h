@@ -99,13 +99,13 @@ class Tensor {
   Tensor clone() const;       // always a new contiguous tensor
   Tensor to(DType dtype) const;
   // Copies src (broadcast to this shape, same or other dtype) into this tensor's elements.
-  void copy_(const Tensor& src);
-  void fill_(double value);
+  void copy_(const Tensor& src) const;  // const: writes the shared storage, not the handle
+  void fill_(double value) const;
 
   // ---- element access (for tests, printing, small data; not for hot loops) ----
   double item() const;  // the single element of a one-element tensor
   double at(const std::vector<int64_t>& index) const;
-  void set(const std::vector<int64_t>& index, double value);
+  void set(const std::vector<int64_t>& index, double value) const;
   std::vector<double> to_vector() const;  // row-major values as double
   template <typename T>
   std::vector<T> values() const {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/vmath.h"
 
 namespace vit::kernels {
 namespace {
@@ -81,19 +82,41 @@ const char* unary_name(Unary op) {
   return "?";
 }
 
+// Exact GELU in float32 with the vectorisable erf/exp (see vmath.h).
+inline float gelu_fast(float x) { return 0.5f * x * (1.0f + erf_fast(x * static_cast<float>(kSqrt1_2))); }
+inline float gelu_grad_fast(float x) {
+  const float cdf = 0.5f * (1.0f + erf_fast(x * static_cast<float>(kSqrt1_2)));
+  return cdf + x * exp_fast(-0.5f * x * x) * static_cast<float>(kInvSqrt2Pi);
+}
+
 template <typename T>
 void unary_forward(Unary op, const T* x, T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (op == Unary::Gelu) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
+      for (int64_t i = 0; i < n; ++i) y[i] = gelu_fast(x[i]);
+      return;
+    }
+  }
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) y[i] = value(op, x[i]);
 }
 
 template <typename T>
 void unary_backward(Unary op, const T* x, const T* y, const T* dy, T* dx, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (op == Unary::Gelu) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
+      for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * gelu_grad_fast(x[i]);
+      return;
+    }
+  }
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * derivative(op, x ? x[i] : T(0), y ? y[i] : T(0));
 }
 
 double unary_ref(Unary op, double x) { return value<double>(op, x); }
+
 double unary_grad_ref(Unary op, double x) { return derivative<double>(op, x, value<double>(op, x)); }
 
 template <typename T>

@@ -57,6 +57,11 @@ void Module::to(DType dtype) {
   }
 }
 
+void Module::apply(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (auto& [_, child] : children_) child->apply(fn);
+}
+
 StateDict Module::state_dict() const {
   StateDict out;
   for (const auto& [name, p] : named_parameters()) out.emplace_back(name, p.data());

@@ -4,6 +4,7 @@
 // Tensor and load with shape checks.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,6 +48,8 @@ class Module {
   // Converts every parameter to dtype in place (PyTorch's module.double() / .float()); the
   // Variables keep their identity, so references held elsewhere see the new values.
   void to(DType dtype);
+  // Calls fn on this module and every descendant, depth first (torch.nn.Module.apply).
+  void apply(const std::function<void(Module&)>& fn);
 
   StateDict state_dict() const;
   // Copies values into the parameters (so optimisers holding them see the change). Shapes must

@@ -1,0 +1,47 @@
+// `vit info`: a model's config, parameters per part and in total, and compute per image.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "train/checkpoint.h"
+
+namespace vit::cli {
+
+void add_info_command(CLI::App& app) {
+  auto preset = std::make_shared<std::string>();
+  auto checkpoint = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("info", "print a model's config, parameter counts and FLOPs per image");
+  auto* p = cmd->add_option("--preset", *preset, "preset name");
+  auto* c = cmd->add_option("--checkpoint", *checkpoint, "checkpoint file");
+  p->excludes(c);
+  cmd->callback([=] {
+    VIT_CHECK(!preset->empty() || !checkpoint->empty(), "info", "give --preset NAME or --checkpoint FILE (presets: {})",
+              fmt::join(model::preset_names(), ", "));
+    std::unique_ptr<model::VisionTransformer> model;
+    if (!checkpoint->empty()) {
+      model = train::model_from_checkpoint(train::load_checkpoint(*checkpoint));
+    } else {
+      model = std::make_unique<model::VisionTransformer>(model::preset(*preset), std::make_shared<Generator>(0));
+    }
+    const model::ViTConfig& m = model->config();
+    std::printf("%s\n", m.name.c_str());
+    std::printf("  image %ldx%ldx%ld, patch %ld -> %ld patches, %ld tokens\n", m.in_channels, m.image_size, m.image_size,
+                m.patch_size, m.num_patches(), m.num_tokens());
+    std::printf("  dim %ld, depth %ld, heads %ld (head dim %ld), mlp %ld, qkv_bias %s, pool %s, eps %g, classes %ld\n",
+                m.dim, m.depth, m.num_heads, m.head_dim(), m.hidden_dim(), m.qkv_bias ? "yes" : "no", m.pool.c_str(),
+                m.eps, m.num_classes);
+    std::printf("  dropout %g, attn_dropout %g, drop_path %g\n", m.dropout, m.attn_dropout, m.drop_path);
+    std::printf("parameters:\n");
+    for (const auto& [part, n] : model::parameters_by_part(*model)) std::printf("  %-12s %14ld\n", part.c_str(), n);
+    if (m.depth > 0) {
+      std::printf("  (each block: %ld)\n", model->blocks->named_children()[0].second->num_parameters());
+    }
+    std::printf("  %-12s %14ld\n", "total", model->num_parameters());
+    const model::ComputeCost cost = model::macs_per_image(m);
+    std::printf("compute per image (forward): %.3f GMACs = %.3f GFLOPs\n", static_cast<double>(cost.total()) / 1e9,
+                2.0 * static_cast<double>(cost.total()) / 1e9);
+    std::printf("  patch_embed %.3f, attention %.3f, mlp %.3f, head %.3f GMACs\n", cost.patch_embed / 1e9,
+                cost.attention / 1e9, cost.mlp / 1e9, cost.head / 1e9);
+  });
+}
+
+}  // namespace vit::cli

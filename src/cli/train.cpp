@@ -1,0 +1,99 @@
+// `vit train`: flags (or a preset) into a TrainConfig, then train::train.
+#include <omp.h>
+
+#include "cli/commands.h"
+#include "kernels/gemm.h"
+#include "train/trainer.h"
+
+namespace vit::cli {
+
+void set_threads(int threads) {
+  if (threads <= 0) return;
+  omp_set_num_threads(threads);
+  kernels::set_blas_threads(threads);
+}
+
+void add_train_command(CLI::App& app) {
+  auto c = std::make_shared<train::TrainConfig>(train::digits_recipe());
+  auto preset = std::make_shared<std::string>();
+  auto model = std::make_shared<model::ViTConfig>(c->model);
+  auto no_augment = std::make_shared<bool>(false);
+  auto plain = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand(
+      "train", "train a ViT (default: the bundled MNIST digits, vit_digits preset, a recipe tuned for 2 CPU cores)");
+  cmd->add_option("--data", c->data_dir, "dataset directory: MNIST IDX files, CIFAR-10 batches, or train/ and test/ "
+                                         "image folders")->capture_default_str();
+  cmd->add_option("--preset", *preset, "model preset: vit_digits, vit_cifar, vit_tiny_patch16_224, ...");
+  auto* image_size = cmd->add_option("--image-size", model->image_size, "image height and width");
+  auto* patch = cmd->add_option("--patch-size", model->patch_size, "patch size");
+  auto* channels = cmd->add_option("--channels", model->in_channels, "input channels");
+  auto* classes = cmd->add_option("--num-classes", model->num_classes, "classes");
+  auto* dim = cmd->add_option("--dim", model->dim, "embedding dim");
+  auto* depth = cmd->add_option("--depth", model->depth, "encoder blocks");
+  auto* heads = cmd->add_option("--heads", model->num_heads, "attention heads");
+  auto* mlp_ratio = cmd->add_option("--mlp-ratio", model->mlp_ratio, "MLP hidden size / dim");
+  auto* pool = cmd->add_option("--pool", model->pool, "cls or mean");
+  auto* dropout = cmd->add_option("--dropout", model->dropout, "dropout rate");
+  auto* attn_dropout = cmd->add_option("--attn-dropout", model->attn_dropout, "attention dropout rate");
+  auto* drop_path = cmd->add_option("--drop-path", model->drop_path, "stochastic depth rate (last block)");
+  cmd->add_option("--epochs", c->epochs, "epochs")->capture_default_str();
+  cmd->add_option("--batch-size", c->batch_size, "batch size")->capture_default_str();
+  cmd->add_option("--optimizer", c->optimizer, "adamw or sgd")->capture_default_str();
+  cmd->add_option("--lr", c->lr, "peak learning rate")->capture_default_str();
+  cmd->add_option("--min-lr", c->min_lr, "final learning rate of the cosine decay")->capture_default_str();
+  cmd->add_option("--warmup-epochs", c->warmup_epochs, "linear warmup length")->capture_default_str();
+  cmd->add_option("--weight-decay", c->weight_decay, "decoupled weight decay (not on biases, norms, cls_token, "
+                                                    "pos_embed)")->capture_default_str();
+  cmd->add_option("--momentum", c->momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--label-smoothing", c->label_smoothing, "label smoothing")->capture_default_str();
+  cmd->add_option("--clip-grad", c->clip_grad, "global gradient-norm clip (0: off)")->capture_default_str();
+  cmd->add_option("--ema", c->ema_decay, "weight EMA decay (0: off)")->capture_default_str();
+  cmd->add_option("--rotate", c->augment.rotate_degrees, "augmentation: max rotation (degrees)")->capture_default_str();
+  cmd->add_option("--translate", c->augment.translate, "augmentation: max shift (fraction)")->capture_default_str();
+  cmd->add_option("--scale-min", c->augment.scale_min, "augmentation: min zoom")->capture_default_str();
+  cmd->add_option("--scale-max", c->augment.scale_max, "augmentation: max zoom")->capture_default_str();
+  cmd->add_option("--crop-padding", c->augment.crop_padding, "augmentation: random crop padding")->capture_default_str();
+  cmd->add_flag("--hflip", c->augment.hflip, "augmentation: random horizontal flips");
+  cmd->add_option("--mixup", c->augment.mixup_alpha, "mixup alpha (0: off)")->capture_default_str();
+  cmd->add_option("--cutmix", c->augment.cutmix_alpha, "cutmix alpha (0: off)")->capture_default_str();
+  cmd->add_flag("--no-augment", *no_augment, "turn all augmentation off");
+  cmd->add_option("--seed", c->seed, "random seed")->capture_default_str();
+  cmd->add_option("--threads", c->threads, "threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--out", c->out_dir, "output directory (checkpoints, metrics.jsonl, report.html)")->capture_default_str();
+  auto* resume = cmd->add_option("--resume", c->out_dir, "continue the run in this directory from its last checkpoint");
+  cmd->add_flag("--skip-nonfinite", c->skip_nonfinite, "skip steps with a NaN/Inf loss or gradient instead of stopping");
+  cmd->add_flag("--plain", *plain, "plain log lines even on a terminal");
+  cmd->callback([=] {
+    const std::vector<CLI::Option*> model_flags = {image_size, patch, channels, classes, dim, depth, heads,
+                                                   mlp_ratio, pool, dropout, attn_dropout, drop_path};
+    bool flags_given = false;
+    for (auto* o : model_flags) flags_given = flags_given || o->count() > 0;
+    if (!preset->empty()) {
+      model::ViTConfig base = model::preset(*preset);
+      // Explicit flags override the preset's values.
+      if (image_size->count()) base.image_size = model->image_size;
+      if (patch->count()) base.patch_size = model->patch_size;
+      if (channels->count()) base.in_channels = model->in_channels;
+      if (classes->count()) base.num_classes = model->num_classes;
+      if (dim->count()) base.dim = model->dim;
+      if (depth->count()) base.depth = model->depth;
+      if (heads->count()) base.num_heads = model->num_heads;
+      if (mlp_ratio->count()) base.mlp_ratio = model->mlp_ratio;
+      if (pool->count()) base.pool = model->pool;
+      if (dropout->count()) base.dropout = model->dropout;
+      if (attn_dropout->count()) base.attn_dropout = model->attn_dropout;
+      if (drop_path->count()) base.drop_path = model->drop_path;
+      c->model = base;
+    } else {
+      c->model = *model;
+      if (flags_given) c->model.name = "custom";
+    }
+    c->model_explicit = !preset->empty() || flags_given;
+    if (*no_augment) c->augment = {};
+    if (*plain) c->progress = 0;
+    c->resume = resume->count() > 0;
+    train::train(*c);
+  });
+}
+
+}  // namespace vit::cli

@@ -1,0 +1,50 @@
+// VisionTransformer, as timm's vision_transformer.py builds it (same parameter names):
+//   x (B, C, H, W) -> patch_embed (B, P, D) -> [cls_token; x] + pos_embed (B, N, D) -> pos_drop
+//   -> blocks.0 .. blocks.{depth-1} (pre-norm EncoderBlock, drop_path rising linearly to the
+//   configured rate) -> norm -> pool (CLS token, or mean of patch tokens + fc_norm)
+//   -> [pre_logits.fc + Tanh] -> head (B, K)
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/vit_config.h"
+#include "nn/transformer.h"
+
+namespace vit::model {
+
+class VisionTransformer : public nn::Module {
+ public:
+  // Builds and initialises (timm: trunc-normal std .02 Linear weights, zero biases, LayerNorm
+  // ones/zeros, pos_embed trunc-normal .02, cls_token normal std 1e-6). gen also drives dropout.
+  VisionTransformer(const ViTConfig& config, nn::GeneratorPtr gen);
+  Variable forward(const Variable& images) override;  // (B, C, H, W) -> logits (B, K)
+  // Pooled features before the head (B, D) (or (B, representation_size)).
+  Variable forward_features(const Variable& images);
+
+  const ViTConfig& config() const { return config_; }
+  const nn::GeneratorPtr& generator() const { return gen_; }
+
+  Variable cls_token, pos_embed;  // cls_token undefined for mean pooling
+  std::shared_ptr<nn::PatchEmbed> patch_embed;
+  std::shared_ptr<nn::Dropout> pos_drop;
+  std::shared_ptr<nn::Sequential> blocks;
+  std::shared_ptr<nn::LayerNorm> norm, fc_norm;  // norm for CLS pooling, fc_norm for mean pooling
+  std::shared_ptr<nn::Linear> pre_logits, head;
+
+ private:
+  ViTConfig config_;
+  nn::GeneratorPtr gen_;
+};
+
+// Multiply-accumulates of one forward pass per image (FLOPs = 2 x MACs), by part.
+struct ComputeCost {
+  int64_t patch_embed = 0, attention = 0, mlp = 0, head = 0;
+  int64_t total() const { return patch_embed + attention + mlp + head; }
+};
+ComputeCost macs_per_image(const ViTConfig& config);
+
+// Parameter count per top-level part (patch_embed, cls_token, pos_embed, blocks, norm, head, ...).
+std::vector<std::pair<std::string, int64_t>> parameters_by_part(const VisionTransformer& model);
+
+}  // namespace vit::model

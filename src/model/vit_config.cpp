@@ -1,0 +1,144 @@
+// ViTConfig presets, validation and JSON (see vit_config.h).
+#include "model/vit_config.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace vit::model {
+
+int64_t ViTConfig::hidden_dim() const {
+  return mlp_dim > 0 ? mlp_dim : static_cast<int64_t>(std::llround(static_cast<double>(dim) * mlp_ratio));
+}
+
+void ViTConfig::validate() const {
+  const char* op = "vit_config";
+  VIT_CHECK(image_size > 0 && patch_size > 0, op, "image_size {} and patch_size {} must be positive", image_size,
+            patch_size);
+  VIT_CHECK(image_size % patch_size == 0, op, "image_size {} is not divisible by patch_size {}", image_size,
+            patch_size);
+  VIT_CHECK(in_channels > 0, op, "in_channels must be positive, got {}", in_channels);
+  VIT_CHECK(num_classes > 0, op, "num_classes must be positive, got {}", num_classes);
+  VIT_CHECK(dim > 0 && depth >= 0 && num_heads > 0, op, "dim {}, depth {}, num_heads {} must be positive", dim, depth,
+            num_heads);
+  VIT_CHECK(dim % num_heads == 0, op, "dim {} is not divisible by num_heads {}", dim, num_heads);
+  VIT_CHECK(mlp_dim > 0 || mlp_ratio > 0, op, "mlp_ratio must be positive, got {}", mlp_ratio);
+  VIT_CHECK(mlp_dim >= 0, op, "mlp_dim must be >= 0, got {}", mlp_dim);
+  for (auto [field, p] : {std::pair{"dropout", dropout}, {"attn_dropout", attn_dropout}, {"drop_path", drop_path}}) {
+    VIT_CHECK(p >= 0.0 && p < 1.0, op, "{} must be in [0, 1), got {}", field, p);
+  }
+  VIT_CHECK(pool == "cls" || pool == "mean", op, "pool must be 'cls' or 'mean', got '{}'", pool);
+  VIT_CHECK(eps > 0.0, op, "eps must be positive, got {}", eps);
+  VIT_CHECK(representation_size >= 0, op, "representation_size must be >= 0, got {}", representation_size);
+}
+
+std::string ViTConfig::to_json() const {
+  nlohmann::ordered_json j = {{"name", name},
+                              {"image_size", image_size},
+                              {"patch_size", patch_size},
+                              {"in_channels", in_channels},
+                              {"num_classes", num_classes},
+                              {"dim", dim},
+                              {"depth", depth},
+                              {"num_heads", num_heads},
+                              {"mlp_ratio", mlp_ratio},
+                              {"mlp_dim", mlp_dim},
+                              {"qkv_bias", qkv_bias},
+                              {"dropout", dropout},
+                              {"attn_dropout", attn_dropout},
+                              {"drop_path", drop_path},
+                              {"pool", pool},
+                              {"eps", eps},
+                              {"representation_size", representation_size}};
+  return j.dump();
+}
+
+ViTConfig ViTConfig::from_json(const std::string& text) {
+  ViTConfig c;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    c.name = j.at("name").get<std::string>();
+    c.image_size = j.at("image_size").get<int64_t>();
+    c.patch_size = j.at("patch_size").get<int64_t>();
+    c.in_channels = j.at("in_channels").get<int64_t>();
+    c.num_classes = j.at("num_classes").get<int64_t>();
+    c.dim = j.at("dim").get<int64_t>();
+    c.depth = j.at("depth").get<int64_t>();
+    c.num_heads = j.at("num_heads").get<int64_t>();
+    c.mlp_ratio = j.at("mlp_ratio").get<double>();
+    c.mlp_dim = j.value("mlp_dim", int64_t{0});
+    c.qkv_bias = j.at("qkv_bias").get<bool>();
+    c.dropout = j.value("dropout", 0.0);
+    c.attn_dropout = j.value("attn_dropout", 0.0);
+    c.drop_path = j.value("drop_path", 0.0);
+    c.pool = j.at("pool").get<std::string>();
+    c.eps = j.at("eps").get<double>();
+    c.representation_size = j.value("representation_size", int64_t{0});
+  } catch (const nlohmann::json::exception& e) {
+    fail("vit_config", "invalid model config JSON: {}", e.what());
+  }
+  c.validate();
+  return c;
+}
+
+bool ViTConfig::same_architecture(const ViTConfig& o) const {
+  return image_size == o.image_size && patch_size == o.patch_size && in_channels == o.in_channels &&
+         num_classes == o.num_classes && dim == o.dim && depth == o.depth && num_heads == o.num_heads &&
+         hidden_dim() == o.hidden_dim() && qkv_bias == o.qkv_bias && pool == o.pool &&
+         representation_size == o.representation_size;
+}
+
+static ViTConfig imagenet(const char* name, int64_t dim, int64_t depth, int64_t heads) {
+  ViTConfig c;
+  c.name = name;
+  c.dim = dim;
+  c.depth = depth;
+  c.num_heads = heads;
+  return c;
+}
+
+ViTConfig preset(const std::string& name) {
+  if (name == "vit_tiny_patch16_224") return imagenet("vit_tiny_patch16_224", 192, 12, 3);
+  if (name == "vit_small_patch16_224") return imagenet("vit_small_patch16_224", 384, 12, 6);
+  if (name == "vit_base_patch16_224") return imagenet("vit_base_patch16_224", 768, 12, 12);
+  if (name == "vit_large_patch16_224") return imagenet("vit_large_patch16_224", 1024, 24, 16);
+  if (name == "vit_digits") {
+    // The default: 28x28 grey digits, 4x4 patches (49 tokens + CLS), small and fast on 2 cores.
+    ViTConfig c;
+    c.name = name;
+    c.image_size = 28;
+    c.patch_size = 4;
+    c.in_channels = 1;
+    c.num_classes = 10;
+    c.dim = 64;
+    c.depth = 6;
+    c.num_heads = 4;
+    c.mlp_ratio = 2.0;
+    c.pool = "cls";
+    return c;
+  }
+  if (name == "vit_cifar") {
+    ViTConfig c;
+    c.name = name;
+    c.image_size = 32;
+    c.patch_size = 4;
+    c.in_channels = 3;
+    c.num_classes = 10;
+    c.dim = 192;
+    c.depth = 6;
+    c.num_heads = 3;
+    c.mlp_ratio = 2.0;
+    c.drop_path = 0.1;
+    return c;
+  }
+  fail("vit_config", "unknown preset '{}' (known: vit_tiny_patch16_224, vit_small_patch16_224, vit_base_patch16_224, "
+       "vit_large_patch16_224, vit_digits, vit_cifar)", name);
+}
+
+std::vector<std::string> preset_names() {
+  return {"vit_tiny_patch16_224", "vit_small_patch16_224", "vit_base_patch16_224", "vit_large_patch16_224",
+          "vit_digits", "vit_cifar"};
+}
+
+}  // namespace vit::model

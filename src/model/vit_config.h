@@ -1,0 +1,48 @@
+// ViTConfig: everything that defines a Vision Transformer's shape, with timm's presets and
+// small presets for 28x28 digits and 32x32 CIFAR images. Validated with clear errors, and
+// serialised to JSON so every checkpoint carries its own config.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace vit::model {
+
+struct ViTConfig {
+  std::string name = "custom";
+  int64_t image_size = 224;
+  int64_t patch_size = 16;
+  int64_t in_channels = 3;
+  int64_t num_classes = 1000;
+  int64_t dim = 768;
+  int64_t depth = 12;
+  int64_t num_heads = 12;
+  double mlp_ratio = 4.0;
+  int64_t mlp_dim = 0;  // hidden size of the MLP; 0 means round(dim * mlp_ratio)
+  bool qkv_bias = true;
+  double dropout = 0.0;       // after position embedding, in the MLP, after the attention projection
+  double attn_dropout = 0.0;  // on attention probabilities
+  double drop_path = 0.0;     // stochastic depth rate of the last block (linear decay from 0)
+  std::string pool = "cls";   // "cls" token or "mean" of the patch tokens
+  double eps = 1e-6;          // LayerNorm eps
+  int64_t representation_size = 0;  // > 0: a pre-logits Linear(dim, size) + Tanh before the head
+
+  int64_t grid() const { return image_size / patch_size; }
+  int64_t num_patches() const { return grid() * grid(); }
+  int64_t num_tokens() const { return num_patches() + (pool == "cls" ? 1 : 0); }
+  int64_t head_dim() const { return dim / num_heads; }
+  int64_t hidden_dim() const;
+  // Throws "[vit_config] ..." naming the first inconsistency.
+  void validate() const;
+
+  std::string to_json() const;
+  static ViTConfig from_json(const std::string& json);  // throws on missing/invalid fields
+  bool same_architecture(const ViTConfig& other) const;  // everything but dropout rates and name
+};
+
+// Preset names: vit_tiny_patch16_224, vit_small_patch16_224, vit_base_patch16_224,
+// vit_large_patch16_224, vit_digits (28x28x1, the default), vit_cifar (32x32x3).
+ViTConfig preset(const std::string& name);
+std::vector<std::string> preset_names();
+
+}  // namespace vit::model

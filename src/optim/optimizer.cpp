@@ -1,0 +1,154 @@
+// Optimisers, clipping, schedule and EMA (see optimizer.h).
+#include "optim/optimizer.h"
+
+#include <cmath>
+
+#include "kernels/optim.h"
+
+namespace vit::optim {
+
+bool decays(const std::string& name, const Variable& p) {
+  const std::string last = name.substr(name.rfind('.') + 1);
+  if (last == "cls_token" || last == "pos_embed" || name == "cls_token" || name == "pos_embed") return false;
+  return p.dim() >= 2;
+}
+
+Optimizer::Optimizer(NamedParameters params) : params_(std::move(params)) {
+  for (const auto& [name, p] : params_) {
+    VIT_CHECK(p.defined() && p.dtype() == DType::F32 && p.data().is_contiguous(), "optimizer",
+              "parameter '{}' must be a contiguous float32 tensor", name);
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (auto& [_, p] : params_) Variable(p).set_grad(Tensor());
+}
+
+const Tensor& Optimizer::find(const NamedTensors& state, const std::string& key, const Shape& shape) const {
+  for (const auto& [k, t] : state) {
+    if (k != key) continue;
+    VIT_CHECK(t.shape() == shape, "optimizer", "state '{}': expected shape {}, got {}", key, shape_str(shape),
+              shape_str(t.shape()));
+    return t;
+  }
+  fail("optimizer", "state '{}' missing from the checkpoint", key);
+}
+
+AdamW::AdamW(NamedParameters params, double lr_, double weight_decay_, double beta1_, double beta2_, double eps_)
+    : Optimizer(std::move(params)), weight_decay(weight_decay_), beta1(beta1_), beta2(beta2_), eps(eps_) {
+  lr = lr_;
+  VIT_CHECK(lr >= 0 && weight_decay >= 0 && beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && eps > 0, "adamw",
+            "invalid hyper-parameters lr={} weight_decay={} betas=({}, {}) eps={}", lr, weight_decay, beta1, beta2, eps);
+  for (const auto& [_, p] : params_) {
+    m_.push_back(Tensor::zeros(p.shape()));
+    v_.push_back(Tensor::zeros(p.shape()));
+  }
+}
+
+void AdamW::step() {
+  ++step_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    if (!p.grad().defined()) continue;
+    const double wd = decays(name, p) ? weight_decay : 0.0;
+    kernels::adamw_update(p.data().data<float>(), p.grad().data<float>(), m_[i].data<float>(), v_[i].data<float>(),
+                          p.numel(), lr, beta1, beta2, eps, wd, step_);
+  }
+}
+
+NamedTensors AdamW::state() const {
+  NamedTensors out{{"step", Tensor::scalar(static_cast<double>(step_), DType::F64)}};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out.emplace_back("exp_avg." + params_[i].first, m_[i]);
+    out.emplace_back("exp_avg_sq." + params_[i].first, v_[i]);
+  }
+  return out;
+}
+
+void AdamW::load_state(const NamedTensors& state) {
+  const auto step = static_cast<int64_t>(find(state, "step", {}).item());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    m_[i].copy_(find(state, "exp_avg." + name, p.shape()));
+    v_[i].copy_(find(state, "exp_avg_sq." + name, p.shape()));
+  }
+  step_ = step;
+}
+
+SGD::SGD(NamedParameters params, double lr_, double momentum_, double weight_decay_, bool nesterov_)
+    : Optimizer(std::move(params)), momentum(momentum_), weight_decay(weight_decay_), nesterov(nesterov_) {
+  lr = lr_;
+  VIT_CHECK(lr >= 0 && momentum >= 0 && weight_decay >= 0, "sgd", "invalid hyper-parameters lr={} momentum={} "
+            "weight_decay={}", lr, momentum, weight_decay);
+  for (const auto& [_, p] : params_) buf_.push_back(Tensor::zeros(p.shape()));
+}
+
+void SGD::step() {
+  ++step_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    if (!p.grad().defined()) continue;
+    const double wd = decays(name, p) ? weight_decay : 0.0;
+    kernels::sgd_update(p.data().data<float>(), p.grad().data<float>(), buf_[i].data<float>(), p.numel(), lr, momentum,
+                        wd, nesterov, step_ == 1);
+  }
+}
+
+NamedTensors SGD::state() const {
+  NamedTensors out{{"step", Tensor::scalar(static_cast<double>(step_), DType::F64)}};
+  for (size_t i = 0; i < params_.size(); ++i) out.emplace_back("momentum_buffer." + params_[i].first, buf_[i]);
+  return out;
+}
+
+void SGD::load_state(const NamedTensors& state) {
+  const auto step = static_cast<int64_t>(find(state, "step", {}).item());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    buf_[i].copy_(find(state, "momentum_buffer." + params_[i].first, params_[i].second.shape()));
+  }
+  step_ = step;
+}
+
+double grad_norm(const NamedParameters& params) {
+  double sq = 0.0;
+  for (const auto& [_, p] : params) {
+    if (p.grad().defined()) sq += kernels::sum_squares(p.grad().data<float>(), p.numel());
+  }
+  return std::sqrt(sq);
+}
+
+double clip_grad_norm(const NamedParameters& params, double max_norm) {
+  VIT_CHECK(max_norm > 0, "clip_grad_norm", "max_norm must be positive, got {}", max_norm);
+  const double norm = grad_norm(params);
+  if (!std::isfinite(norm)) return norm;
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    for (const auto& [_, p] : params) {
+      if (p.grad().defined()) kernels::scale_inplace(p.grad().data<float>(), p.numel(), static_cast<float>(coef));
+    }
+  }
+  return norm;
+}
+
+double warmup_cosine_lr(int64_t step, int64_t warmup_steps, int64_t total_steps, double base_lr, double min_lr) {
+  if (warmup_steps > 0 && step < warmup_steps) {
+    return base_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+  }
+  const int64_t decay_steps = std::max<int64_t>(total_steps - warmup_steps, 1);
+  const double progress = std::min(1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps));
+  return min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+ModelEma::ModelEma(const NamedParameters& params, double decay_) : decay(decay_) {
+  VIT_CHECK(decay > 0 && decay < 1, "ema", "decay must be in (0, 1), got {}", decay);
+  for (const auto& [name, p] : params) ema_.emplace_back(name, p.data().clone());
+}
+
+void ModelEma::update(const NamedParameters& params) {
+  VIT_ASSERT(params.size() == ema_.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    kernels::ema_update(ema_[i].second.data<float>(), params[i].second.data().data<float>(), params[i].second.numel(),
+                        decay);
+  }
+}
+
+}  // namespace vit::optim

@@ -1,0 +1,89 @@
+// Optimisers over named parameters (float32): SGD with momentum and AdamW with decoupled
+// weight decay, as torch.optim computes them. Weight decay follows timm: parameters with fewer
+// than 2 dims (biases, LayerNorm) and cls_token / pos_embed are never decayed. State is
+// name -> tensor so it can be saved in a checkpoint and restored exactly.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/variable.h"
+
+namespace vit::optim {
+
+using NamedParameters = std::vector<std::pair<std::string, Variable>>;
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// timm's rule: decay weights of >= 2 dims except cls_token / pos_embed (and *.cls_token ...).
+bool decays(const std::string& name, const Variable& p);
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  explicit Optimizer(NamedParameters params);
+  // One update from the parameters' .grad (a parameter without .grad is skipped).
+  virtual void step() = 0;
+  void zero_grad();
+  double lr = 1e-3;
+  int64_t steps() const { return step_; }
+  // Optimiser state (moments, step) for checkpoints; load checks names and shapes.
+  virtual NamedTensors state() const = 0;
+  virtual void load_state(const NamedTensors& state) = 0;
+  const NamedParameters& parameters() const { return params_; }
+
+ protected:
+  NamedParameters params_;
+  int64_t step_ = 0;
+  const Tensor& find(const NamedTensors& state, const std::string& key, const Shape& shape) const;
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(NamedParameters params, double lr, double weight_decay = 0.05, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8);
+  void step() override;
+  NamedTensors state() const override;
+  void load_state(const NamedTensors& state) override;
+  double weight_decay, beta1, beta2, eps;
+
+ private:
+  std::vector<Tensor> m_, v_;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(NamedParameters params, double lr, double momentum = 0.9, double weight_decay = 0.0, bool nesterov = false);
+  void step() override;
+  NamedTensors state() const override;
+  void load_state(const NamedTensors& state) override;
+  double momentum, weight_decay;
+  bool nesterov;
+
+ private:
+  std::vector<Tensor> buf_;
+};
+
+// Scales all gradients so their global L2 norm is at most max_norm; returns the norm before
+// clipping (torch.nn.utils.clip_grad_norm_). A non-finite norm is returned unchanged.
+double clip_grad_norm(const NamedParameters& params, double max_norm);
+double grad_norm(const NamedParameters& params);
+
+// Linear warmup from 0 to base_lr over warmup_steps, then cosine decay to min_lr at total_steps.
+double warmup_cosine_lr(int64_t step, int64_t warmup_steps, int64_t total_steps, double base_lr, double min_lr);
+
+// Exponential moving average of the parameters (weights used for evaluation).
+class ModelEma {
+ public:
+  ModelEma(const NamedParameters& params, double decay);
+  void update(const NamedParameters& params);
+  const NamedTensors& averages() const { return ema_; }
+  NamedTensors& averages() { return ema_; }
+  double decay;
+
+ private:
+  NamedTensors ema_;
+};
+
+}  // namespace vit::optim

@@ -1,0 +1,59 @@
+// Evaluation (see evaluate.h).
+#include "train/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace vit::train {
+
+EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, const data::Normalization& norm,
+                    int64_t batch_size) {
+  const int64_t K = model.config().num_classes;
+  VIT_CHECK(data.num_classes() <= K, "evaluate", "the data has {} classes but the model predicts {}",
+            data.num_classes(), K);
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  EvalResult r;
+  r.count = data.size();
+  r.confusion.assign(K, std::vector<int64_t>(K, 0));
+  r.predictions.assign(data.size(), -1);
+  r.confidence.assign(data.size(), 0.0f);
+  double loss_sum = 0.0;
+  int64_t correct1 = 0, correct5 = 0;
+  Generator unused(0);
+  for (const auto& indices : data::epoch_batches(data.size(), batch_size, false, false, 0, 0)) {
+    const data::Batch batch = data::make_batch(data, indices, {}, norm, false, unused);
+    const Variable logits = model(Variable(batch.images));
+    const auto B = static_cast<int64_t>(indices.size());
+    loss_sum += cross_entropy(logits, batch.targets).item() * static_cast<double>(B);
+    const Tensor probs = softmax(logits, 1).data().contiguous();
+    const float* p = probs.data<float>();
+    for (int64_t b = 0; b < B; ++b) {
+      const float* row = p + b * K;
+      std::vector<int64_t> order(K);
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + std::min<int64_t>(5, K), order.end(),
+                        [row](int64_t a, int64_t c) { return row[a] > row[c] || (row[a] == row[c] && a < c); });
+      const int64_t truth = batch.targets.data<int64_t>()[b];
+      correct1 += order[0] == truth;
+      correct5 += std::find(order.begin(), order.begin() + std::min<int64_t>(5, K), truth) != order.begin() + std::min<int64_t>(5, K);
+      r.confusion[truth][order[0]] += 1;
+      r.predictions[indices[b]] = order[0];
+      r.confidence[indices[b]] = row[order[0]];
+    }
+  }
+  model.train(was_training);
+  const double n = std::max<double>(1.0, static_cast<double>(r.count));
+  r.loss = loss_sum / n;
+  r.top1 = static_cast<double>(correct1) / n;
+  r.top5 = static_cast<double>(correct5) / n;
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t total = std::accumulate(r.confusion[k].begin(), r.confusion[k].end(), int64_t{0});
+    r.per_class_accuracy.push_back(total ? static_cast<double>(r.confusion[k][k]) / static_cast<double>(total) : NAN);
+  }
+  return r;
+}
+
+}  // namespace vit::train

@@ -1,0 +1,25 @@
+// Evaluation of a classifier on a dataset: mean cross-entropy, top-1 / top-5 accuracy,
+// per-class accuracy, the confusion matrix, and which images were misclassified.
+#pragma once
+
+#include <vector>
+
+#include "data/loader.h"
+#include "model/vision_transformer.h"
+
+namespace vit::train {
+
+struct EvalResult {
+  int64_t count = 0;
+  double loss = 0.0, top1 = 0.0, top5 = 0.0;
+  std::vector<std::vector<int64_t>> confusion;  // [true][predicted]
+  std::vector<double> per_class_accuracy;
+  std::vector<int64_t> predictions;  // per image, dataset order
+  std::vector<float> confidence;     // probability of the predicted class
+};
+
+// Runs in eval mode without gradients (restores the previous mode).
+EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, const data::Normalization& norm,
+                    int64_t batch_size = 500);
+
+}  // namespace vit::train

@@ -1,0 +1,365 @@
+// The training loop (see trainer.h).
+#include "train/trainer.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kernels/gemm.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/progress.h"
+#include "train/report.h"
+
+namespace vit::train {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string TrainConfig::to_json() const {
+  nlohmann::ordered_json j = {
+      {"data_dir", data_dir}, {"epochs", epochs}, {"batch_size", batch_size}, {"optimizer", optimizer}, {"lr", lr},
+      {"min_lr", min_lr}, {"weight_decay", weight_decay}, {"momentum", momentum}, {"warmup_epochs", warmup_epochs},
+      {"label_smoothing", label_smoothing}, {"clip_grad", clip_grad}, {"ema_decay", ema_decay}, {"seed", seed},
+      {"skip_nonfinite", skip_nonfinite}, {"eval_batch_size", eval_batch_size},
+      {"augment",
+       {{"crop_padding", augment.crop_padding}, {"hflip", augment.hflip}, {"rotate_degrees", augment.rotate_degrees},
+        {"translate", augment.translate}, {"scale_min", augment.scale_min}, {"scale_max", augment.scale_max},
+        {"mixup_alpha", augment.mixup_alpha}, {"cutmix_alpha", augment.cutmix_alpha}}}};
+  return j.dump();
+}
+
+TrainConfig TrainConfig::from_json(const std::string& text) {
+  TrainConfig c;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    c.data_dir = j.at("data_dir").get<std::string>();
+    c.epochs = j.at("epochs").get<int64_t>();
+    c.batch_size = j.at("batch_size").get<int64_t>();
+    c.optimizer = j.at("optimizer").get<std::string>();
+    c.lr = j.at("lr").get<double>();
+    c.min_lr = j.at("min_lr").get<double>();
+    c.weight_decay = j.at("weight_decay").get<double>();
+    c.momentum = j.at("momentum").get<double>();
+    c.warmup_epochs = j.at("warmup_epochs").get<double>();
+    c.label_smoothing = j.at("label_smoothing").get<double>();
+    c.clip_grad = j.at("clip_grad").get<double>();
+    c.ema_decay = j.at("ema_decay").get<double>();
+    c.seed = j.at("seed").get<uint64_t>();
+    c.skip_nonfinite = j.at("skip_nonfinite").get<bool>();
+    c.eval_batch_size = j.at("eval_batch_size").get<int64_t>();
+    const auto& a = j.at("augment");
+    c.augment.crop_padding = a.at("crop_padding").get<int64_t>();
+    c.augment.hflip = a.at("hflip").get<bool>();
+    c.augment.rotate_degrees = a.at("rotate_degrees").get<double>();
+    c.augment.translate = a.at("translate").get<double>();
+    c.augment.scale_min = a.at("scale_min").get<double>();
+    c.augment.scale_max = a.at("scale_max").get<double>();
+    c.augment.mixup_alpha = a.at("mixup_alpha").get<double>();
+    c.augment.cutmix_alpha = a.at("cutmix_alpha").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("train", "invalid training config JSON: {}", e.what());
+  }
+  return c;
+}
+
+void TrainConfig::validate() const {
+  const char* op = "train";
+  model.validate();
+  VIT_CHECK(epochs >= 1, op, "--epochs must be >= 1, got {}", epochs);
+  VIT_CHECK(batch_size >= 1, op, "--batch-size must be >= 1, got {}", batch_size);
+  VIT_CHECK(optimizer == "adamw" || optimizer == "sgd", op, "--optimizer must be adamw or sgd, got '{}'", optimizer);
+  VIT_CHECK(std::isfinite(lr) && lr > 0, op, "--lr must be positive, got {}", lr);
+  VIT_CHECK(min_lr >= 0 && min_lr <= lr, op, "--min-lr must be in [0, lr], got {}", min_lr);
+  VIT_CHECK(weight_decay >= 0, op, "--weight-decay must be >= 0, got {}", weight_decay);
+  VIT_CHECK(warmup_epochs >= 0, op, "--warmup-epochs must be >= 0, got {}", warmup_epochs);
+  VIT_CHECK(label_smoothing >= 0 && label_smoothing < 1, op, "--label-smoothing must be in [0, 1), got {}",
+            label_smoothing);
+  VIT_CHECK(ema_decay >= 0 && ema_decay < 1, op, "--ema must be in [0, 1), got {}", ema_decay);
+  VIT_CHECK(augment.scale_min > 0 && augment.scale_min <= augment.scale_max, op, "invalid scale range [{}, {}]",
+            augment.scale_min, augment.scale_max);
+  VIT_CHECK(augment.crop_padding >= 0 && augment.rotate_degrees >= 0 && augment.translate >= 0 &&
+                augment.mixup_alpha >= 0 && augment.cutmix_alpha >= 0,
+            op, "augmentation amounts must be >= 0");
+  VIT_CHECK(threads >= 0, op, "--threads must be >= 0, got {}", threads);
+}
+
+TrainConfig digits_recipe() {
+  TrainConfig c;
+  c.model = model::preset("vit_digits");
+  c.epochs = 30;
+  c.batch_size = 128;
+  c.lr = 2e-3;
+  c.weight_decay = 0.05;
+  c.warmup_epochs = 1.0;
+  c.label_smoothing = 0.1;
+  c.augment.rotate_degrees = 10.0;
+  c.augment.translate = 0.1;
+  c.augment.scale_min = 0.9;
+  c.augment.scale_max = 1.1;
+  return c;
+}
+
+namespace {
+
+struct EpochStats {
+  double loss_sum = 0.0;
+  int64_t correct = 0, seen = 0, steps = 0, skipped = 0;
+};
+
+void append_line(const std::string& path, const std::string& line) {
+  std::ofstream out(path, std::ios::app);
+  out << line << "\n";
+  VIT_CHECK(out.good(), "train", "{}: cannot write", path);
+}
+
+// Keeps the first `epochs` lines of metrics.jsonl (a resumed run rewrites what follows).
+void truncate_metrics(const std::string& path, int64_t epochs) {
+  if (!fs::exists(path)) return;
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line) && static_cast<int64_t>(lines.size()) < epochs;) lines.push_back(line);
+  in.close();
+  std::ofstream out(path, std::ios::trunc);
+  for (const auto& line : lines) out << line << "\n";
+}
+
+std::vector<nlohmann::json> read_metrics(const std::string& path) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  }
+  return rows;
+}
+
+// Copies tensors into the model's parameters (same names, same order).
+void assign(const optim::NamedParameters& params, const optim::NamedTensors& values) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor dst = params[i].second.data();
+    dst.copy_(values[i].second);
+  }
+}
+
+}  // namespace
+
+TrainResult train(TrainConfig config) {
+  config.validate();
+  if (config.threads > 0) {
+    omp_set_num_threads(config.threads);
+    kernels::set_blas_threads(config.threads);
+  }
+  const int threads = omp_get_max_threads();
+  const fs::path out_dir(config.out_dir);
+  const std::string last_path = (out_dir / "last.safetensors").string();
+  const std::string best_path = (out_dir / "best.safetensors").string();
+  const std::string metrics_path = (out_dir / "metrics.jsonl").string();
+  const std::string report_path = (out_dir / "report.html").string();
+
+  // ---- resume: configs, weights, optimiser, EMA and position come from the checkpoint ----
+  std::optional<LoadedCheckpoint> resumed;
+  if (config.resume) {
+    VIT_CHECK(fs::exists(last_path), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir, last_path);
+    resumed = load_checkpoint(last_path);
+    TrainConfig saved = TrainConfig::from_json(resumed->info.train_config_json);
+    VIT_CHECK(!config.model_explicit || resumed->info.model.same_architecture(config.model),
+              "train", "{}: checkpoint is a different model ({} dim {} depth {} heads {}) than requested ({} dim {} depth {} "
+              "heads {})", last_path, resumed->info.model.name, resumed->info.model.dim, resumed->info.model.depth,
+              resumed->info.model.num_heads, config.model.name, config.model.dim, config.model.depth,
+              config.model.num_heads);
+    saved.model = resumed->info.model;
+    saved.epochs = std::max(config.epochs, resumed->info.epoch);
+    saved.out_dir = config.out_dir;
+    saved.threads = config.threads;
+    saved.progress = config.progress;
+    saved.resume = true;
+    config = saved;
+  }
+
+  // ---- data ----
+  const model::ViTConfig& mc = config.model;
+  data::Dataset train_data = data::load_dataset(config.data_dir, data::Split::Train, mc.in_channels, mc.image_size);
+  data::Dataset test_data = data::load_dataset(config.data_dir, data::Split::Test, mc.in_channels, mc.image_size);
+  for (const data::Dataset* d : {&train_data, &test_data}) {
+    VIT_CHECK(d->channels == mc.in_channels && d->height == mc.image_size && d->width == mc.image_size, "train",
+              "{}: images are {}x{}x{} but the model expects {}x{}x{}", d->source, d->channels, d->height, d->width,
+              mc.in_channels, mc.image_size, mc.image_size);
+    VIT_CHECK(d->num_classes() <= mc.num_classes, "train", "{}: {} classes but the model has {} outputs", d->source,
+              d->num_classes(), mc.num_classes);
+  }
+  const bool digits = train_data.class_names == std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+  const data::Normalization norm =
+      resumed ? resumed->info.normalization : data::default_normalization(mc.in_channels, digits);
+
+  // ---- model, optimiser, EMA ----
+  auto gen = std::make_shared<Generator>(config.seed);
+  model::VisionTransformer model(mc, gen);
+  const optim::NamedParameters params = model.named_parameters();
+  std::unique_ptr<optim::Optimizer> opt;
+  if (config.optimizer == "adamw") {
+    opt = std::make_unique<optim::AdamW>(params, config.lr, config.weight_decay);
+  } else {
+    opt = std::make_unique<optim::SGD>(params, config.lr, config.momentum, config.weight_decay);
+  }
+  std::unique_ptr<optim::ModelEma> ema;
+  if (config.ema_decay > 0) ema = std::make_unique<optim::ModelEma>(params, config.ema_decay);
+  int64_t start_epoch = 0;
+  double elapsed_before = 0.0;
+  if (resumed) {
+    model.load_state_dict(resumed->weights);
+    opt->load_state(resumed->optimizer);
+    if (ema) {
+      VIT_CHECK(resumed->ema.size() == params.size(), "train", "{}: EMA weights missing from the checkpoint", last_path);
+      for (size_t i = 0; i < params.size(); ++i) ema->averages()[i].second.copy_(resumed->ema[i].second);
+    }
+    start_epoch = resumed->info.epoch;
+    elapsed_before = resumed->info.elapsed_seconds;
+    truncate_metrics(metrics_path, start_epoch);
+  } else {
+    fs::create_directories(out_dir);
+    std::ofstream(metrics_path, std::ios::trunc).close();
+  }
+
+  const int64_t steps_per_epoch = static_cast<int64_t>(
+      data::epoch_batches(train_data.size(), config.batch_size, true, true, config.seed, 0).size());
+  const int64_t total_steps = steps_per_epoch * config.epochs;
+  const auto warmup_steps = static_cast<int64_t>(std::llround(config.warmup_epochs * static_cast<double>(steps_per_epoch)));
+  const model::ComputeCost cost = model::macs_per_image(mc);
+  std::printf("model %s: %ld parameters, %.2f MMACs per image; %ld training / %ld test images from %s\n",
+              mc.name.c_str(), model.num_parameters(), static_cast<double>(cost.total()) / 1e6, train_data.size(),
+              test_data.size(), config.data_dir.c_str());
+  std::printf("training %ld epochs x %ld steps (batch %ld, %s lr %g, %d threads) -> %s\n", config.epochs,
+              steps_per_epoch, config.batch_size, config.optimizer.c_str(), config.lr, threads, config.out_dir.c_str());
+  if (resumed) std::printf("resumed from %s at epoch %ld\n", last_path.c_str(), start_epoch);
+  std::fflush(stdout);
+
+  const bool bar = config.progress == 1 || (config.progress < 0 && ::isatty(STDOUT_FILENO));
+  TrainResult result;
+  const std::vector<double> thresholds = {0.97, 0.985};
+  for (double t : thresholds) result.milestones.emplace_back(t, -1.0);
+  for (const auto& row : read_metrics(metrics_path)) {  // milestones already passed before a resume
+    result.best_test_accuracy = std::max(result.best_test_accuracy, row.value("test_acc", 0.0));
+    for (auto& [t, at] : result.milestones) {
+      if (at < 0 && row.value("test_acc", 0.0) >= t) at = row.value("elapsed", 0.0);
+    }
+  }
+  const auto train_start = Clock::now();
+  int64_t step = resumed ? resumed->info.step : 0;
+
+  for (int64_t epoch = start_epoch; epoch < config.epochs; ++epoch) {
+    const auto epoch_start = Clock::now();
+    gen->manual_seed(data::mix_seed(config.seed, 0xD50, static_cast<uint64_t>(epoch)));  // dropout masks
+    model.train();
+    data::BatchLoader loader(train_data, data::epoch_batches(train_data.size(), config.batch_size, true, true,
+                                                             config.seed, epoch),
+                             config.augment, norm, true, config.seed, epoch);
+    Progress progress(bar, fmt::format("epoch {}/{}", epoch + 1, config.epochs), loader.num_batches());
+    EpochStats stats;
+    while (auto batch = loader.next()) {
+      opt->lr = optim::warmup_cosine_lr(step, warmup_steps, total_steps, config.lr, config.min_lr);
+      Variable logits = model(Variable(batch->images));
+      Variable loss = cross_entropy(logits, batch->targets, config.label_smoothing);
+      if (batch->lam < 1.0) {
+        loss = loss * batch->lam + cross_entropy(logits, batch->targets_b, config.label_smoothing) * (1.0 - batch->lam);
+      }
+      const double loss_value = loss.item();
+      if (!std::isfinite(loss_value)) {
+        if (config.skip_nonfinite) {
+          ++stats.skipped;
+          ++step;
+          continue;
+        }
+        progress.finish();
+        fail("train", "loss is {} at epoch {} step {}; stopping. The last good checkpoint is {}", loss_value,
+             epoch + 1, step, fs::exists(last_path) ? last_path : std::string("(none written yet)"));
+      }
+      opt->zero_grad();
+      loss.backward();
+      if (config.clip_grad > 0) {
+        const double norm_before = optim::clip_grad_norm(params, config.clip_grad);
+        if (!std::isfinite(norm_before)) {
+          if (config.skip_nonfinite) {
+            ++stats.skipped;
+            ++step;
+            continue;
+          }
+          progress.finish();
+          fail("train", "gradient norm is {} at epoch {} step {}; stopping. The last good checkpoint is {}",
+               norm_before, epoch + 1, step, fs::exists(last_path) ? last_path : std::string("(none written yet)"));
+        }
+      }
+      opt->step();
+      if (ema) ema->update(params);
+      ++step;
+      const Tensor predicted = argmax(logits, 1);
+      const auto B = batch->targets.numel();
+      for (int64_t b = 0; b < B; ++b) stats.correct += predicted.data<int64_t>()[b] == batch->targets.data<int64_t>()[b];
+      stats.seen += B;
+      stats.loss_sum += loss_value * static_cast<double>(B);
+      ++stats.steps;
+      const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+      progress.update(stats.steps, stats.loss_sum / static_cast<double>(stats.seen),
+                      static_cast<double>(stats.correct) / static_cast<double>(stats.seen),
+                      static_cast<double>(stats.seen) / seconds, seconds);
+    }
+    const double train_seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+
+    // ---- evaluate (EMA weights when enabled), record, checkpoint ----
+    EvalResult eval;
+    if (ema) {
+      optim::NamedTensors current;
+      for (const auto& [name, p] : params) current.emplace_back(name, p.data().clone());
+      assign(params, ema->averages());
+      eval = evaluate(model, test_data, norm, config.eval_batch_size);
+      assign(params, current);
+    } else {
+      eval = evaluate(model, test_data, norm, config.eval_batch_size);
+    }
+    const double epoch_seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    const double elapsed = elapsed_before + std::chrono::duration<double>(Clock::now() - train_start).count();
+    const double train_loss = stats.seen ? stats.loss_sum / static_cast<double>(stats.seen) : NAN;
+    const double train_acc = stats.seen ? static_cast<double>(stats.correct) / static_cast<double>(stats.seen) : NAN;
+    const double images_per_s = static_cast<double>(stats.seen) / train_seconds;
+    progress.finish();
+    nlohmann::ordered_json row = {{"epoch", epoch + 1},      {"train_loss", train_loss}, {"train_acc", train_acc},
+                                  {"test_loss", eval.loss},  {"test_acc", eval.top1},    {"test_top5", eval.top5},
+                                  {"lr", opt->lr},           {"images_per_s", images_per_s},
+                                  {"seconds", epoch_seconds}, {"elapsed", elapsed},      {"skipped_steps", stats.skipped}};
+    append_line(metrics_path, row.dump());
+    std::printf("epoch %ld/%ld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.0f img/s  %.1fs (total %.1fs)\n",
+                epoch + 1, config.epochs, train_loss, 100 * train_acc, eval.loss, 100 * eval.top1, images_per_s,
+                epoch_seconds, elapsed);
+    for (auto& [t, at] : result.milestones) {
+      if (at < 0 && eval.top1 >= t) {
+        at = elapsed;
+        std::printf("reached %.1f%% test accuracy after %.1f s of training (epoch %ld)\n", 100 * t, elapsed, epoch + 1);
+      }
+    }
+    CheckpointInfo info{mc, config.to_json(), epoch + 1, step, elapsed, train_data.class_names, norm};
+    save_checkpoint(last_path, model, opt.get(), ema.get(), info);
+    if (eval.top1 > result.best_test_accuracy) {
+      result.best_test_accuracy = eval.top1;
+      save_checkpoint(best_path, model, opt.get(), ema.get(), info);
+    }
+    write_report(report_path, mc, config.to_json(), read_metrics(metrics_path), eval, test_data);
+    std::fflush(stdout);
+    result.epochs_run = epoch + 1;
+    result.final_test_accuracy = eval.top1;
+    result.seconds = elapsed;
+  }
+  std::printf("done: test accuracy %.2f%% (best %.2f%%) after %.1f s;", 100 * result.final_test_accuracy,
+              100 * result.best_test_accuracy, result.seconds);
+  for (const auto& [t, at] : result.milestones) {
+    if (at >= 0) std::printf(" %.1f%% at %.1f s;", 100 * t, at);
+    else std::printf(" %.1f%% not reached;", 100 * t);
+  }
+  std::printf(" wrote %s\n", config.out_dir.c_str());
+  return result;
+}
+
+}  // namespace vit::train
