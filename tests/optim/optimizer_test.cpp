@@ -1,0 +1,101 @@
+// Optimiser pieces: timm's weight-decay rule, the warmup + cosine schedule, global-norm clipping,
+// EMA, and state save/restore.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "optim/optimizer.h"
+
+namespace vit::optim {
+namespace {
+
+Variable param(Shape shape, float value) {
+  Variable p(Tensor::full(shape, value), true);
+  return p;
+}
+
+TEST(WeightDecay, TimmRuleSkipsBiasesNormsClsTokenAndPosEmbed) {
+  EXPECT_TRUE(decays("blocks.0.attn.qkv.weight", param({6, 2}, 1)));
+  EXPECT_TRUE(decays("patch_embed.proj.weight", param({2, 1, 2, 2}, 1)));
+  EXPECT_FALSE(decays("blocks.0.attn.qkv.bias", param({6}, 1)));
+  EXPECT_FALSE(decays("norm.weight", param({2}, 1)));
+  EXPECT_FALSE(decays("cls_token", param({1, 1, 2}, 1)));
+  EXPECT_FALSE(decays("pos_embed", param({1, 5, 2}, 1)));
+}
+
+TEST(Schedule, LinearWarmupThenCosineToMin) {
+  EXPECT_DOUBLE_EQ(warmup_cosine_lr(0, 10, 110, 1.0, 0.0), 0.1);
+  EXPECT_DOUBLE_EQ(warmup_cosine_lr(9, 10, 110, 1.0, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(warmup_cosine_lr(10, 10, 110, 1.0, 0.0), 1.0);
+  EXPECT_NEAR(warmup_cosine_lr(60, 10, 110, 1.0, 0.0), 0.5, 1e-12);
+  EXPECT_NEAR(warmup_cosine_lr(110, 10, 110, 1.0, 0.01), 0.01, 1e-12);
+  EXPECT_NEAR(warmup_cosine_lr(500, 10, 110, 1.0, 0.01), 0.01, 1e-12);  // stays at min past the end
+  EXPECT_DOUBLE_EQ(warmup_cosine_lr(0, 0, 100, 2.0, 0.0), 2.0);
+}
+
+TEST(Clipping, ScalesToMaxNormAndReportsNormBefore) {
+  Variable a = param({2}, 0), b = param({1}, 0);
+  a.set_grad(Tensor::from_data(std::vector<float>{3, 0}, {2}));
+  b.set_grad(Tensor::from_data(std::vector<float>{4}, {1}));
+  const NamedParameters ps = {{"a", a}, {"b", b}};
+  EXPECT_NEAR(clip_grad_norm(ps, 1.0), 5.0, 1e-6);
+  EXPECT_NEAR(grad_norm(ps), 1.0, 1e-5);
+  EXPECT_NEAR(a.grad().at({0}), 0.6, 1e-6);
+  EXPECT_NEAR(clip_grad_norm(ps, 10.0), 1.0, 1e-5);  // below the bound: unchanged
+  EXPECT_NEAR(a.grad().at({0}), 0.6, 1e-6);
+  b.set_grad(Tensor::from_data(std::vector<float>{NAN}, {1}));
+  EXPECT_TRUE(std::isnan(clip_grad_norm(ps, 1.0)));
+}
+
+TEST(AdamW, FirstStepMovesEachWeightByLrAndDecaysOnlyMatrices) {
+  Variable w = param({2, 2}, 1.0f), bias = param({2}, 1.0f);
+  AdamW opt({{"fc.weight", w}, {"fc.bias", bias}}, 0.1, 0.5);
+  w.set_grad(Tensor::full({2, 2}, 2.0f));
+  bias.set_grad(Tensor::full({2}, -3.0f));
+  opt.step();
+  // Decoupled decay: w * (1 - lr * wd) = 0.95, then the bias-corrected Adam step of size lr.
+  EXPECT_NEAR(w.data().at({0, 0}), 0.95 - 0.1, 1e-6);
+  EXPECT_NEAR(bias.data().at({0}), 1.0 + 0.1, 1e-6);
+  EXPECT_EQ(opt.steps(), 1);
+}
+
+TEST(AdamW, StateRoundTripsAndIsChecked) {
+  Variable w = param({3}, 1.0f);
+  AdamW a({{"w", w}}, 0.01);
+  w.set_grad(Tensor::full({3}, 1.0f));
+  a.step();
+  a.step();
+  Variable w2 = param({3}, 1.0f);
+  AdamW b({{"w", w2}}, 0.01);
+  b.load_state(a.state());
+  EXPECT_EQ(b.steps(), 2);
+  EXPECT_EQ(b.state()[1].second.to_vector(), a.state()[1].second.to_vector());
+  Variable other = param({4}, 1.0f);
+  AdamW c({{"w", other}}, 0.01);
+  EXPECT_THROW(c.load_state(a.state()), Error);
+  AdamW d({{"v", w2}}, 0.01);
+  EXPECT_THROW(d.load_state(a.state()), Error);
+}
+
+TEST(Sgd, MomentumMatchesTorchFormula) {
+  Variable w = param({1}, 1.0f);
+  SGD opt({{"w", w}}, 0.1, 0.9, 0.0);
+  w.set_grad(Tensor::full({1}, 1.0f));
+  opt.step();  // buf = 1, w = 0.9
+  opt.step();  // buf = 1.9, w = 0.71
+  EXPECT_NEAR(w.data().at({0}), 0.71, 1e-6);
+}
+
+TEST(Ema, TracksTheParameters) {
+  Variable w = param({2}, 0.0f);
+  ModelEma ema({{"w", w}}, 0.5);
+  w.data().fill_(1.0);
+  ema.update({{"w", w}});
+  EXPECT_NEAR(ema.averages()[0].second.at({0}), 0.5, 1e-7);
+  ema.update({{"w", w}});
+  EXPECT_NEAR(ema.averages()[0].second.at({0}), 0.75, 1e-7);
+  EXPECT_THROW(ModelEma({{"w", w}}, 1.5), Error);
+}
+
+}  // namespace
+}  // namespace vit::optim
