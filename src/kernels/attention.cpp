@@ -13,23 +13,26 @@ template <typename T>
 void attention_forward(const AttentionShape& s, const T* qkv, const T* mask, double scale, T* probs, T* out) {
   const int64_t N = s.tokens, HD = s.head_dim, D = s.dim(), row = 3 * D;
   const int64_t pairs = s.batch * s.num_heads;
-#pragma omp parallel for schedule(dynamic) if (pairs > 1)
-  for (int64_t bh = 0; bh < pairs; ++bh) {
-    const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
-    const T* q = qkv + b * N * row + h * HD;  // (N, HD), row stride 3D
-    const T* k = q + D;
-    const T* v = q + 2 * D;
-    T* p = probs + bh * N * N;        // (N, N)
-    T* o = out + b * N * D + h * HD;  // (N, HD), row stride D
-    gemm<T>(false, true, N, N, HD, static_cast<T>(scale), q, row, k, row, T(0), p, N);
-    softmax_forward<T>(p, p, N, N);
-    if (mask) {
-      std::vector<T> dropped(p, p + N * N);
-      const T* m = mask + bh * N * N;
-      for (int64_t i = 0; i < N * N; ++i) dropped[i] *= m[i];
-      gemm<T>(false, false, N, HD, N, T(1), dropped.data(), N, v, row, T(0), o, D);
-    } else {
-      gemm<T>(false, false, N, HD, N, T(1), p, N, v, row, T(0), o, D);
+#pragma omp parallel if (pairs > 1)
+  {
+    std::vector<T> dropped(mask ? N * N : 0);  // per-thread scratch for P * mask
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < pairs; ++bh) {
+      const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
+      const T* q = qkv + b * N * row + h * HD;  // (N, HD), row stride 3D
+      const T* k = q + D;
+      const T* v = q + 2 * D;
+      T* p = probs + bh * N * N;        // (N, N)
+      T* o = out + b * N * D + h * HD;  // (N, HD), row stride D
+      gemm<T>(false, true, N, N, HD, static_cast<T>(scale), q, row, k, row, T(0), p, N);
+      softmax_forward<T>(p, p, N, N);
+      const T* weights = p;
+      if (mask) {
+        const T* m = mask + bh * N * N;
+        for (int64_t i = 0; i < N * N; ++i) dropped[i] = p[i] * m[i];
+        weights = dropped.data();
+      }
+      gemm<T>(false, false, N, HD, N, T(1), weights, N, v, row, T(0), o, D);
     }
   }
 }
@@ -42,7 +45,7 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* probs, c
 #pragma omp parallel if (pairs > 1)
   {
     std::vector<T> dp(N * N), dropped(mask ? N * N : 0);
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
       const T* q = qkv + b * N * row + h * HD;

@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
+
+#include "kernels/vmath.h"
 
 namespace vit::kernels {
 
@@ -15,21 +18,33 @@ static T row_max(const T* x, int64_t n) {
   return m;
 }
 
+// One row: y = exp(x - max) / sum (y may be x: each element is read before it is written).
+// Float uses the vectorised exp_fast (vmath.h).
+template <typename T>
+void softmax_row(const T* x, T* y, int64_t n) {
+  const T m = row_max(x, n);
+  T sum = 0;
+  if constexpr (std::is_same_v<T, float>) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = exp_fast(x[i] - m);
+      sum += y[i];
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = std::exp(x[i] - m);
+      sum += y[i];
+    }
+  }
+  const T inv = T(1) / sum;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+
 template <typename T>
 void softmax_forward(const T* x, T* y, int64_t rows, int64_t n) {
 #pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * n;
-    T* yr = y + r * n;
-    const T m = row_max(xr, n);
-    T sum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      yr[i] = std::exp(xr[i] - m);
-      sum += yr[i];
-    }
-    const T inv = T(1) / sum;
-    for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
-  }
+  for (int64_t r = 0; r < rows; ++r) softmax_row<T>(x + r * n, y + r * n, n);
 }
 
 template <typename T>

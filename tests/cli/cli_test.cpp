@@ -1,0 +1,149 @@
+// The `vit` command end to end, as a user types it: train / eval / predict / info on small
+// generated data, and every bad input ending in one "error: ..." line and a non-zero exit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "data/image.h"
+#include "support/files.h"
+
+namespace vit {
+namespace {
+
+using testing::TempDir;
+
+struct CommandResult {
+  int exit_code;
+  std::string out;  // stdout and stderr together
+};
+
+CommandResult vit(const std::string& args) {
+  const std::string command = std::string(VIT_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return {-1, "popen failed"};
+  std::string out;
+  std::array<char, 4096> buffer{};
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// One line "error: ..." and a non-zero exit.
+void expect_error(const CommandResult& r, const std::string& message) {
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("error: " + message), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    testing::write_toy_mnist(dir_->file("data"), 192, 64);
+    const CommandResult r = vit("train --data " + dir_->file("data") + " --out " + dir_->file("run") +
+                      " --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --epochs 2 --batch-size 32 --threads 1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    train_output_ = r.out;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static TempDir* dir_;
+  static std::string train_output_;
+};
+TempDir* Cli::dir_ = nullptr;
+std::string Cli::train_output_;
+
+TEST_F(Cli, TrainPrintsPlainEpochLinesWhenNotATerminal) {
+  EXPECT_NE(train_output_.find("epoch 1/2  train loss"), std::string::npos) << train_output_;
+  EXPECT_NE(train_output_.find("epoch 2/2"), std::string::npos);
+  EXPECT_NE(train_output_.find("img/s"), std::string::npos);
+  EXPECT_EQ(train_output_.find('\r'), std::string::npos) << "no progress bar redraws in a pipe";
+  EXPECT_TRUE(std::filesystem::exists(dir_->file("run/metrics.jsonl")));
+  EXPECT_TRUE(std::filesystem::exists(dir_->file("run/report.html")));
+}
+
+TEST_F(Cli, EvalJsonAndText) {
+  const CommandResult r = vit("eval --checkpoint " + dir_->file("run/last.safetensors") + " --data " + dir_->file("data") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["images"], 64);
+  EXPECT_GE(j["top5"].get<double>(), j["top1"].get<double>());
+  EXPECT_EQ(j["per_class_accuracy"].size(), 10u);
+  EXPECT_EQ(j["confusion"].size(), 10u);
+  const CommandResult text = vit("eval --checkpoint " + dir_->file("run/last.safetensors") + " --data " + dir_->file("data"));
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("top-1"), std::string::npos);
+  EXPECT_NE(text.out.find("confusion matrix"), std::string::npos);
+}
+
+TEST_F(Cli, PredictPngAndJpegTopK) {
+  data::Image image{3, 40, 40, std::vector<uint8_t>(3 * 40 * 40, 30)};
+  for (int64_t x = 0; x < 40; ++x) {
+    for (int64_t c = 0; c < 3; ++c) image.pixels[(c * 40 + 12) * 40 + x] = 220;
+  }
+  data::write_png(dir_->file("digit.png"), image);
+  const CommandResult r = vit("predict --checkpoint " + dir_->file("run/last.safetensors") + " --top-k 3 " + dir_->file("digit.png"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(dir_->file("digit.png")), std::string::npos);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '%'), 3) << r.out;
+}
+
+TEST_F(Cli, InfoCountsParametersExactly) {
+  const CommandResult r = vit("info --preset vit_base_patch16_224");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("86567656"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("17.564 GMACs"), std::string::npos) << r.out;
+  EXPECT_NE(vit("info --checkpoint " + dir_->file("run/last.safetensors")).out.find("total"), std::string::npos);
+}
+
+TEST_F(Cli, ResumeContinuesToMoreEpochs) {
+  std::filesystem::copy(dir_->file("run"), dir_->file("run2"));
+  const CommandResult r = vit("train --resume " + dir_->file("run2") + " --epochs 3 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("resumed from"), std::string::npos);
+  EXPECT_NE(r.out.find("epoch 3/3"), std::string::npos);
+  EXPECT_EQ(r.out.find("epoch 1/3"), std::string::npos) << "finished epochs are not re-run";
+}
+
+TEST_F(Cli, BadInputsGiveOneClearErrorLine) {
+  expect_error(vit("train --data /nonexistent/dir --epochs 1"), "[data] /nonexistent/dir: no such directory");
+  expect_error(vit("train --preset vit_gigantic"), "[vit_config] unknown preset 'vit_gigantic'");
+  expect_error(vit("train --dim 30 --heads 4 --data " + dir_->file("data")),
+               "[vit_config] dim 30 is not divisible by num_heads 4");
+  expect_error(vit("train --image-size 30 --patch-size 7 --data " + dir_->file("data")),
+               "[vit_config] image_size 30 is not divisible by patch_size 7");
+  expect_error(vit("eval --checkpoint " + dir_->file("missing.safetensors")),
+               "[safetensors] " + dir_->file("missing.safetensors") + ": cannot open");
+  // A corrupt IDX file names the file.
+  std::filesystem::create_directories(dir_->file("bad"));
+  std::filesystem::copy(dir_->file("data/t10k-labels-idx1-ubyte"), dir_->file("bad/train-labels-idx1-ubyte"));
+  testing::write_bytes(dir_->file("bad/train-images-idx3-ubyte"), {0, 0, 8, 1, 0, 0, 0, 1, 0, 0, 0, 28, 0, 0, 0, 28});
+  expect_error(vit("train --epochs 1 --data " + dir_->file("bad")),
+               "[mnist] " + dir_->file("bad/train-images-idx3-ubyte") + ": wrong magic number");
+  // An image that will not decode.
+  testing::write_bytes(dir_->file("broken.png"), {0x89, 'P', 'N', 'G', 0, 1});
+  expect_error(vit("predict --checkpoint " + dir_->file("run/last.safetensors") + " " + dir_->file("broken.png")),
+               "[image] " + dir_->file("broken.png") + ": cannot decode");
+  // A truncated checkpoint.
+  auto bytes = testing::read_bytes(dir_->file("run/last.safetensors"));
+  bytes.resize(bytes.size() / 2);
+  testing::write_bytes(dir_->file("cut.safetensors"), bytes);
+  expect_error(vit("eval --checkpoint " + dir_->file("cut.safetensors") + " --data " + dir_->file("data")),
+               "[safetensors] " + dir_->file("cut.safetensors") + ":");
+  // Resuming with a different model size names the checkpoint; nothing already written is lost.
+  std::filesystem::copy(dir_->file("run"), dir_->file("run3"));
+  const auto before = testing::read_bytes(dir_->file("run3/last.safetensors"));
+  expect_error(vit("train --resume " + dir_->file("run3") + " --dim 32 --heads 2 --epochs 3"),
+               "[train] " + dir_->file("run3/last.safetensors") + ": checkpoint is a different model");
+  EXPECT_EQ(testing::read_bytes(dir_->file("run3/last.safetensors")), before);
+  // Unknown flags and missing arguments are CLI11's errors, with a non-zero exit.
+  EXPECT_NE(vit("train --bogus").exit_code, 0);
+  EXPECT_NE(vit("predict").exit_code, 0);
+  EXPECT_NE(vit("").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace vit

@@ -1,0 +1,171 @@
+// The trainer on a small generated dataset: it learns, writes metrics.jsonl / report.html /
+// checkpoints, resumes to bit-identical weights, and stops on a NaN loss keeping the last good
+// checkpoint.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/files.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace vit::train {
+namespace {
+
+using testing::TempDir;
+
+TrainConfig toy_config(const std::string& data, const std::string& out, int64_t epochs) {
+  TrainConfig c = digits_recipe();
+  c.data_dir = data;
+  c.out_dir = out;
+  c.epochs = epochs;
+  c.model.patch_size = 7;
+  c.model.dim = 16;
+  c.model.depth = 1;
+  c.model.num_heads = 2;
+  c.model.pool = "mean";
+  c.batch_size = 32;
+  c.lr = 3e-3;
+  c.threads = 1;  // bit-reproducible
+  c.progress = 0;
+  return c;
+}
+
+std::vector<nlohmann::json> metrics(const std::string& dir) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+TEST(Trainer, LearnsAndWritesMetricsReportAndCheckpoints) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 320, 100);
+  const TrainResult r = train(toy_config(dir.file("data"), dir.file("run"), 6));
+  EXPECT_EQ(r.epochs_run, 6);
+  EXPECT_GT(r.final_test_accuracy, 0.9) << "the band-position toy task is easy";
+  const auto rows = metrics(dir.file("run"));
+  ASSERT_EQ(rows.size(), 6u);
+  for (const char* key : {"epoch", "train_loss", "train_acc", "test_loss", "test_acc", "images_per_s", "seconds"}) {
+    EXPECT_TRUE(rows.back().contains(key)) << key;
+  }
+  EXPECT_EQ(rows.back()["epoch"], 6);
+  EXPECT_LT(rows.back()["train_loss"].get<double>(), rows.front()["train_loss"].get<double>());
+  std::ifstream report_file(dir.file("run/report.html"));
+  const std::string report((std::istreambuf_iterator<char>(report_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(report.find("<svg"), std::string::npos);
+  EXPECT_NE(report.find("Confusion matrix"), std::string::npos);
+  EXPECT_NE(report.find("Misclassified test images"), std::string::npos);
+  EXPECT_EQ(report.find("http"), std::string::npos) << "the report must not need the network";
+  const LoadedCheckpoint ckpt = load_checkpoint(dir.file("run/last.safetensors"));
+  EXPECT_EQ(ckpt.info.epoch, 6);
+  EXPECT_EQ(ckpt.info.model.dim, 16);
+  EXPECT_EQ(ckpt.info.class_names.size(), 10u);
+  EXPECT_FALSE(ckpt.optimizer.empty());
+  EXPECT_EQ(ckpt.weights.front().first, "pos_embed");  // timm names (mean pooling: no cls_token)
+  EXPECT_TRUE(std::filesystem::exists(dir.file("run/best.safetensors")));
+}
+
+TEST(Trainer, ResumeEndsWithBitIdenticalWeights) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 160, 40);
+  TrainConfig straight = toy_config(dir.file("data"), dir.file("a"), 4);
+  straight.model.dropout = 0.1;  // dropout and augmentation randomness must replay too
+  straight.ema_decay = 0.9;
+  train(straight);
+  TrainConfig first = straight;
+  first.out_dir = dir.file("b");
+  first.epochs = 2;
+  train(first);
+  TrainConfig resumed = straight;
+  resumed.out_dir = dir.file("b");
+  resumed.resume = true;
+  train(resumed);
+  const LoadedCheckpoint a = load_checkpoint(dir.file("a/last.safetensors"));
+  const LoadedCheckpoint b = load_checkpoint(dir.file("b/last.safetensors"));
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    EXPECT_EQ(a.weights[i].second.to_vector(), b.weights[i].second.to_vector()) << a.weights[i].first;
+  }
+  for (size_t i = 0; i < a.optimizer.size(); ++i) {
+    EXPECT_EQ(a.optimizer[i].second.to_vector(), b.optimizer[i].second.to_vector()) << a.optimizer[i].first;
+  }
+  for (size_t i = 0; i < a.ema.size(); ++i) EXPECT_EQ(a.ema[i].second.to_vector(), b.ema[i].second.to_vector());
+  EXPECT_EQ(metrics(dir.file("b")).size(), 4u);
+}
+
+TEST(Trainer, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 64, 16);
+  train(toy_config(dir.file("data"), dir.file("run"), 1));
+  const std::vector<uint8_t> before = testing::read_bytes(dir.file("run/last.safetensors"));
+  TrainConfig exploding = toy_config(dir.file("data"), dir.file("run"), 3);
+  exploding.lr = 1e30;
+  exploding.min_lr = 0;
+  exploding.warmup_epochs = 0;
+  try {
+    train(exploding);
+    FAIL() << "expected training to stop";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stopping. The last good checkpoint is " + dir.file("run/last.safetensors")), std::string::npos)
+        << what;
+    EXPECT_TRUE(what.find("loss is") != std::string::npos || what.find("gradient norm is") != std::string::npos) << what;
+  }
+  EXPECT_EQ(testing::read_bytes(dir.file("run/last.safetensors")), before);
+  EXPECT_NO_THROW(load_checkpoint(dir.file("run/last.safetensors")));
+}
+
+TEST(Trainer, SkipNonfiniteKeepsGoing) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 64, 16);
+  TrainConfig c = toy_config(dir.file("data"), dir.file("run"), 2);
+  c.lr = 1e30;
+  c.min_lr = 0;
+  c.warmup_epochs = 0;
+  c.skip_nonfinite = true;
+  EXPECT_NO_THROW(train(c));
+  EXPECT_GT(metrics(dir.file("run")).back()["skipped_steps"].get<int64_t>(), 0);
+}
+
+TEST(Trainer, ResumeRefusesMissingCheckpointAndDifferentModel) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 64, 16);
+  TrainConfig c = toy_config(dir.file("data"), dir.file("run"), 1);
+  c.resume = true;
+  EXPECT_THROW(train(c), Error);
+  c.resume = false;
+  train(c);
+  TrainConfig other = c;
+  other.resume = true;
+  other.epochs = 2;
+  other.model.dim = 32;
+  other.model_explicit = true;
+  try {
+    train(other);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.file("run/last.safetensors") + ": checkpoint is a different model"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Trainer, ConfigValidation) {
+  TrainConfig c = digits_recipe();
+  c.epochs = 0;
+  EXPECT_THROW(c.validate(), Error);
+  c = digits_recipe();
+  c.optimizer = "lion";
+  EXPECT_THROW(c.validate(), Error);
+  c = digits_recipe();
+  c.model.num_heads = 5;
+  EXPECT_THROW(c.validate(), Error);
+  c = digits_recipe();
+  EXPECT_EQ(TrainConfig::from_json(c.to_json()).to_json(), c.to_json());
+}
+
+}  // namespace
+}  // namespace vit::train
