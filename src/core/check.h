@@ -21,6 +21,12 @@ template <typename... Args>
   throw Error(fmt::format("[{}] {}", op, fmt::format(format, std::forward<Args>(args)...)));
 }
 
+// A double for messages: "nan" (never "-nan"), "inf", "-inf", or the shortest round-trip form.
+inline std::string number_str(double v) {
+  if (v != v) return "nan";
+  return fmt::format("{}", v);
+}
+
 }  // namespace vit
 
 // VIT_CHECK(cond, "op", "format {}", args...): throws vit::Error when cond is false.

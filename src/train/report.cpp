@@ -41,6 +41,12 @@ std::string escape(const std::string& s) {
   return out;
 }
 
+std::vector<double> column(const std::vector<nlohmann::json>& rows, const char* key) {
+  std::vector<double> v;
+  for (const auto& r : rows) v.push_back(r.contains(key) && r[key].is_number() ? r[key].get<double>() : NAN);
+  return v;
+}
+
 struct Series {
   std::string label, colour;
   std::vector<double> values;
@@ -88,12 +94,6 @@ std::string chart(const std::string& title, const std::vector<Series>& series, b
   return svg + "</svg>";
 }
 
-std::vector<double> column(const std::vector<nlohmann::json>& rows, const char* key) {
-  std::vector<double> v;
-  for (const auto& r : rows) v.push_back(r.contains(key) && r[key].is_number() ? r[key].get<double>() : NAN);
-  return v;
-}
-
 }  // namespace
 
 void write_report(const std::string& path, const model::ViTConfig& model, const std::string& train_config_json,
@@ -110,11 +110,12 @@ table.cm{border-collapse:collapse;font-size:12px}table.cm td,table.cm th{border:
 pre{background:#f6f6f6;padding:8px;font-size:12px;white-space:pre-wrap}</style></head><body>)";
   html += "<h1>vit training report</h1>";
   if (!metrics.empty()) {
-    const auto& last = metrics.back();
-    html += fmt::format("<p>Epoch {}: test accuracy <b>{:.2f}%</b> (top-5 {:.2f}%), test loss {:.4f}, "
+    const std::vector<double> row = {column(metrics, "epoch").back(), column(metrics, "test_acc").back(),
+                                     column(metrics, "test_top5").back(), column(metrics, "test_loss").back(),
+                                     column(metrics, "elapsed").back(), column(metrics, "images_per_s").back()};
+    html += fmt::format("<p>Epoch {:.0f}: test accuracy <b>{:.2f}%</b> (top-5 {:.2f}%), test loss {:.4f}, "
                         "{:.1f} s of training so far, {:.0f} images/s.</p>",
-                        last.value("epoch", 0), 100 * last.value("test_acc", 0.0), 100 * last.value("test_top5", 0.0),
-                        last.value("test_loss", 0.0), last.value("elapsed", 0.0), last.value("images_per_s", 0.0));
+                        row[0], 100 * row[1], 100 * row[2], row[3], row[4], row[5]);
   }
   html += chart("Loss", {{"train", "#1f77b4", column(metrics, "train_loss")}, {"test", "#d62728", column(metrics, "test_loss")}},
                 false);

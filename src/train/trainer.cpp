@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/gemm.h"
+#include "kernels/optim.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
@@ -129,6 +130,19 @@ void truncate_metrics(const std::string& path, int64_t epochs) {
   for (const auto& line : lines) out << line << "\n";
 }
 
+// A number field of a metrics row; NaN when missing or null (JSON has no NaN).
+double number(const nlohmann::json& row, const char* key) {
+  return row.contains(key) && row[key].is_number() ? row[key].get<double>() : NAN;
+}
+
+// The first parameter holding a NaN or infinity, or "" if all are finite.
+std::string first_nonfinite(const optim::NamedParameters& params) {
+  for (const auto& [name, p] : params) {
+    if (!std::isfinite(kernels::sum_squares(p.data().data<float>(), p.numel()))) return name;
+  }
+  return "";
+}
+
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::vector<nlohmann::json> rows;
   std::ifstream in(path);
@@ -177,6 +191,7 @@ TrainResult train(TrainConfig config) {
     saved.out_dir = config.out_dir;
     saved.threads = config.threads;
     saved.progress = config.progress;
+    saved.stop_after_epoch = config.stop_after_epoch;
     saved.resume = true;
     config = saved;
   }
@@ -243,9 +258,10 @@ TrainResult train(TrainConfig config) {
   const std::vector<double> thresholds = {0.97, 0.985};
   for (double t : thresholds) result.milestones.emplace_back(t, -1.0);
   for (const auto& row : read_metrics(metrics_path)) {  // milestones already passed before a resume
-    result.best_test_accuracy = std::max(result.best_test_accuracy, row.value("test_acc", 0.0));
+    const double acc = number(row, "test_acc");
+    if (acc > result.best_test_accuracy) result.best_test_accuracy = acc;
     for (auto& [t, at] : result.milestones) {
-      if (at < 0 && row.value("test_acc", 0.0) >= t) at = row.value("elapsed", 0.0);
+      if (at < 0 && acc >= t) at = number(row, "elapsed");
     }
   }
   const auto train_start = Clock::now();
@@ -275,7 +291,7 @@ TrainResult train(TrainConfig config) {
           continue;
         }
         progress.finish();
-        fail("train", "loss is {} at epoch {} step {}; stopping. The last good checkpoint is {}", loss_value,
+        fail("train", "loss is {} at epoch {} step {}; stopping. The last good checkpoint is {}", number_str(loss_value),
              epoch + 1, step, fs::exists(last_path) ? last_path : std::string("(none written yet)"));
       }
       opt->zero_grad();
@@ -290,7 +306,7 @@ TrainResult train(TrainConfig config) {
           }
           progress.finish();
           fail("train", "gradient norm is {} at epoch {} step {}; stopping. The last good checkpoint is {}",
-               norm_before, epoch + 1, step, fs::exists(last_path) ? last_path : std::string("(none written yet)"));
+               number_str(norm_before), epoch + 1, step, fs::exists(last_path) ? last_path : std::string("(none written yet)"));
         }
       }
       opt->step();
@@ -308,6 +324,11 @@ TrainResult train(TrainConfig config) {
                       static_cast<double>(stats.seen) / seconds, seconds);
     }
     const double train_seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    if (const std::string bad = first_nonfinite(params); !bad.empty()) {
+      progress.finish();
+      fail("train", "parameter '{}' became non-finite during epoch {}; stopping without saving. The last good "
+           "checkpoint is {}", bad, epoch + 1, fs::exists(last_path) ? last_path : std::string("(none written yet)"));
+    }
 
     // ---- evaluate (EMA weights when enabled), record, checkpoint ----
     EvalResult eval;
@@ -319,6 +340,11 @@ TrainResult train(TrainConfig config) {
       assign(params, current);
     } else {
       eval = evaluate(model, test_data, norm, config.eval_batch_size);
+    }
+    if (!std::isfinite(eval.loss)) {
+      progress.finish();
+      fail("train", "test loss is {} after epoch {}: the weights are unusable; stopping without saving. The last good "
+           "checkpoint is {}", number_str(eval.loss), epoch + 1, fs::exists(last_path) ? last_path : std::string("(none written yet)"));
     }
     const double epoch_seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
     const double elapsed = elapsed_before + std::chrono::duration<double>(Clock::now() - train_start).count();
@@ -351,6 +377,11 @@ TrainResult train(TrainConfig config) {
     result.epochs_run = epoch + 1;
     result.final_test_accuracy = eval.top1;
     result.seconds = elapsed;
+    if (config.stop_after_epoch > 0 && epoch + 1 >= config.stop_after_epoch && epoch + 1 < config.epochs) {
+      std::printf("stopping after epoch %ld of %ld as asked; continue with --resume %s\n", epoch + 1, config.epochs,
+                  config.out_dir.c_str());
+      return result;
+    }
   }
   std::printf("done: test accuracy %.2f%% (best %.2f%%) after %.1f s;", 100 * result.final_test_accuracy,
               100 * result.best_test_accuracy, result.seconds);

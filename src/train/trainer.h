@@ -36,6 +36,7 @@ struct TrainConfig {
   int64_t eval_batch_size = 500;
   int progress = -1;            // -1: a progress bar when stdout is a terminal; 0: plain lines; 1: bar
   bool model_explicit = false;  // the model was chosen by the caller: on resume it must match the checkpoint's
+  int64_t stop_after_epoch = 0;  // > 0: stop after this epoch as if interrupted (resume continues the same schedule)
 
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);  // throws on invalid JSON

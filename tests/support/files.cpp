@@ -70,6 +70,7 @@ std::vector<uint8_t> idx_labels(const std::vector<uint8_t>& labels) {
 }
 
 void write_toy_mnist(const std::string& dir, int64_t train, int64_t test, int64_t size) {
+  std::filesystem::create_directories(dir);
   for (const auto& [prefix, n] : {std::pair<std::string, int64_t>{"train", train}, {"t10k", test}}) {
     std::vector<uint8_t> images, labels;
     put_u32(images, 0x00000803);
@@ -81,8 +82,8 @@ void write_toy_mnist(const std::string& dir, int64_t train, int64_t test, int64_
       labels.push_back(label);
       for (int64_t y = 0; y < size; ++y) {
         for (int64_t x = 0; x < size; ++x) {
-          const bool band = y * 10 / size == label;
-          images.push_back(static_cast<uint8_t>(band ? 200 + (x + i) % 50 : (x * y + i) % 20));
+          const bool stripe = y % (label + 2) == 0;
+          images.push_back(static_cast<uint8_t>(stripe ? 200 + (x + i) % 50 : (x * y + i) % 20));
         }
       }
     }

@@ -29,7 +29,7 @@ std::vector<uint8_t> gzip(const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> idx_images(int64_t n, int64_t rows, int64_t cols);
 std::vector<uint8_t> idx_labels(const std::vector<uint8_t>& labels);
 // Writes {train,t10k}-{images-idx3,labels-idx1}-ubyte into dir: a learnable toy task where the
-// label is encoded by which horizontal band of the image is bright.
+// label k is a texture: bright horizontal stripes every k + 2 rows, over faint noise.
 void write_toy_mnist(const std::string& dir, int64_t train, int64_t test, int64_t size = 28);
 
 }  // namespace vit::testing
