@@ -14,6 +14,7 @@
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
 #include "train/report.h"
@@ -264,12 +265,13 @@ TrainResult train(TrainConfig config) {
       if (at < 0 && acc >= t) at = number(row, "elapsed");
     }
   }
+  DataParallel parallel(model, threads);
   const auto train_start = Clock::now();
   int64_t step = resumed ? resumed->info.step : 0;
 
   for (int64_t epoch = start_epoch; epoch < config.epochs; ++epoch) {
     const auto epoch_start = Clock::now();
-    gen->manual_seed(data::mix_seed(config.seed, 0xD50, static_cast<uint64_t>(epoch)));  // dropout masks
+    parallel.reseed(config.seed, epoch);  // dropout masks
     model.train();
     data::BatchLoader loader(train_data, data::epoch_batches(train_data.size(), config.batch_size, true, true,
                                                              config.seed, epoch),
@@ -278,43 +280,29 @@ TrainResult train(TrainConfig config) {
     EpochStats stats;
     while (auto batch = loader.next()) {
       opt->lr = optim::warmup_cosine_lr(step, warmup_steps, total_steps, config.lr, config.min_lr);
-      Variable logits = model(Variable(batch->images));
-      Variable loss = cross_entropy(logits, batch->targets, config.label_smoothing);
-      if (batch->lam < 1.0) {
-        loss = loss * batch->lam + cross_entropy(logits, batch->targets_b, config.label_smoothing) * (1.0 - batch->lam);
-      }
-      const double loss_value = loss.item();
-      if (!std::isfinite(loss_value)) {
+      const DataParallel::StepResult step_result = parallel.forward_backward(*batch, config.label_smoothing);
+      const double loss_value = step_result.loss;
+      // A NaN/Inf loss or gradient norm: skip the step (--skip-nonfinite) or stop before any update.
+      const double grad_norm = std::isfinite(loss_value) && config.clip_grad > 0
+                                   ? optim::clip_grad_norm(params, config.clip_grad)
+                                   : 0.0;
+      if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
         if (config.skip_nonfinite) {
           ++stats.skipped;
           ++step;
           continue;
         }
         progress.finish();
-        fail("train", "loss is {} at epoch {} step {}; stopping. The last good checkpoint is {}", number_str(loss_value),
-             epoch + 1, step, fs::exists(last_path) ? last_path : std::string("(none written yet)"));
-      }
-      opt->zero_grad();
-      loss.backward();
-      if (config.clip_grad > 0) {
-        const double norm_before = optim::clip_grad_norm(params, config.clip_grad);
-        if (!std::isfinite(norm_before)) {
-          if (config.skip_nonfinite) {
-            ++stats.skipped;
-            ++step;
-            continue;
-          }
-          progress.finish();
-          fail("train", "gradient norm is {} at epoch {} step {}; stopping. The last good checkpoint is {}",
-               number_str(norm_before), epoch + 1, step, fs::exists(last_path) ? last_path : std::string("(none written yet)"));
-        }
+        fail("train", "{} is {} at epoch {} step {}; stopping. The last good checkpoint is {}",
+             std::isfinite(loss_value) ? "gradient norm" : "loss",
+             number_str(std::isfinite(loss_value) ? grad_norm : loss_value), epoch + 1, step,
+             fs::exists(last_path) ? last_path : std::string("(none written yet)"));
       }
       opt->step();
       if (ema) ema->update(params);
       ++step;
-      const Tensor predicted = argmax(logits, 1);
       const auto B = batch->targets.numel();
-      for (int64_t b = 0; b < B; ++b) stats.correct += predicted.data<int64_t>()[b] == batch->targets.data<int64_t>()[b];
+      stats.correct += step_result.correct;
       stats.seen += B;
       stats.loss_sum += loss_value * static_cast<double>(B);
       ++stats.steps;

@@ -1,0 +1,100 @@
+// Data-parallel forward/backward (see data_parallel.h).
+#include "train/data_parallel.h"
+
+#include <omp.h>
+
+namespace vit::train {
+namespace {
+
+// Loss of one slice, scaled by its share of the batch so the slices' losses (and gradients) sum
+// to the full-batch mean; also counts top-1 hits.
+Variable slice_loss(model::VisionTransformer& model, const data::Batch& batch, int64_t begin, int64_t end,
+                    double label_smoothing, int64_t& correct) {
+  const int64_t B = batch.targets.numel();
+  const Tensor targets = batch.targets.slice(0, begin, end).contiguous();
+  Variable logits = model(Variable(batch.images.slice(0, begin, end)));  // (n, K)
+  Variable loss = cross_entropy(logits, targets, label_smoothing);
+  if (batch.lam < 1.0) {
+    const Tensor targets_b = batch.targets_b.slice(0, begin, end).contiguous();
+    loss = loss * batch.lam + cross_entropy(logits, targets_b, label_smoothing) * (1.0 - batch.lam);
+  }
+  const Tensor predicted = argmax(logits, 1);
+  for (int64_t i = 0; i < end - begin; ++i) correct += predicted.data<int64_t>()[i] == targets.data<int64_t>()[i];
+  return loss * (static_cast<double>(end - begin) / static_cast<double>(B));
+}
+
+}  // namespace
+
+DataParallel::DataParallel(model::VisionTransformer& master, int replicas) : master_(master) {
+  const auto master_params = master.named_parameters();
+  for (int r = 1; r < replicas; ++r) {
+    auto replica = std::make_unique<model::VisionTransformer>(master.config(), std::make_shared<Generator>(0));
+    const auto params = replica->named_parameters();
+    for (size_t i = 0; i < params.size(); ++i) params[i].second.node()->data = master_params[i].second.data();
+    replicas_.push_back(std::move(replica));
+  }
+}
+
+void DataParallel::reseed(uint64_t seed, int64_t epoch) {
+  master_.generator()->manual_seed(data::mix_seed(seed, 0xD50, static_cast<uint64_t>(epoch)));
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    replicas_[r]->generator()->manual_seed(data::mix_seed(seed, 0xD50 + r + 1, static_cast<uint64_t>(epoch)));
+  }
+}
+
+DataParallel::StepResult DataParallel::forward_backward(const data::Batch& batch, double label_smoothing) {
+  master_.zero_grad();
+  const bool training = master_.is_training();
+  const int64_t B = batch.targets.numel();
+  const int R = static_cast<int>(std::min<int64_t>(replicas(), B));
+  StepResult result;
+  if (R <= 1) {
+    Variable loss = slice_loss(master_, batch, 0, B, label_smoothing, result.correct);
+    result.loss = loss.item();
+    if (std::isfinite(result.loss)) loss.backward();
+    return result;
+  }
+  std::vector<double> losses(R, 0.0);
+  std::vector<int64_t> correct(R, 0);
+  std::vector<std::exception_ptr> errors(R);
+  const int previous_levels = omp_get_max_active_levels();
+  omp_set_max_active_levels(1);  // ops inside a replica run single-threaded (as does BLAS)
+#pragma omp parallel num_threads(R)
+  {
+    const int r = omp_get_thread_num();
+    try {
+      model::VisionTransformer& model = r == 0 ? master_ : *replicas_[r - 1];
+      model.train(training);
+      if (r > 0) model.zero_grad();
+      const int64_t begin = B * r / R, end = B * (r + 1) / R;
+      Variable loss = slice_loss(model, batch, begin, end, label_smoothing, correct[r]);
+      losses[r] = loss.item();
+      if (std::isfinite(losses[r])) loss.backward();
+    } catch (...) {
+      errors[r] = std::current_exception();
+    }
+  }
+  omp_set_max_active_levels(previous_levels);
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  // master.grad += replica grads, in replica order.
+  const auto master_params = master_.named_parameters();
+  for (const auto& replica : replicas_) {
+    const auto params = replica->named_parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& g = params[i].second.grad();
+      if (!g.defined()) continue;
+      const Tensor& target = master_params[i].second.grad();
+      if (target.defined()) accumulate_into(target, g);
+      else master_params[i].second.node()->grad = g.clone();
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    result.loss += losses[r];
+    result.correct += correct[r];
+  }
+  return result;
+}
+
+}  // namespace vit::train
