@@ -88,7 +88,8 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
 Variable dropout(const Variable& x, double p, bool training, Generator& gen);
 // Fused multi-head self-attention core (kernels/attention.h): qkv (B, N, 3D) packed as timm's
 // qkv projection output -> (B, N, D). attn_dropout applies to the attention probabilities.
+// When probs_out is given it receives the attention probabilities (B, NH, N, N) (before dropout).
 Variable self_attention(const Variable& qkv, int64_t num_heads, double attn_dropout = 0.0, bool training = false,
-                        Generator* gen = nullptr);
+                        Generator* gen = nullptr, Tensor* probs_out = nullptr);
 
 }  // namespace vit

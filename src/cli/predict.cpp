@@ -1,65 +1,79 @@
-// `vit predict`: top-k classes with probabilities for image files.
+// `vit predict`: top-k classes for image files, or raw logits for a .npy batch.
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
 
 #include "cli/commands.h"
-#include "data/image.h"
-#include "train/checkpoint.h"
+#include "cli/model_options.h"
+#include "io/npy.h"
 
 namespace vit::cli {
 
 void add_predict_command(CLI::App& app) {
-  struct Options {
-    std::string checkpoint;
+  struct Options : ModelOptions {
     std::vector<std::string> images;
-    int64_t top_k = 5, max_pixels = data::kDefaultMaxPixels;
-    bool ema = false, invert = false;
-    int threads = 0;
+    std::string tensor, out;
+    int64_t top_k = 5, batch = 16;
+    bool invert = false;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("predict", "classify PNG/JPEG images with a checkpoint");
-  cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file")->required();
-  cmd->add_option("images", o->images, "image files (PNG, JPEG, BMP, ...)")->required();
+  CLI::App* cmd = app.add_subcommand("predict", "classify images (PNG/JPEG) or run a .npy batch through a model");
+  add_model_options(cmd, *o);
+  cmd->add_option("images", o->images, "image files (PNG, JPEG, BMP, ...)");
+  cmd->add_option("--tensor", o->tensor, "a float32 (B, C, H, W) .npy input instead of images");
+  cmd->add_option("--out", o->out, "with --tensor: write the (B, K) float32 logits here as .npy");
   cmd->add_option("--top-k", o->top_k, "classes to show")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--max-pixels", o->max_pixels, "refuse images with more pixels")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", o->batch, "images per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--invert", o->invert, "invert grey levels (dark digits on light paper -> MNIST style)");
-  cmd->add_flag("--ema", o->ema, "use the checkpoint's EMA weights");
-  cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([o] {
-    set_threads(o->threads);
-    const train::LoadedCheckpoint ckpt = train::load_checkpoint(o->checkpoint);
-    auto model = train::model_from_checkpoint(ckpt, o->ema);
-    model->eval();
-    const model::ViTConfig& mc = ckpt.info.model;
-    const auto& norm = ckpt.info.normalization;
-    const int64_t C = mc.in_channels, S = mc.image_size;
-    // Decode everything first: a bad file stops the command before any output.
-    Tensor batch = Tensor::empty({static_cast<int64_t>(o->images.size()), C, S, S});
-    float* out = batch.data<float>();
-    for (size_t i = 0; i < o->images.size(); ++i) {
-      data::Image image = data::resize(data::convert_channels(data::read_image(o->images[i], o->max_pixels), C), S, S);
-      for (int64_t c = 0; c < C; ++c) {
-        for (int64_t p = 0; p < S * S; ++p) {
-          double v = image.pixels[c * S * S + p] / 255.0;
-          if (o->invert) v = 1.0 - v;
-          out[(static_cast<int64_t>(i) * C + c) * S * S + p] = static_cast<float>((v - norm.mean[c]) / norm.std[c]);
-        }
-      }
-    }
+    VIT_CHECK(o->images.empty() != o->tensor.empty(), "predict", "give image files or --tensor FILE.npy (not both)");
+    VIT_CHECK(o->out.empty() || !o->tensor.empty(), "predict", "--out writes logits of a --tensor input");
+    infer::LoadedModel m = load_for_inference(*o);
+    const model::ViTConfig& c = m.model->config();
     NoGradGuard no_grad;
-    const Tensor probs = softmax((*model)(Variable(batch)), 1).data().contiguous();
-    const int64_t K = mc.num_classes, k = std::min(o->top_k, K);
-    for (size_t i = 0; i < o->images.size(); ++i) {
-      const float* row = probs.data<float>() + static_cast<int64_t>(i) * K;
-      std::vector<int64_t> order(K);
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int64_t a, int64_t b) { return row[a] > row[b]; });
-      std::printf("%s\n", o->images[i].c_str());
-      for (int64_t j = 0; j < k; ++j) {
-        const auto cls = static_cast<size_t>(order[j]);
-        const std::string name = cls < ckpt.info.class_names.size() ? ckpt.info.class_names[cls] : std::to_string(cls);
-        std::printf("  %-14s %6.2f%%\n", name.c_str(), 100.0 * row[order[j]]);
+    if (!o->tensor.empty()) {
+      const Tensor input = io::load_npy(o->tensor).to(DType::F32).contiguous();
+      VIT_CHECK(input.dim() == 4 && input.size(1) == c.in_channels && input.size(2) == c.image_size &&
+                    input.size(3) == c.image_size,
+                "predict", "{}: input {} but the model takes (B, {}, {}, {})", o->tensor, shape_str(input.shape()),
+                c.in_channels, c.image_size, c.image_size);
+      for (double v : input.to_vector()) VIT_CHECK(std::isfinite(v), "predict", "{}: the input contains NaN or infinity", o->tensor);
+      std::vector<Tensor> parts;
+      for (int64_t b = 0; b < input.size(0); b += o->batch) {
+        parts.push_back((*m.model)(Variable(input.slice(0, b, std::min(input.size(0), b + o->batch)))).data());
+      }
+      const Tensor logits = parts.empty() ? Tensor::empty({0, c.num_classes}) : cat(parts, 0);
+      if (!o->out.empty()) {
+        io::save_npy(o->out, logits);
+        std::printf("wrote %s: logits %s (%s layout)\n", o->out.c_str(), shape_str(logits.shape()).c_str(), m.layout.c_str());
+      } else {
+        std::printf("%s\n", logits.to_string().c_str());
+      }
+      return;
+    }
+    // Decode and preprocess everything first: a bad file stops the command before any output.
+    const int64_t n = static_cast<int64_t>(o->images.size()), C = c.in_channels, S = c.image_size;
+    Tensor batch = Tensor::empty({n, C, S, S});
+    for (int64_t i = 0; i < n; ++i) {
+      data::Image image = data::read_image(o->images[i], o->max_pixels);
+      if (o->invert) {
+        for (auto& px : image.pixels) px = static_cast<uint8_t>(255 - px);
+      }
+      infer::preprocess_into(image, m.preprocess, C, batch.data<float>() + i * C * S * S);
+    }
+    for (int64_t start = 0; start < n; start += o->batch) {
+      const int64_t end = std::min(n, start + o->batch);
+      const Tensor probs = softmax((*m.model)(Variable(batch.slice(0, start, end))), 1).data().contiguous();
+      const int64_t K = c.num_classes, k = std::min(o->top_k, K);
+      for (int64_t i = start; i < end; ++i) {
+        const float* row = probs.data<float>() + (i - start) * K;
+        std::vector<int64_t> order(K);
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int64_t a, int64_t b) { return row[a] > row[b]; });
+        std::printf("%s\n", o->images[i].c_str());
+        for (int64_t j = 0; j < k; ++j) {
+          std::printf("  %6.2f%%  %s\n", 100.0 * row[order[j]], m.class_names[static_cast<size_t>(order[j])].c_str());
+        }
       }
     }
   });

@@ -5,6 +5,10 @@
 
 namespace vit::model {
 
+PreLogits::PreLogits(int64_t in_features, int64_t out_features, Generator& gen) {
+  fc = register_module("fc", std::make_shared<nn::Linear>(in_features, out_features, true, gen));
+}
+
 VisionTransformer::VisionTransformer(const ViTConfig& config, nn::GeneratorPtr gen)
     : config_(config), gen_(std::move(gen)) {
   config_.validate();
@@ -45,7 +49,7 @@ VisionTransformer::VisionTransformer(const ViTConfig& config, nn::GeneratorPtr g
   }
   int64_t features = c.dim;
   if (c.representation_size > 0) {
-    pre_logits = register_module("pre_logits", std::make_shared<nn::Linear>(c.dim, c.representation_size, true, g));
+    pre_logits = register_module("pre_logits", std::make_shared<PreLogits>(c.dim, c.representation_size, g));
     features = c.representation_size;
   }
   head = register_module("head", std::make_shared<nn::Linear>(features, c.num_classes, true, g));
@@ -72,7 +76,7 @@ Variable VisionTransformer::forward_features(const Variable& images) {
   x = blocks->forward(x);                                             // (B, N, D)
   Variable pooled = norm ? norm->forward(x).select(1, 0)              // (B, D)
                          : fc_norm->forward(x.mean({1}));             // (B, D)
-  if (pre_logits) pooled = tanh(pre_logits->forward(pooled));        // (B, R)
+  if (pre_logits) pooled = pre_logits->forward(pooled);              // (B, R)
   return pooled;
 }
 

@@ -13,6 +13,14 @@
 
 namespace vit::model {
 
+// timm's representation layer: pre_logits.fc (Linear) then Tanh.
+class PreLogits : public nn::Module {
+ public:
+  PreLogits(int64_t in_features, int64_t out_features, Generator& gen);
+  Variable forward(const Variable& x) override { return tanh(fc->forward(x)); }
+  std::shared_ptr<nn::Linear> fc;
+};
+
 class VisionTransformer : public nn::Module {
  public:
   // Builds and initialises (timm: trunc-normal std .02 Linear weights, zero biases, LayerNorm
@@ -30,7 +38,8 @@ class VisionTransformer : public nn::Module {
   std::shared_ptr<nn::Dropout> pos_drop;
   std::shared_ptr<nn::Sequential> blocks;
   std::shared_ptr<nn::LayerNorm> norm, fc_norm;  // norm for CLS pooling, fc_norm for mean pooling
-  std::shared_ptr<nn::Linear> pre_logits, head;
+  std::shared_ptr<PreLogits> pre_logits;  // only with representation_size > 0
+  std::shared_ptr<nn::Linear> head;
 
  private:
   ViTConfig config_;

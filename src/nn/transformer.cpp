@@ -37,7 +37,8 @@ MultiHeadSelfAttention::MultiHeadSelfAttention(int64_t dim_, int64_t num_heads_,
 Variable MultiHeadSelfAttention::forward(const Variable& x) {
   VIT_CHECK(x.dim() == 3 && x.size(2) == dim, "attention", "input {}: expected (B, N, {})", shape_str(x.shape()), dim);
   Variable packed = qkv->forward(x);                                                    // (B, N, 3D)
-  Variable heads = self_attention(packed, num_heads, attn_drop, is_training(), gen_.get());  // (B, N, D)
+  Variable heads = self_attention(packed, num_heads, attn_drop, is_training(), gen_.get(),
+                                  keep_attention ? &last_attention : nullptr);  // (B, N, D)
   return proj_drop->forward(proj->forward(heads));                                      // (B, N, D)
 }
 

@@ -25,6 +25,8 @@ class MultiHeadSelfAttention : public Module {
   Variable forward(const Variable& x) override;  // (B, N, D) -> (B, N, D)
   int64_t dim, num_heads;
   double attn_drop;
+  bool keep_attention = false;  // store the last forward's probabilities (B, NH, N, N) in last_attention
+  Tensor last_attention;
   std::shared_ptr<Linear> qkv, proj;
   std::shared_ptr<Dropout> proj_drop;
 

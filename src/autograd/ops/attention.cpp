@@ -8,7 +8,8 @@
 
 namespace vit {
 
-Variable self_attention(const Variable& qkv, int64_t num_heads, double attn_dropout, bool training, Generator* gen) {
+Variable self_attention(const Variable& qkv, int64_t num_heads, double attn_dropout, bool training, Generator* gen,
+                        Tensor* probs_out) {
   VIT_CHECK(qkv.defined() && qkv.dim() == 3, "attention", "qkv must be (B, N, 3*D), got {}",
             qkv.defined() ? shape_str(qkv.shape()) : "undefined");
   VIT_CHECK(num_heads >= 1 && qkv.size(2) % (3 * num_heads) == 0, "attention",
@@ -27,6 +28,7 @@ Variable self_attention(const Variable& qkv, int64_t num_heads, double attn_drop
     kernels::attention_forward<T>(s, x.data<T>(), use_dropout ? mask.data<T>() : nullptr, scale, probs.data<T>(),
                                   out.data<T>());
   });
+  if (probs_out) *probs_out = probs;
   return make_result(out, "attention", {qkv}, [s, x, probs, mask, scale](const Tensor& g, std::vector<Tensor>& grads) {
     dispatch(g.dtype(), [&]<typename T>() {
       kernels::attention_backward<T>(s, x.data<T>(), probs.data<T>(), mask.defined() ? mask.data<T>() : nullptr, scale,

@@ -1,0 +1,62 @@
+// Shared inference flags (see model_options.h).
+#include "cli/model_options.h"
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "data/image.h"
+
+namespace vit::cli {
+
+void add_model_options(CLI::App* cmd, ModelOptions& o) {
+  o.max_pixels = data::kDefaultMaxPixels;
+  cmd->add_option("--checkpoint", o.checkpoint, "model file (.safetensors): ours, timm, torchvision or Hugging Face")->required();
+  cmd->add_option("--layout", o.layout, "force the key layout: timm, torchvision, huggingface (default: detected)");
+  cmd->add_option("--heads", o.heads, "attention heads (default: from the file, else standard for the width)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--eps", o.eps, "LayerNorm eps (default: timm/torchvision 1e-6, Hugging Face 1e-12)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--image-size", o.image_size, "run at this resolution (position embedding interpolated)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-strict", o.no_strict, "list missing / unexpected keys and continue");
+  cmd->add_flag("--ema", o.ema, "use a vit checkpoint's EMA weights");
+  cmd->add_option("--resize", o.resize, "preprocessing: resize the shorter side to this")->check(CLI::PositiveNumber);
+  cmd->add_option("--crop", o.crop, "preprocessing: center crop size (0: none)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--interpolation", o.interpolation, "preprocessing: bilinear or bicubic")
+      ->check(CLI::IsMember({"bilinear", "bicubic"}));
+  cmd->add_option("--mean", o.mean, "preprocessing: per-channel mean")->expected(1, 3);
+  cmd->add_option("--std", o.std, "preprocessing: per-channel std")->expected(1, 3);
+  cmd->add_option("--threads", o.threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-pixels", o.max_pixels, "refuse images with more pixels")->check(CLI::PositiveNumber);
+}
+
+infer::LoadedModel load_for_inference(const ModelOptions& o) {
+  set_threads(o.threads);
+  infer::LoadOptions options;
+  if (!o.layout.empty()) options.layout = model::parse_layout(o.layout);
+  options.num_heads = o.heads;
+  if (o.eps > 0) options.eps = o.eps;
+  options.image_size = o.image_size;
+  options.strict = !o.no_strict;
+  options.use_ema = o.ema;
+  infer::LoadedModel m = infer::load_model(o.checkpoint, options);
+  if (o.no_strict) {
+    for (const auto& k : m.missing_keys) std::fprintf(stderr, "warning: %s: missing key '%s' (left at its initial value)\n", o.checkpoint.c_str(), k.c_str());
+    for (const auto& k : m.unexpected_keys) std::fprintf(stderr, "warning: %s: unexpected key '%s' (ignored)\n", o.checkpoint.c_str(), k.c_str());
+  }
+  infer::Preprocess& p = m.preprocess;
+  if (o.resize > 0) p.resize = o.resize, p.square = false;
+  if (o.crop >= 0) p.crop = o.crop;
+  if (!o.interpolation.empty()) p.filter = infer::parse_filter(o.interpolation);
+  const auto channels = static_cast<size_t>(m.model->config().in_channels);
+  auto per_channel = [channels](const std::vector<double>& v, const char* name) {
+    VIT_CHECK(v.size() == 1 || v.size() == channels, "predict", "--{} needs 1 or {} values, got {}", name, channels, v.size());
+    return v.size() == 1 ? std::vector<double>(channels, v[0]) : v;
+  };
+  if (!o.mean.empty()) p.mean = per_channel(o.mean, "mean");
+  if (!o.std.empty()) p.std = per_channel(o.std, "std");
+  for (double s : p.std) VIT_CHECK(s > 0, "predict", "--std values must be positive");
+  return m;
+}
+
+}  // namespace vit::cli

@@ -1,0 +1,29 @@
+// Flags shared by the commands that load a model for inference (predict, attention).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "infer/pretrained.h"
+
+namespace vit::cli {
+
+struct ModelOptions {
+  std::string checkpoint, layout;
+  int64_t heads = 0, image_size = 0, resize = 0, crop = -1;
+  double eps = 0.0;
+  bool no_strict = false, ema = false;
+  std::string interpolation;
+  std::vector<double> mean, std;
+  int threads = 0;
+  int64_t max_pixels = 0;
+};
+
+// Registers --checkpoint, --layout, --heads, --eps, --image-size, --no-strict, --ema, --resize,
+// --crop, --interpolation, --mean, --std, --threads, --max-pixels.
+void add_model_options(CLI::App* cmd, ModelOptions& o);
+// Loads the model and applies the preprocessing overrides; prints what was not loaded with --no-strict.
+infer::LoadedModel load_for_inference(const ModelOptions& o);
+
+}  // namespace vit::cli

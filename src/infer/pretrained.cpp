@@ -1,0 +1,141 @@
+// Model loading for inference (see pretrained.h).
+#include "infer/pretrained.h"
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+
+namespace vit::infer {
+namespace {
+
+#include "infer/imagenet_classes.inc"
+
+Preprocess default_preprocess(model::Layout layout, const model::ViTConfig& c) {
+  Preprocess p;
+  p.crop = c.image_size;
+  switch (layout) {
+    case model::Layout::Timm:  // timm's ViT eval transform: bicubic, crop_pct 0.9, mean/std 0.5
+      p.filter = Filter::Bicubic;
+      p.resize = static_cast<int64_t>(std::floor(static_cast<double>(c.image_size) / 0.9));
+      break;
+    case model::Layout::Torchvision:  // ViT_B_16_Weights: bilinear resize 256, crop 224, ImageNet stats
+      p.filter = Filter::Bilinear;
+      p.resize = c.image_size * 256 / 224;
+      p.mean = {0.485, 0.456, 0.406};
+      p.std = {0.229, 0.224, 0.225};
+      break;
+    case model::Layout::HuggingFace:  // ViTImageProcessor: bilinear resize to size x size, mean/std 0.5
+      p.filter = Filter::Bilinear;
+      p.resize = c.image_size;
+      p.square = true;
+      p.crop = 0;
+      break;
+  }
+  if (c.in_channels != 3) {
+    p.mean.assign(c.in_channels, p.mean[0]);
+    p.std.assign(c.in_channels, p.std[0]);
+  }
+  return p;
+}
+
+}  // namespace
+
+const std::vector<std::string>& imagenet_class_names() {
+  static const std::vector<std::string> names(std::begin(kImageNetClasses), std::end(kImageNetClasses));
+  return names;
+}
+
+LoadedModel load_model(const std::string& path, const LoadOptions& options) {
+  const io::SafetensorsFile file = io::load_safetensors(path);
+  LoadedModel out;
+  model::ViTConfig config;
+  model::NamedTensors weights;
+  bool interpolate_align_corners = false;
+  const auto format = file.metadata.find("format");
+  if (format != file.metadata.end() && file.metadata.count("model_config")) {
+    // Our own checkpoint: everything is in the metadata.
+    out.layout = "vit";
+    config = model::ViTConfig::from_json(file.metadata.at("model_config"));
+    const std::string prefix = options.use_ema ? "ema." : "";
+    for (const auto& [name, t] : file.tensors) {
+      const bool ema = name.rfind("ema.", 0) == 0, opt = name.rfind("optimizer.", 0) == 0;
+      if (opt || ema != options.use_ema) continue;
+      weights.emplace_back(name.substr(prefix.size()), t.to(DType::F32));
+    }
+    VIT_CHECK(!weights.empty(), "checkpoint", "{}: no {}weights in this checkpoint", path, options.use_ema ? "EMA " : "");
+    try {
+      out.class_names = nlohmann::json::parse(file.metadata.at("class_names")).get<std::vector<std::string>>();
+      const auto norm = nlohmann::json::parse(file.metadata.at("normalization"));
+      out.preprocess.mean = norm.at("mean").get<std::vector<double>>();
+      out.preprocess.std = norm.at("std").get<std::vector<double>>();
+    } catch (const std::exception& e) {
+      fail("checkpoint", "{}: corrupt metadata ({})", path, e.what());
+    }
+    out.preprocess.resize = config.image_size;
+    out.preprocess.square = true;
+    out.preprocess.crop = 0;
+    out.preprocess.filter = Filter::Bilinear;
+  } else {
+    const model::Layout layout = options.layout ? *options.layout : model::detect_layout(file.tensors, path);
+    out.layout = model::layout_name(layout);
+    model::NamedTensors f32;
+    for (const auto& [name, t] : file.tensors) {
+      VIT_CHECK(t.dtype() != DType::I64, "checkpoint", "{}: tensor '{}' is an integer tensor, not a weight", path, name);
+      f32.emplace_back(name, t.to(DType::F32));
+    }
+    model::Converted converted = model::to_timm(f32, layout, path);
+    weights = std::move(converted.weights);
+    out.unexpected_keys = converted.unused;
+    config = model::infer_config(weights, layout, options.num_heads, path);
+    if (auto it = file.metadata.find("num_heads"); it != file.metadata.end() && options.num_heads <= 0) {
+      config.num_heads = std::stoll(it->second);
+    }
+    out.preprocess = default_preprocess(layout, config);
+    interpolate_align_corners = layout == model::Layout::Torchvision;
+    VIT_CHECK(config.dim % config.num_heads == 0, "checkpoint", "{}: width {} is not divisible by {} heads (--heads)",
+              path, config.dim, config.num_heads);
+  }
+  if (options.num_heads > 0) config.num_heads = options.num_heads;
+  if (options.eps) config.eps = *options.eps;
+  config.validate();
+
+  // Another resolution: resample pos_embed to the new grid.
+  if (options.image_size > 0 && options.image_size != config.image_size) {
+    VIT_CHECK(options.image_size % config.patch_size == 0, "checkpoint",
+              "--image-size {} is not a multiple of the patch size {}", options.image_size, config.patch_size);
+    const int64_t grid = options.image_size / config.patch_size;
+    for (auto& [name, t] : weights) {
+      if (name == "pos_embed") {
+        t = model::resample_pos_embed(t, config.pool == "cls" ? 1 : 0, grid, grid, interpolate_align_corners);
+      }
+    }
+    const double ratio = static_cast<double>(options.image_size) / static_cast<double>(config.image_size);
+    config.image_size = options.image_size;
+    out.preprocess.resize = static_cast<int64_t>(std::llround(static_cast<double>(out.preprocess.resize) * ratio));
+    if (out.preprocess.crop > 0) out.preprocess.crop = options.image_size;
+  }
+
+  out.model = std::make_unique<model::VisionTransformer>(config, std::make_shared<Generator>(0));
+  try {
+    const nn::LoadResult r = out.model->load_state_dict(weights, options.strict);
+    out.missing_keys = r.missing_keys;
+    for (const auto& k : r.unexpected_keys) out.unexpected_keys.push_back(k);
+  } catch (const Error& e) {
+    fail("checkpoint", "{}: {}", path, e.what());
+  }
+  if (options.strict && !out.unexpected_keys.empty()) {
+    fail("checkpoint", "{}: unexpected keys [{}] (use --no-strict to ignore them)", path,
+         fmt::join(out.unexpected_keys, ", "));
+  }
+  out.model->eval();
+  if (out.class_names.empty()) {
+    if (config.num_classes == 1000) {
+      out.class_names = imagenet_class_names();
+    } else {
+      for (int64_t k = 0; k < config.num_classes; ++k) out.class_names.push_back(std::to_string(k));
+    }
+  }
+  return out;
+}
+
+}  // namespace vit::infer

@@ -1,0 +1,40 @@
+// Loading a ViT from a .safetensors file in any supported layout: our own checkpoints (config,
+// class names and normalisation in __metadata__), or timm / torchvision / Hugging Face weights
+// (layout detected or forced, config inferred from shapes). Optionally resamples the position
+// embedding to run at another resolution, as timm does.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "infer/preprocess.h"
+#include "model/checkpoint_layout.h"
+#include "model/vision_transformer.h"
+
+namespace vit::infer {
+
+struct LoadOptions {
+  std::optional<model::Layout> layout;  // detected when not given
+  int64_t num_heads = 0;                // 0: from metadata, else the standard value for the width
+  std::optional<double> eps;            // LayerNorm eps; default follows the layout
+  int64_t image_size = 0;               // > 0: run at this resolution (pos_embed resampled)
+  bool strict = true;                   // refuse missing / unexpected keys
+  bool use_ema = false;                 // our checkpoints: the EMA weights
+};
+
+struct LoadedModel {
+  std::unique_ptr<model::VisionTransformer> model;
+  std::string layout;                       // "vit", "timm", "torchvision", "huggingface"
+  Preprocess preprocess;                    // the layout's (or checkpoint's) evaluation transform
+  std::vector<std::string> class_names;     // from the checkpoint, ImageNet-1k for 1000 classes, else numbers
+  std::vector<std::string> missing_keys, unexpected_keys;  // with strict = false
+};
+
+LoadedModel load_model(const std::string& path, const LoadOptions& options = {});
+
+// The 1000 ImageNet-1k class names (torchvision's category names).
+const std::vector<std::string>& imagenet_class_names();
+
+}  // namespace vit::infer

@@ -1,0 +1,17 @@
+// NumPy .npy files (format version 1.0-3.0): a magic string, a Python-dict header
+// {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }, then the raw data. Reading accepts
+// little-endian float32/float64/int64 (float64 narrowed to float32 on request), C order only,
+// and validates the header against the file size. Writing produces version 1.0 files.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+
+namespace vit::io {
+
+// Throws "[npy] FILE: ..." naming what is wrong.
+Tensor load_npy(const std::string& path);
+void save_npy(const std::string& path, const Tensor& tensor);
+
+}  // namespace vit::io
