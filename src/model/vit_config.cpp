@@ -104,18 +104,20 @@ ViTConfig preset(const std::string& name) {
   if (name == "vit_base_patch16_224") return imagenet("vit_base_patch16_224", 768, 12, 12);
   if (name == "vit_large_patch16_224") return imagenet("vit_large_patch16_224", 1024, 24, 16);
   if (name == "vit_digits") {
-    // The default: 28x28 grey digits, 4x4 patches (49 tokens + CLS), small and fast on 2 cores.
+    // The default: 28x28 grey digits in 7x7 patches (16 tokens, mean-pooled), 6 blocks of width 64
+    // with stochastic depth -- sized so two cores train it to >= 98.5% on the bundled digits.
     ViTConfig c;
     c.name = name;
     c.image_size = 28;
-    c.patch_size = 4;
+    c.patch_size = 7;
     c.in_channels = 1;
     c.num_classes = 10;
     c.dim = 64;
     c.depth = 6;
     c.num_heads = 4;
     c.mlp_ratio = 2.0;
-    c.pool = "cls";
+    c.pool = "mean";
+    c.drop_path = 0.1;
     return c;
   }
   if (name == "vit_cifar") {

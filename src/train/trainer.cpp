@@ -92,18 +92,21 @@ void TrainConfig::validate() const {
 }
 
 TrainConfig digits_recipe() {
+  // Measured on the 8,000 / 2,000 split (2 cores): AdamW 2e-3 with a 1-epoch warmup and a cosine
+  // over 95 epochs, batch 64, label smoothing 0.1, EMA 0.995 for evaluation, small affine jitter.
   TrainConfig c;
   c.model = model::preset("vit_digits");
-  c.epochs = 30;
-  c.batch_size = 128;
+  c.epochs = 95;
+  c.batch_size = 64;
   c.lr = 2e-3;
   c.weight_decay = 0.05;
   c.warmup_epochs = 1.0;
   c.label_smoothing = 0.1;
-  c.augment.rotate_degrees = 10.0;
-  c.augment.translate = 0.1;
-  c.augment.scale_min = 0.9;
-  c.augment.scale_max = 1.1;
+  c.ema_decay = 0.995;
+  c.augment.rotate_degrees = 8.0;
+  c.augment.translate = 0.08;
+  c.augment.scale_min = 0.92;
+  c.augment.scale_max = 1.08;
   return c;
 }
 

@@ -26,6 +26,7 @@ TrainConfig toy_config(const std::string& data, const std::string& out, int64_t 
   c.model.depth = 1;
   c.model.num_heads = 2;
   c.model.pool = "mean";
+  c.model.drop_path = 0.0;
   c.batch_size = 32;
   c.lr = 3e-3;
   c.threads = 1;  // bit-reproducible
@@ -77,7 +78,8 @@ TEST(Trainer, ResumeEndsWithBitIdenticalWeights) {
   TempDir dir;
   testing::write_toy_mnist(dir.file("data"), 160, 40);
   TrainConfig straight = toy_config(dir.file("data"), dir.file("a"), 4);
-  straight.model.dropout = 0.1;  // dropout and augmentation randomness must replay too
+  straight.model.dropout = 0.1;  // dropout, drop-path and augmentation randomness must replay too
+  straight.model.drop_path = 0.1;
   straight.augment.rotate_degrees = 5;
   straight.augment.mixup_alpha = 0.2;
   straight.ema_decay = 0.9;
