@@ -1,0 +1,210 @@
+// Dataset readers (see dataset.h).
+#include "data/dataset.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "core/check.h"
+#include "data/image.h"
+
+namespace vit::data {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kMaxFileBytes = size_t{4} << 30;
+
+std::vector<uint8_t> read_file(const std::string& path, const char* op) {
+  std::error_code ec;
+  VIT_CHECK(fs::exists(path, ec), op, "{}: no such file", path);
+  VIT_CHECK(fs::is_regular_file(path, ec), op, "{}: not a regular file", path);
+  std::ifstream in(path, std::ios::binary);
+  VIT_CHECK(in.good(), op, "{}: cannot open", path);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Whole file, gunzipped when it starts with the gzip magic (1f 8b).
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* op) {
+  std::vector<uint8_t> raw = read_file(path, op);
+  if (raw.size() < 2 || raw[0] != 0x1f || raw[1] != 0x8b) return raw;
+  z_stream z{};
+  VIT_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, op, "{}: zlib init failed", path);
+  z.next_in = raw.data();
+  z.avail_in = static_cast<uInt>(raw.size());
+  std::vector<uint8_t> out;
+  uint8_t chunk[1 << 16];
+  int status = Z_OK;
+  while (status != Z_STREAM_END) {
+    z.next_out = chunk;
+    z.avail_out = sizeof(chunk);
+    status = inflate(&z, Z_NO_FLUSH);
+    if (status != Z_OK && status != Z_STREAM_END) {
+      inflateEnd(&z);
+      fail(op, "{}: corrupt or truncated gzip data ({})", path, z.msg ? z.msg : "inflate failed");
+    }
+    out.insert(out.end(), chunk, chunk + (sizeof(chunk) - z.avail_out));
+    if (out.size() > kMaxFileBytes) {
+      inflateEnd(&z);
+      fail(op, "{}: decompresses to more than {} bytes", path, kMaxFileBytes);
+    }
+    if (status == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
+      inflateEnd(&z);
+      fail(op, "{}: truncated gzip data", path);
+    }
+  }
+  inflateEnd(&z);
+  return out;
+}
+
+uint32_t big_endian(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+std::vector<std::string> digit_names() {
+  std::vector<std::string> names;
+  for (int d = 0; d < 10; ++d) names.push_back(std::to_string(d));
+  return names;
+}
+
+std::string existing(const std::vector<std::string>& candidates) {
+  for (const auto& c : candidates) {
+    if (fs::exists(c)) return c;
+  }
+  return "";
+}
+
+}  // namespace
+
+Dataset load_mnist_idx(const std::string& images_path, const std::string& labels_path) {
+  const char* op = "mnist";
+  const std::vector<uint8_t> images = read_maybe_gzip(images_path, op);
+  const std::vector<uint8_t> labels = read_maybe_gzip(labels_path, op);
+  VIT_CHECK(images.size() >= 16, op, "{}: {} bytes is too short for an IDX image header", images_path, images.size());
+  VIT_CHECK(labels.size() >= 8, op, "{}: {} bytes is too short for an IDX label header", labels_path, labels.size());
+  const uint32_t image_magic = big_endian(images.data()), label_magic = big_endian(labels.data());
+  VIT_CHECK(image_magic == 0x00000803, op, "{}: wrong magic number 0x{:08x} (expected 0x00000803 for images)",
+            images_path, image_magic);
+  VIT_CHECK(label_magic == 0x00000801, op, "{}: wrong magic number 0x{:08x} (expected 0x00000801 for labels)",
+            labels_path, label_magic);
+  const uint64_t n = big_endian(images.data() + 4), rows = big_endian(images.data() + 8),
+                 cols = big_endian(images.data() + 12), n_labels = big_endian(labels.data() + 4);
+  VIT_CHECK(rows > 0 && cols > 0 && rows <= 4096 && cols <= 4096, op, "{}: implausible image size {}x{}", images_path,
+            rows, cols);
+  VIT_CHECK(images.size() - 16 == n * rows * cols, op, "{}: header says {} images of {}x{} ({} bytes) but the file has {}",
+            images_path, n, rows, cols, n * rows * cols, images.size() - 16);
+  VIT_CHECK(labels.size() - 8 == n_labels, op, "{}: header says {} labels but the file has {}", labels_path, n_labels,
+            labels.size() - 8);
+  VIT_CHECK(n == n_labels, op, "{} has {} images but {} has {} labels", images_path, n, labels_path, n_labels);
+  Dataset d;
+  d.channels = 1;
+  d.height = static_cast<int64_t>(rows);
+  d.width = static_cast<int64_t>(cols);
+  d.pixels.assign(images.begin() + 16, images.end());
+  d.class_names = digit_names();
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint8_t label = labels[8 + i];
+    VIT_CHECK(label < 10, op, "{}: label {} at index {} is not a digit 0-9", labels_path, label, i);
+    d.labels.push_back(label);
+  }
+  d.source = images_path;
+  return d;
+}
+
+Dataset load_cifar10(const std::vector<std::string>& batch_paths) {
+  const char* op = "cifar10";
+  constexpr size_t kRecord = 1 + 3 * 32 * 32;
+  VIT_CHECK(!batch_paths.empty(), op, "no batch files given");
+  Dataset d;
+  d.channels = 3;
+  d.height = d.width = 32;
+  d.class_names = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+  for (const std::string& path : batch_paths) {
+    const std::vector<uint8_t> bytes = read_file(path, op);
+    VIT_CHECK(!bytes.empty() && bytes.size() % kRecord == 0, op,
+              "{}: {} bytes is not a whole number of {}-byte records (label + 3x32x32 pixels)", path, bytes.size(),
+              kRecord);
+    for (size_t r = 0; r < bytes.size() / kRecord; ++r) {
+      const uint8_t* rec = bytes.data() + r * kRecord;
+      VIT_CHECK(rec[0] < 10, op, "{}: label {} in record {} is not a class 0-9", path, rec[0], r);
+      d.labels.push_back(rec[0]);
+      d.pixels.insert(d.pixels.end(), rec + 1, rec + kRecord);
+    }
+  }
+  d.source = batch_paths.front();
+  return d;
+}
+
+Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size) {
+  const char* op = "image_folder";
+  std::error_code ec;
+  VIT_CHECK(fs::is_directory(root, ec), op, "{}: not a directory", root);
+  VIT_CHECK((channels == 1 || channels == 3) && size > 0, op, "invalid target {} channels, size {}", channels, size);
+  Dataset d;
+  d.channels = channels;
+  d.height = d.width = size;
+  d.source = root;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (entry.is_directory()) d.class_names.push_back(entry.path().filename().string());
+  }
+  std::sort(d.class_names.begin(), d.class_names.end());
+  VIT_CHECK(!d.class_names.empty(), op, "{}: no class sub-folders (expected root/<class>/<image>)", root);
+  for (size_t k = 0; k < d.class_names.size(); ++k) {
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(fs::path(root) / d.class_names[k])) {
+      if (!entry.is_regular_file()) continue;
+      std::string ext = entry.path().extension().string();
+      std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+      if (ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp") files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      const Image image = resize(convert_channels(read_image(file.string()), channels), size, size);
+      d.pixels.insert(d.pixels.end(), image.pixels.begin(), image.pixels.end());
+      d.labels.push_back(static_cast<int64_t>(k));
+    }
+  }
+  VIT_CHECK(d.size() > 0, op, "{}: no images (.png, .jpg, .jpeg, .bmp) in the class folders", root);
+  return d;
+}
+
+Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size) {
+  std::error_code ec;
+  VIT_CHECK(fs::exists(dir, ec), "data", "{}: no such directory", dir);
+  VIT_CHECK(fs::is_directory(dir, ec), "data", "{}: not a directory", dir);
+  const fs::path root(dir);
+  const bool train = split == Split::Train;
+  const std::string prefix = train ? "train" : "t10k";
+  const std::string images = existing({(root / (prefix + "-images-idx3-ubyte")).string(),
+                                       (root / (prefix + "-images-idx3-ubyte.gz")).string(),
+                                       (root / (prefix + "-images.idx3-ubyte")).string()});
+  if (!images.empty()) {
+    const std::string labels = existing({(root / (prefix + "-labels-idx1-ubyte")).string(),
+                                         (root / (prefix + "-labels-idx1-ubyte.gz")).string(),
+                                         (root / (prefix + "-labels.idx1-ubyte")).string()});
+    VIT_CHECK(!labels.empty(), "data", "{}: found {} but no {}-labels-idx1-ubyte[.gz]", dir, images, prefix);
+    return load_mnist_idx(images, labels);
+  }
+  for (const fs::path& base : {root, root / "cifar-10-batches-bin"}) {
+    if (fs::exists(base / "data_batch_1.bin") || fs::exists(base / "test_batch.bin")) {
+      std::vector<std::string> files;
+      if (train) {
+        for (int i = 1; i <= 5; ++i) {
+          if (fs::exists(base / fmt::format("data_batch_{}.bin", i))) files.push_back((base / fmt::format("data_batch_{}.bin", i)).string());
+        }
+      } else {
+        files.push_back((base / "test_batch.bin").string());
+      }
+      return load_cifar10(files);
+    }
+  }
+  const std::string folder = train ? (root / "train").string()
+                                   : existing({(root / "test").string(), (root / "val").string()});
+  if (!folder.empty() && fs::is_directory(folder, ec)) return load_image_folder(folder, channels, size);
+  fail("data", "{}: not a dataset directory (expected MNIST IDX files, CIFAR-10 batches, or {}/<class>/ image "
+       "folders)", dir, train ? "train" : "test");
+}
+
+}  // namespace vit::data

@@ -1,0 +1,43 @@
+// In-memory image classification datasets as 8-bit pixels (N, C, H, W) + int64 labels, read
+// from MNIST IDX files (raw or gzip), CIFAR-10 binary batches, or image folders
+// (root/<class>/<image>.png|jpg). Every reader validates sizes and magic numbers and names the
+// file in its errors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vit::data {
+
+struct Dataset {
+  int64_t channels = 0, height = 0, width = 0;
+  std::vector<uint8_t> pixels;  // (N, C, H, W)
+  std::vector<int64_t> labels;  // (N)
+  std::vector<std::string> class_names;
+  std::string source;
+
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  int64_t num_classes() const { return static_cast<int64_t>(class_names.size()); }
+  int64_t image_bytes() const { return channels * height * width; }
+  const uint8_t* image(int64_t i) const { return pixels.data() + i * image_bytes(); }
+};
+
+// MNIST IDX: images (magic 0x00000803, N x rows x cols) and labels (0x00000801, N). Files may
+// be gzip-compressed (detected by content).
+Dataset load_mnist_idx(const std::string& images_path, const std::string& labels_path);
+// CIFAR-10 binary batches: records of 1 label byte + 3072 pixel bytes (3 x 32 x 32).
+Dataset load_cifar10(const std::vector<std::string>& batch_paths);
+// root/<class>/<image>: classes are the sorted sub-folder names; every image is converted to
+// `channels` and resized to size x size.
+Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size);
+
+enum class Split { Train, Test };
+// A dataset directory of any of the three kinds, detected by its contents:
+//   MNIST:   {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
+//   CIFAR:   data_batch_{1..5}.bin / test_batch.bin (optionally under cifar-10-batches-bin/)
+//   folders: train/<class>/... and test/<class>/... (or val/)
+// `channels`/`size` apply to image folders (decoded images are converted and resized).
+Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size);
+
+}  // namespace vit::data

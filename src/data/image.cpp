@@ -1,0 +1,106 @@
+// Image decode / convert / resize / encode through Debian's stb (see image.h).
+#include "data/image.h"
+
+#include <stb/stb_image.h>
+#include <stb/stb_image_resize.h>
+#include <stb/stb_image_write.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include "core/check.h"
+
+namespace vit::data {
+
+Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels) {
+  VIT_CHECK(size > 0 && size <= static_cast<size_t>(INT32_MAX), "image", "{}: empty or too large ({} bytes)", name,
+            size);
+  int w = 0, h = 0, c = 0;
+  if (!stbi_info_from_memory(bytes, static_cast<int>(size), &w, &h, &c)) {
+    fail("image", "{}: cannot decode ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
+  }
+  VIT_CHECK(w > 0 && h > 0 && static_cast<int64_t>(w) * h <= max_pixels, "image",
+            "{}: {}x{} = {} pixels exceeds the limit of {} pixels", name, w, h, static_cast<int64_t>(w) * h, max_pixels);
+  std::unique_ptr<uint8_t, void (*)(void*)> data(stbi_load_from_memory(bytes, static_cast<int>(size), &w, &h, &c, 0),
+                                                 stbi_image_free);
+  if (!data) fail("image", "{}: cannot decode ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown");
+  Image image;
+  image.channels = c;
+  image.height = h;
+  image.width = w;
+  image.pixels.resize(static_cast<size_t>(c) * h * w);
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) {
+      for (int64_t ch = 0; ch < c; ++ch) image.pixels[(ch * h + y) * w + x] = data.get()[(y * w + x) * c + ch];
+    }
+  }
+  return image;
+}
+
+Image read_image(const std::string& path, int64_t max_pixels) {
+  std::ifstream in(path, std::ios::binary);
+  VIT_CHECK(in.good(), "image", "{}: cannot open", path);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return decode_image(bytes.data(), bytes.size(), path, max_pixels);
+}
+
+Image convert_channels(const Image& image, int64_t channels) {
+  VIT_CHECK(channels == 1 || channels == 3, "image", "can convert to 1 or 3 channels, not {}", channels);
+  const int64_t plane = image.height * image.width;
+  const int64_t colour = image.channels >= 3 ? 3 : 1;  // ignore alpha
+  Image out{channels, image.height, image.width, std::vector<uint8_t>(static_cast<size_t>(channels * plane))};
+  for (int64_t i = 0; i < plane; ++i) {
+    if (channels == 1) {
+      const double v = colour == 1 ? image.pixels[i]
+                                   : 0.299 * image.pixels[i] + 0.587 * image.pixels[plane + i] +
+                                         0.114 * image.pixels[2 * plane + i];
+      out.pixels[i] = static_cast<uint8_t>(std::lround(std::min(255.0, v)));
+    } else {
+      for (int64_t c = 0; c < 3; ++c) out.pixels[c * plane + i] = image.pixels[(colour == 1 ? 0 : c) * plane + i];
+    }
+  }
+  return out;
+}
+
+Image resize(const Image& image, int64_t height, int64_t width) {
+  VIT_CHECK(height > 0 && width > 0, "image", "cannot resize to {}x{}", height, width);
+  if (height == image.height && width == image.width) return image;
+  Image out{image.channels, height, width, std::vector<uint8_t>(static_cast<size_t>(image.channels * height * width))};
+  for (int64_t c = 0; c < image.channels; ++c) {
+    const int ok = stbir_resize_uint8(image.pixels.data() + c * image.height * image.width, static_cast<int>(image.width),
+                                      static_cast<int>(image.height), 0, out.pixels.data() + c * height * width,
+                                      static_cast<int>(width), static_cast<int>(height), 0, 1);
+    VIT_CHECK(ok, "image", "resize {}x{} -> {}x{} failed", image.height, image.width, height, width);
+  }
+  return out;
+}
+
+std::vector<uint8_t> encode_png(const Image& image) {
+  VIT_CHECK(image.channels == 1 || image.channels == 3, "image", "PNG needs 1 or 3 channels, not {}", image.channels);
+  std::vector<uint8_t> interleaved(image.pixels.size());
+  const int64_t plane = image.height * image.width;
+  for (int64_t i = 0; i < plane; ++i) {
+    for (int64_t c = 0; c < image.channels; ++c) interleaved[i * image.channels + c] = image.pixels[c * plane + i];
+  }
+  std::vector<uint8_t> png;
+  auto append = [](void* context, void* data, int size) {
+    auto* out = static_cast<std::vector<uint8_t>*>(context);
+    out->insert(out->end(), static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
+  };
+  const int ok = stbi_write_png_to_func(append, &png, static_cast<int>(image.width), static_cast<int>(image.height),
+                                        static_cast<int>(image.channels), interleaved.data(),
+                                        static_cast<int>(image.width * image.channels));
+  VIT_CHECK(ok, "image", "PNG encoding failed");
+  return png;
+}
+
+void write_png(const std::string& path, const Image& image) {
+  const std::vector<uint8_t> png = encode_png(image);
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+  VIT_CHECK(out.good(), "image", "{}: cannot write", path);
+}
+
+}  // namespace vit::data

@@ -1,0 +1,29 @@
+// Images as 8-bit (C, H, W) planes: decode PNG/JPEG/BMP/... with stb_image (refusing images
+// over a pixel limit before decoding them), convert channels, resize (stb_image_resize, with
+// antialiasing when shrinking), and encode PNG (stb_image_write).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vit::data {
+
+struct Image {
+  int64_t channels = 0, height = 0, width = 0;
+  std::vector<uint8_t> pixels;  // (C, H, W), channel-planar
+};
+
+inline constexpr int64_t kDefaultMaxPixels = 64ll * 1024 * 1024;  // decompression-bomb guard
+
+// Throws "[image] FILE: ..." if the file is missing, not an image, or larger than max_pixels.
+Image read_image(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
+Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels = kDefaultMaxPixels);
+// Grey <-> RGB (luminance 0.299 R + 0.587 G + 0.114 B, as PIL's convert("L")); drops alpha.
+Image convert_channels(const Image& image, int64_t channels);
+Image resize(const Image& image, int64_t height, int64_t width);
+// PNG bytes of an image (1 or 3 channels), e.g. for embedding in a report.
+std::vector<uint8_t> encode_png(const Image& image);
+void write_png(const std::string& path, const Image& image);
+
+}  // namespace vit::data

@@ -1,0 +1,219 @@
+// Batch preparation and the background loader (see loader.h).
+#include "data/loader.h"
+
+#include <cmath>
+#include <numeric>
+
+namespace vit::data {
+namespace {
+
+// Gamma(shape, 1) by Marsaglia-Tsang, for Beta sampling.
+double sample_gamma(double shape, Generator& gen) {
+  if (shape < 1.0) return sample_gamma(shape + 1.0, gen) * std::pow(gen.uniform_double() + 1e-300, 1.0 / shape);
+  const double d = shape - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+  for (;;) {
+    double x, v;
+    do {
+      x = gen.normal();
+      v = 1.0 + c * x;
+    } while (v <= 0.0);
+    v = v * v * v;
+    const double u = gen.uniform_double();
+    if (u < 1.0 - 0.0331 * x * x * x * x || std::log(u + 1e-300) < 0.5 * x * x + d * (1.0 - v + std::log(v))) return d * v;
+  }
+}
+
+double sample_beta(double alpha, Generator& gen) {
+  const double a = sample_gamma(alpha, gen), b = sample_gamma(alpha, gen);
+  return a / (a + b);
+}
+
+// One image (C, H, W) into out as normalised floats, augmented when train.
+void fill_image(const Dataset& d, int64_t index, const AugmentConfig& aug, const Normalization& norm, bool train,
+                Generator& gen, float* out) {
+  const int64_t C = d.channels, H = d.height, W = d.width;
+  const uint8_t* src = d.image(index);
+  // Inverse affine map from output to source coordinates (about the image centre).
+  double a00 = 1, a01 = 0, a10 = 0, a11 = 1, tx = 0, ty = 0;
+  bool flip = false;
+  int64_t crop_dx = 0, crop_dy = 0;
+  if (train) {
+    if (aug.rotate_degrees > 0 || aug.translate > 0 || aug.scale_min != 1.0 || aug.scale_max != 1.0) {
+      const double angle = (2 * gen.uniform_double() - 1) * aug.rotate_degrees * M_PI / 180.0;
+      const double scale = aug.scale_min + (aug.scale_max - aug.scale_min) * gen.uniform_double();
+      tx = (2 * gen.uniform_double() - 1) * aug.translate * static_cast<double>(W);
+      ty = (2 * gen.uniform_double() - 1) * aug.translate * static_cast<double>(H);
+      const double cs = std::cos(angle) / scale, sn = std::sin(angle) / scale;
+      a00 = cs, a01 = sn, a10 = -sn, a11 = cs;
+    }
+    if (aug.crop_padding > 0) {
+      crop_dx = static_cast<int64_t>(gen.integer(2 * aug.crop_padding + 1)) - aug.crop_padding;
+      crop_dy = static_cast<int64_t>(gen.integer(2 * aug.crop_padding + 1)) - aug.crop_padding;
+    }
+    flip = aug.hflip && gen.uniform_double() < 0.5;
+  }
+  const bool identity = a00 == 1 && a01 == 0 && a10 == 0 && a11 == 1 && tx == 0 && ty == 0;
+  const double cx = (static_cast<double>(W) - 1) / 2, cy = (static_cast<double>(H) - 1) / 2;
+  for (int64_t c = 0; c < C; ++c) {
+    const uint8_t* plane = src + c * H * W;
+    const double mean = norm.mean[c], inv_std = 1.0 / norm.std[c];
+    auto pixel = [&](int64_t y, int64_t x) -> double {
+      return (y >= 0 && y < H && x >= 0 && x < W) ? plane[y * W + x] : 0.0;
+    };
+    for (int64_t y = 0; y < H; ++y) {
+      for (int64_t x = 0; x < W; ++x) {
+        const int64_t ox = flip ? W - 1 - x : x;
+        double v;
+        if (identity) {
+          v = pixel(y + crop_dy, ox + crop_dx);
+        } else {  // bilinear sample at the inverse-mapped point
+          const double dx = static_cast<double>(ox) - cx - tx, dy = static_cast<double>(y) - cy - ty;
+          const double sx = a00 * dx + a01 * dy + cx + static_cast<double>(crop_dx);
+          const double sy = a10 * dx + a11 * dy + cy + static_cast<double>(crop_dy);
+          const auto x0 = static_cast<int64_t>(std::floor(sx)), y0 = static_cast<int64_t>(std::floor(sy));
+          const double fx = sx - static_cast<double>(x0), fy = sy - static_cast<double>(y0);
+          v = (1 - fy) * ((1 - fx) * pixel(y0, x0) + fx * pixel(y0, x0 + 1)) +
+              fy * ((1 - fx) * pixel(y0 + 1, x0) + fx * pixel(y0 + 1, x0 + 1));
+        }
+        out[(c * H + y) * W + x] = static_cast<float>((v / 255.0 - mean) * inv_std);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Normalization default_normalization(int64_t channels, bool digits) {
+  if (digits && channels == 1) return {{0.1307}, {0.3081}};
+  return {std::vector<double>(channels, 0.5), std::vector<double>(channels, 0.5)};
+}
+
+uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b) {
+  uint64_t z = seed ^ (a * 0x9E3779B97F4A7C15ULL) ^ (b * 0xC2B2AE3D27D4EB4FULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+Batch make_batch(const Dataset& d, const std::vector<int64_t>& indices, const AugmentConfig& aug,
+                 const Normalization& norm, bool train, Generator& gen) {
+  VIT_CHECK(static_cast<int64_t>(norm.mean.size()) == d.channels && static_cast<int64_t>(norm.std.size()) == d.channels,
+            "data", "normalisation has {} means / {} stds for {} channels", norm.mean.size(), norm.std.size(), d.channels);
+  const auto B = static_cast<int64_t>(indices.size());
+  Batch batch;
+  batch.indices = indices;
+  batch.images = Tensor::empty({B, d.channels, d.height, d.width});
+  std::vector<int64_t> labels(B);
+  float* out = batch.images.data<float>();
+  for (int64_t b = 0; b < B; ++b) {
+    VIT_CHECK(indices[b] >= 0 && indices[b] < d.size(), "data", "index {} out of range for {} images", indices[b], d.size());
+    fill_image(d, indices[b], aug, norm, train, gen, out + b * d.image_bytes());
+    labels[b] = d.labels[indices[b]];
+  }
+  batch.targets = Tensor::from_data(labels, {B});
+  const bool mixup = aug.mixup_alpha > 0, cutmix = aug.cutmix_alpha > 0;
+  if (train && B > 1 && (mixup || cutmix)) {
+    // Pair image b with image B-1-b (timm's flipped batch).
+    std::vector<int64_t> partner(B);
+    for (int64_t b = 0; b < B; ++b) partner[b] = labels[B - 1 - b];
+    const Tensor original = batch.images.clone();
+    const float* o = original.data<float>();
+    const int64_t H = d.height, W = d.width, plane = H * W;
+    const bool use_cutmix = cutmix && (!mixup || gen.uniform_double() < 0.5);
+    double lam = sample_beta(use_cutmix ? aug.cutmix_alpha : aug.mixup_alpha, gen);
+    if (use_cutmix) {
+      const double ratio = std::sqrt(1.0 - lam);
+      const auto ch = static_cast<int64_t>(static_cast<double>(H) * ratio), cw = static_cast<int64_t>(static_cast<double>(W) * ratio);
+      const auto cy = static_cast<int64_t>(gen.integer(H)), cx = static_cast<int64_t>(gen.integer(W));
+      const int64_t y0 = std::max<int64_t>(cy - ch / 2, 0), y1 = std::min<int64_t>(cy + ch / 2, H);
+      const int64_t x0 = std::max<int64_t>(cx - cw / 2, 0), x1 = std::min<int64_t>(cx + cw / 2, W);
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t c = 0; c < d.channels; ++c) {
+          for (int64_t y = y0; y < y1; ++y) {
+            for (int64_t x = x0; x < x1; ++x) {
+              out[(b * d.channels + c) * plane + y * W + x] = o[((B - 1 - b) * d.channels + c) * plane + y * W + x];
+            }
+          }
+        }
+      }
+      lam = 1.0 - static_cast<double>((y1 - y0) * (x1 - x0)) / static_cast<double>(plane);  // the area actually pasted
+    } else {
+      const int64_t n = d.image_bytes();
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t i = 0; i < n; ++i) {
+          out[b * n + i] = static_cast<float>(lam * o[b * n + i] + (1.0 - lam) * o[(B - 1 - b) * n + i]);
+        }
+      }
+    }
+    batch.targets_b = Tensor::from_data(partner, {B});
+    batch.lam = lam;
+  }
+  return batch;
+}
+
+std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size, bool shuffle, bool drop_last,
+                                                uint64_t seed, int64_t epoch) {
+  VIT_CHECK(batch_size > 0, "data", "batch size must be positive, got {}", batch_size);
+  std::vector<int64_t> order(size);
+  std::iota(order.begin(), order.end(), 0);
+  if (shuffle) {
+    Generator gen(mix_seed(seed, 0x5348554646ULL, static_cast<uint64_t>(epoch)));
+    for (int64_t i = size - 1; i > 0; --i) std::swap(order[i], order[gen.integer(i + 1)]);
+  }
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t start = 0; start < size; start += batch_size) {
+    const int64_t end = std::min(size, start + batch_size);
+    if (drop_last && end - start < batch_size && !batches.empty()) break;
+    batches.emplace_back(order.begin() + start, order.begin() + end);
+  }
+  return batches;
+}
+
+BatchLoader::BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, AugmentConfig augment,
+                         Normalization norm, bool train, uint64_t seed, int64_t epoch, size_t prefetch)
+    : data_(data), batches_(std::move(batches)), augment_(augment), norm_(std::move(norm)), train_(train), seed_(seed),
+      epoch_(epoch), prefetch_(std::max<size_t>(prefetch, 1)) {
+  worker_ = std::thread([this] { work(); });
+}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  space_.notify_all();
+  worker_.join();
+}
+
+void BatchLoader::work() {
+  try {
+    for (size_t i = 0; i < batches_.size(); ++i) {
+      Generator gen(mix_seed(seed_, static_cast<uint64_t>(epoch_) + 1, i + 1));
+      Batch batch = make_batch(data_, batches_[i], augment_, norm_, train_, gen);
+      std::unique_lock<std::mutex> lock(mutex_);
+      space_.wait(lock, [this] { return stop_ || queue_.size() < prefetch_; });
+      if (stop_) return;
+      queue_.push_back(std::move(batch));
+      ++produced_;
+      ready_.notify_one();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+    ready_.notify_one();
+  }
+}
+
+std::optional<Batch> BatchLoader::next() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (consumed_ == batches_.size()) return std::nullopt;
+  ready_.wait(lock, [this] { return !queue_.empty() || error_; });
+  if (queue_.empty() && error_) std::rethrow_exception(error_);
+  Batch batch = std::move(queue_.front());
+  queue_.pop_front();
+  ++consumed_;
+  space_.notify_one();
+  return batch;
+}
+
+}  // namespace vit::data

@@ -1,0 +1,87 @@
+// Turning a Dataset into float batches: normalisation, training augmentation (random affine,
+// random crop with padding, horizontal flip, mixup / cutmix) and a loader that prepares the
+// next batches on a background thread. Randomness is derived from (seed, epoch, batch index),
+// so a batch is the same whatever the thread timing, and a resumed run sees the same data.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "core/tensor.h"
+#include "data/dataset.h"
+
+namespace vit::data {
+
+struct AugmentConfig {
+  int64_t crop_padding = 0;     // random crop of the image padded by this many zero pixels
+  bool hflip = false;           // random horizontal flip (off for digits)
+  double rotate_degrees = 0.0;  // random affine: rotation in [-d, d]
+  double translate = 0.0;       // shift up to this fraction of the size, each axis
+  double scale_min = 1.0, scale_max = 1.0;
+  double mixup_alpha = 0.0;     // > 0: mix pairs of images, lam ~ Beta(a, a)
+  double cutmix_alpha = 0.0;    // > 0: paste a box from another image (chosen instead of mixup half the time)
+  bool any() const {
+    return crop_padding > 0 || hflip || rotate_degrees > 0 || translate > 0 || scale_min != 1.0 || scale_max != 1.0 ||
+           mixup_alpha > 0 || cutmix_alpha > 0;
+  }
+};
+
+struct Normalization {
+  std::vector<double> mean, std;  // per channel, applied to pixels scaled to [0, 1]
+};
+// MNIST's statistics for grey digits, 0.5/0.5 otherwise.
+Normalization default_normalization(int64_t channels, bool digits);
+
+struct Batch {
+  Tensor images;     // (B, C, H, W) float32, normalised
+  Tensor targets;    // (B) int64
+  Tensor targets_b;  // (B) int64 partner labels when mixed (lam < 1), else undefined
+  double lam = 1.0;  // weight of `targets` in the loss
+  std::vector<int64_t> indices;  // dataset indices of the images
+};
+
+// Deterministic 64-bit mixing of (seed, a, b) into a generator seed (splitmix64).
+uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b = 0);
+
+Batch make_batch(const Dataset& data, const std::vector<int64_t>& indices, const AugmentConfig& augment,
+                 const Normalization& norm, bool train, Generator& gen);
+
+// The order of one epoch: a seeded shuffle (or 0..N-1), cut into batches.
+std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size, bool shuffle, bool drop_last,
+                                                uint64_t seed, int64_t epoch);
+
+// Prepares the batches of one epoch on a background thread, `prefetch` ahead of the consumer.
+class BatchLoader {
+ public:
+  BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, AugmentConfig augment, Normalization norm,
+              bool train, uint64_t seed, int64_t epoch, size_t prefetch = 3);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+  // The next batch, or nullopt when the epoch is done. Rethrows an error from the worker.
+  std::optional<Batch> next();
+  size_t num_batches() const { return batches_.size(); }
+
+ private:
+  void work();
+  const Dataset& data_;
+  std::vector<std::vector<int64_t>> batches_;
+  AugmentConfig augment_;
+  Normalization norm_;
+  bool train_;
+  uint64_t seed_;
+  int64_t epoch_;
+  size_t prefetch_;
+  std::mutex mutex_;
+  std::condition_variable ready_, space_;
+  std::deque<Batch> queue_;
+  size_t produced_ = 0, consumed_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread worker_;
+};
+
+}  // namespace vit::data

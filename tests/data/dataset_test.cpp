@@ -1,0 +1,146 @@
+// Dataset readers on small generated files: MNIST IDX (raw, gzip, corrupt), CIFAR-10 binary,
+// image folders, and the dataset-directory detection, with the error each bad file gives.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/check.h"
+#include "data/dataset.h"
+#include "data/image.h"
+#include "support/files.h"
+
+namespace vit::data {
+namespace {
+
+using testing::TempDir;
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Mnist, ReadsRawAndGzipIdx) {
+  TempDir dir;
+  const auto images = testing::idx_images(3, 4, 5);
+  const auto labels = testing::idx_labels({7, 0, 9});
+  testing::write_bytes(dir.file("i"), images);
+  testing::write_bytes(dir.file("l"), labels);
+  testing::write_bytes(dir.file("i.gz"), testing::gzip(images));
+  testing::write_bytes(dir.file("l.gz"), testing::gzip(labels));
+  for (const auto& [i, l] : {std::pair{"i", "l"}, {"i.gz", "l.gz"}}) {
+    const Dataset d = load_mnist_idx(dir.file(i), dir.file(l));
+    EXPECT_EQ(d.size(), 3);
+    EXPECT_EQ(d.channels, 1);
+    EXPECT_EQ(d.height, 4);
+    EXPECT_EQ(d.width, 5);
+    EXPECT_EQ(d.labels, (std::vector<int64_t>{7, 0, 9}));
+    EXPECT_EQ(d.image(2)[3], (2 * 7 + 3) % 256);
+    EXPECT_EQ(d.num_classes(), 10);
+  }
+}
+
+TEST(Mnist, BadFilesNameTheFileAndProblem) {
+  TempDir dir;
+  auto images = testing::idx_images(3, 4, 5);
+  const auto labels = testing::idx_labels({7, 0, 9});
+  testing::write_bytes(dir.file("l"), labels);
+  auto wrong_magic = images;
+  wrong_magic[3] = 0x01;
+  testing::write_bytes(dir.file("magic"), wrong_magic);
+  EXPECT_EQ(error_of([&] { load_mnist_idx(dir.file("magic"), dir.file("l")); }),
+            "[mnist] " + dir.file("magic") + ": wrong magic number 0x00000801 (expected 0x00000803 for images)");
+  auto truncated = images;
+  truncated.resize(truncated.size() - 7);
+  testing::write_bytes(dir.file("short"), truncated);
+  EXPECT_EQ(error_of([&] { load_mnist_idx(dir.file("short"), dir.file("l")); }),
+            "[mnist] " + dir.file("short") + ": header says 3 images of 4x5 (60 bytes) but the file has 53");
+  testing::write_bytes(dir.file("tiny"), {0, 0, 8});
+  EXPECT_NE(error_of([&] { load_mnist_idx(dir.file("tiny"), dir.file("l")); }).find("too short"), std::string::npos);
+  testing::write_bytes(dir.file("i"), images);
+  testing::write_bytes(dir.file("l2"), testing::idx_labels({1, 2}));
+  EXPECT_NE(error_of([&] { load_mnist_idx(dir.file("i"), dir.file("l2")); }).find("has 3 images but"), std::string::npos);
+  testing::write_bytes(dir.file("l11"), testing::idx_labels({1, 11, 2}));
+  EXPECT_NE(error_of([&] { load_mnist_idx(dir.file("i"), dir.file("l11")); }).find("label 11 at index 1"), std::string::npos);
+  EXPECT_EQ(error_of([&] { load_mnist_idx(dir.file("missing"), dir.file("l")); }),
+            "[mnist] " + dir.file("missing") + ": no such file");
+  auto gz = testing::gzip(images);
+  gz.resize(gz.size() / 2);
+  testing::write_bytes(dir.file("cut.gz"), gz);
+  EXPECT_NE(error_of([&] { load_mnist_idx(dir.file("cut.gz"), dir.file("l")); }).find("truncated"), std::string::npos);
+  auto garbage = testing::gzip(images);
+  for (size_t k = 12; k < garbage.size() - 8; ++k) garbage[k] ^= 0x5a;
+  testing::write_bytes(dir.file("bad.gz"), garbage);
+  EXPECT_NE(error_of([&] { load_mnist_idx(dir.file("bad.gz"), dir.file("l")); }).find(dir.file("bad.gz")),
+            std::string::npos);
+}
+
+TEST(Cifar10, ReadsRecordsAndRefusesWrongLengths) {
+  TempDir dir;
+  std::vector<uint8_t> bytes;
+  for (int r = 0; r < 2; ++r) {
+    bytes.push_back(static_cast<uint8_t>(r * 5));
+    for (int p = 0; p < 3072; ++p) bytes.push_back(static_cast<uint8_t>((p + r) % 256));
+  }
+  testing::write_bytes(dir.file("data_batch_1.bin"), bytes);
+  const Dataset d = load_cifar10({dir.file("data_batch_1.bin")});
+  EXPECT_EQ(d.size(), 2);
+  EXPECT_EQ(d.labels, (std::vector<int64_t>{0, 5}));
+  EXPECT_EQ(d.channels, 3);
+  EXPECT_EQ(d.image(1)[1024], (1024 + 1) % 256);  // first green pixel of record 1
+  EXPECT_EQ(d.class_names[5], "dog");
+  bytes.pop_back();
+  testing::write_bytes(dir.file("bad.bin"), bytes);
+  EXPECT_EQ(error_of([&] { load_cifar10({dir.file("bad.bin")}); }),
+            "[cifar10] " + dir.file("bad.bin") + ": 6145 bytes is not a whole number of 3073-byte records (label + 3x32x32 pixels)");
+  // Dataset-directory detection finds CIFAR batches.
+  std::filesystem::copy_file(dir.file("data_batch_1.bin"), dir.file("test_batch.bin"));
+  EXPECT_EQ(load_dataset(dir.path(), Split::Train, 3, 32).size(), 2);
+  EXPECT_EQ(load_dataset(dir.path(), Split::Test, 3, 32).size(), 2);
+}
+
+TEST(ImageFolder, ReadsConvertsResizesAndRefusesBadImages) {
+  TempDir dir;
+  for (const std::string cls : {"cat", "ant"}) {
+    std::filesystem::create_directories(dir.file("train/" + cls));
+    std::filesystem::create_directories(dir.file("test/" + cls));
+    Image rgb{3, 8, 6, std::vector<uint8_t>(3 * 8 * 6, cls == "cat" ? 200 : 10)};
+    write_png(dir.file("train/" + cls + "/a.png"), rgb);
+    write_png(dir.file("train/" + cls + "/b.png"), rgb);
+    write_png(dir.file("test/" + cls + "/c.png"), rgb);
+  }
+  const Dataset train = load_dataset(dir.path(), Split::Train, 1, 4);
+  EXPECT_EQ(train.class_names, (std::vector<std::string>{"ant", "cat"}));  // sorted
+  EXPECT_EQ(train.size(), 4);
+  EXPECT_EQ(train.channels, 1);
+  EXPECT_EQ(train.height, 4);
+  EXPECT_EQ(train.labels, (std::vector<int64_t>{0, 0, 1, 1}));
+  EXPECT_EQ(train.image(3)[0], 200);
+  EXPECT_EQ(load_dataset(dir.path(), Split::Test, 3, 4).size(), 2);
+  testing::write_bytes(dir.file("train/cat/broken.png"), {0x89, 'P', 'N', 'G', 1, 2, 3});
+  const std::string e = error_of([&] { load_dataset(dir.path(), Split::Train, 1, 4); });
+  EXPECT_NE(e.find("[image] " + dir.file("train/cat/broken.png") + ": cannot decode"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { load_dataset(dir.file("nope"), Split::Train, 1, 4); }).find("no such directory"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { load_dataset(dir.file("train/ant"), Split::Train, 1, 4); }).find("not a dataset directory"),
+            std::string::npos);
+}
+
+TEST(Image, PixelLimitRefusesBeforeDecoding) {
+  TempDir dir;
+  write_png(dir.file("big.png"), Image{1, 300, 300, std::vector<uint8_t>(90000, 5)});
+  EXPECT_NE(error_of([&] { read_image(dir.file("big.png"), 1000); }).find("90000 pixels exceeds the limit of 1000"),
+            std::string::npos);
+  const Image ok = read_image(dir.file("big.png"));
+  EXPECT_EQ(ok.height, 300);
+  const Image grey = convert_channels(Image{3, 1, 1, {255, 0, 0}}, 1);
+  EXPECT_EQ(grey.pixels[0], 76);  // 0.299 * 255 (PIL's luminance)
+  const Image small = resize(ok, 10, 10);
+  EXPECT_EQ(small.pixels[55], 5);
+}
+
+}  // namespace
+}  // namespace vit::data

@@ -1,0 +1,125 @@
+// Batches: normalisation, seeded shuffling, augmentation determinism, mixup / cutmix, and the
+// background loader producing exactly what make_batch computes.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "data/loader.h"
+#include "support/files.h"
+
+namespace vit::data {
+namespace {
+
+Dataset toy(int64_t n) {
+  testing::TempDir dir;
+  testing::write_toy_mnist(dir.path(), n, 10);
+  return load_dataset(dir.path(), Split::Train, 1, 28);
+}
+
+TEST(Batches, EpochOrderIsASeededPermutation) {
+  const auto a = epoch_batches(100, 32, true, false, 7, 3), b = epoch_batches(100, 32, true, false, 7, 3);
+  const auto other_epoch = epoch_batches(100, 32, true, false, 7, 4);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, other_epoch);
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a.back().size(), 4u);
+  std::set<int64_t> seen;
+  for (const auto& batch : a) seen.insert(batch.begin(), batch.end());
+  EXPECT_EQ(seen.size(), 100u);
+  EXPECT_EQ(epoch_batches(100, 32, true, true, 7, 3).size(), 3u);  // drop_last
+  EXPECT_EQ(epoch_batches(10, 32, false, false, 0, 0).front(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_THROW(epoch_batches(10, 0, false, false, 0, 0), Error);
+}
+
+TEST(Batches, NormalisesWithoutAugmentation) {
+  const Dataset d = toy(4);
+  Generator gen(0);
+  const Batch b = make_batch(d, {2, 0}, {}, {{0.5}, {0.25}}, true, gen);
+  EXPECT_EQ(b.images.shape(), (Shape{2, 1, 28, 28}));
+  EXPECT_EQ(b.targets.to_vector(), (std::vector<double>{static_cast<double>(d.labels[2]), static_cast<double>(d.labels[0])}));
+  EXPECT_NEAR(b.images.at({0, 0, 5, 7}), (d.image(2)[5 * 28 + 7] / 255.0 - 0.5) / 0.25, 1e-6);
+  EXPECT_FALSE(b.targets_b.defined());
+  EXPECT_EQ(b.lam, 1.0);
+  EXPECT_THROW(make_batch(d, {0}, {}, {{0.5, 0.5}, {1, 1}}, false, gen), Error);
+  EXPECT_THROW(make_batch(d, {99}, {}, {{0.5}, {1}}, false, gen), Error);
+}
+
+TEST(Batches, AugmentationIsSeededAndOnlyInTraining) {
+  const Dataset d = toy(8);
+  AugmentConfig aug;
+  aug.rotate_degrees = 15;
+  aug.translate = 0.1;
+  aug.scale_min = 0.9;
+  aug.scale_max = 1.1;
+  aug.crop_padding = 2;
+  aug.hflip = true;
+  Generator g1(5), g2(5), g3(6), g4(0);
+  const Normalization norm{{0.0}, {1.0}};
+  const Batch a = make_batch(d, {0, 1, 2}, aug, norm, true, g1);
+  const Batch b = make_batch(d, {0, 1, 2}, aug, norm, true, g2);
+  const Batch c = make_batch(d, {0, 1, 2}, aug, norm, true, g3);
+  const Batch plain = make_batch(d, {0, 1, 2}, aug, norm, false, g4);  // evaluation: no augmentation
+  EXPECT_EQ(a.images.to_vector(), b.images.to_vector());
+  EXPECT_NE(a.images.to_vector(), c.images.to_vector());
+  EXPECT_NE(a.images.to_vector(), plain.images.to_vector());
+  EXPECT_NEAR(plain.images.at({1, 0, 3, 4}), d.image(1)[3 * 28 + 4] / 255.0, 1e-6);
+  for (double v : a.images.to_vector()) EXPECT_TRUE(v >= 0.0 && v <= 1.0);
+}
+
+TEST(Batches, MixupAndCutmixPairWithTheFlippedBatch) {
+  const Dataset d = toy(6);
+  const Normalization norm{{0.0}, {1.0}};
+  AugmentConfig mixup;
+  mixup.mixup_alpha = 0.4;
+  Generator gen(3), plain_gen(0);
+  const Batch clean = make_batch(d, {0, 1, 2, 3}, {}, norm, true, plain_gen);
+  const Batch m = make_batch(d, {0, 1, 2, 3}, mixup, norm, true, gen);
+  ASSERT_TRUE(m.targets_b.defined());
+  EXPECT_GT(m.lam, 0.0);
+  EXPECT_LT(m.lam, 1.0);
+  EXPECT_EQ(m.targets_b.at({0}), clean.targets.at({3}));
+  EXPECT_NEAR(m.images.at({0, 0, 10, 10}), m.lam * clean.images.at({0, 0, 10, 10}) + (1 - m.lam) * clean.images.at({3, 0, 10, 10}),
+              1e-5);
+  AugmentConfig cutmix;
+  cutmix.cutmix_alpha = 1.0;
+  Generator gen2(4);
+  const Batch c = make_batch(d, {0, 1, 2, 3}, cutmix, norm, true, gen2);
+  ASSERT_TRUE(c.targets_b.defined());
+  // Every pixel comes from the image itself or its partner; lam is the fraction kept.
+  int64_t kept = 0;
+  for (int64_t y = 0; y < 28; ++y) {
+    for (int64_t x = 0; x < 28; ++x) {
+      const double v = c.images.at({1, 0, y, x});
+      const bool own = v == clean.images.at({1, 0, y, x}), partner = v == clean.images.at({2, 0, y, x});
+      EXPECT_TRUE(own || partner);
+      kept += own;
+    }
+  }
+  EXPECT_NEAR(c.lam, static_cast<double>(kept) / 784.0, 0.1);
+}
+
+TEST(Loader, BackgroundBatchesEqualDirectOnesAndErrorsPropagate) {
+  const Dataset d = toy(50);
+  AugmentConfig aug;
+  aug.rotate_degrees = 10;
+  const Normalization norm{{0.1}, {0.3}};
+  const auto batches = epoch_batches(d.size(), 16, true, false, 9, 2);
+  BatchLoader loader(d, batches, aug, norm, true, 9, 2, 2);
+  EXPECT_EQ(loader.num_batches(), 4u);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    auto got = loader.next();
+    ASSERT_TRUE(got.has_value());
+    Generator gen(mix_seed(9, 3, i + 1));
+    const Batch want = make_batch(d, batches[i], aug, norm, true, gen);
+    EXPECT_EQ(got->images.to_vector(), want.images.to_vector()) << "batch " << i;
+    EXPECT_EQ(got->indices, batches[i]);
+  }
+  EXPECT_FALSE(loader.next().has_value());
+  BatchLoader bad(d, {{0, 1}, {1000}}, {}, norm, false, 0, 0);
+  EXPECT_TRUE(bad.next().has_value());
+  EXPECT_THROW(bad.next(), Error);
+  { BatchLoader abandoned(d, batches, aug, norm, true, 9, 2, 1); }  // destroyed mid-epoch: joins cleanly
+}
+
+}  // namespace
+}  // namespace vit::data
