@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   vit::cli::add_predict_command(app);
   vit::cli::add_info_command(app);
   vit::cli::add_attention_command(app);
+  vit::cli::add_bench_command(app);
   vit::cli::add_demo_command(app);
   try {
     app.parse(argc, argv);

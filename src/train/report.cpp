@@ -67,6 +67,7 @@ std::string chart(const std::string& title, const std::vector<Series>& series, b
   if (hi - lo < 1e-9) hi = lo + 1e-3;
   const double pad = (hi - lo) * 0.05;
   lo -= pad, hi += pad;
+  if (percent) lo = std::max(lo, 0.0), hi = std::min(hi, 1.0);  // accuracies live in [0, 100%]
   auto x_of = [&](size_t i) { return L + (n > 1 ? static_cast<double>(i) / static_cast<double>(n - 1) : 0.5) * (W - L - R); };
   auto y_of = [&](double v) { return T + (hi - v) / (hi - lo) * (H - T - B); };
   std::string svg = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" role="img">)", W, H);
@@ -107,7 +108,7 @@ body{font-family:sans-serif;margin:24px;color:#222}h1{font-size:22px}h2{font-siz
 table.cm{border-collapse:collapse;font-size:12px}table.cm td,table.cm th{border:1px solid #ccc;padding:3px 6px;text-align:right}
 .grid{display:flex;flex-wrap:wrap;gap:8px}.cell{text-align:center;font-size:11px}
 .cell img{width:64px;height:64px;image-rendering:pixelated;border:1px solid #999;display:block}
-pre{background:#f6f6f6;padding:8px;font-size:12px;white-space:pre-wrap}</style></head><body>)";
+pre{background:#f6f6f6;padding:8px;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}</style></head><body>)";
   html += "<h1>vit training report</h1>";
   if (!metrics.empty()) {
     const std::vector<double> row = {column(metrics, "epoch").back(), column(metrics, "test_acc").back(),

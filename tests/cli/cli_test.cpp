@@ -79,7 +79,7 @@ TEST_F(Cli, EvalJsonAndText) {
   EXPECT_NE(text.out.find("confusion matrix"), std::string::npos);
 }
 
-TEST_F(Cli, PredictPngAndJpegTopK) {
+TEST_F(Cli, PredictPngTopK) {
   data::Image image{3, 40, 40, std::vector<uint8_t>(3 * 40 * 40, 30)};
   for (int64_t x = 0; x < 40; ++x) {
     for (int64_t c = 0; c < 3; ++c) image.pixels[(c * 40 + 12) * 40 + x] = 220;
@@ -97,6 +97,53 @@ TEST_F(Cli, InfoCountsParametersExactly) {
   EXPECT_NE(r.out.find("86567656"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("17.564 GMACs"), std::string::npos) << r.out;
   EXPECT_NE(vit("info --checkpoint " + dir_->file("run/last.safetensors")).out.find("total"), std::string::npos);
+}
+
+TEST_F(Cli, PredictTensorWritesLogitsNpyAndAttentionDrawsAPng) {
+  const std::string layouts = std::string(VIT_GOLDEN_DIR) + "/layouts/";
+  // A (2, 3, 32, 32) float32 .npy input for the tiny timm fixture (48 wide, 4 heads).
+  std::vector<uint8_t> npy = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 32, 32), }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  npy.push_back(static_cast<uint8_t>(header.size() & 0xff));
+  npy.push_back(static_cast<uint8_t>(header.size() >> 8));
+  npy.insert(npy.end(), header.begin(), header.end());
+  for (int i = 0; i < 2 * 3 * 32 * 32; ++i) {
+    const float v = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&v);
+    npy.insert(npy.end(), bytes, bytes + 4);
+  }
+  testing::write_bytes(dir_->file("x.npy"), npy);
+  const CommandResult r = vit("predict --checkpoint " + layouts + "timm.safetensors --heads 4 --tensor " +
+                              dir_->file("x.npy") + " --out " + dir_->file("logits.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("logits (2, 10) (timm layout)"), std::string::npos) << r.out;
+  EXPECT_EQ(testing::read_bytes(dir_->file("logits.npy")).size(), 128u + 2 * 10 * 4);
+  expect_error(vit("predict --checkpoint " + layouts + "timm.safetensors --heads 4 --tensor " + dir_->file("logits.npy")),
+               "[predict] " + dir_->file("logits.npy") + ": input (2, 10) but the model takes (B, 3, 32, 32)");
+  // vit attention on a digit with the trained checkpoint.
+  data::Image digit{1, 28, 28, std::vector<uint8_t>(784, 0)};
+  for (int y = 5; y < 23; ++y) digit.pixels[y * 28 + 14] = 255;
+  data::write_png(dir_->file("one.png"), digit);
+  const CommandResult a = vit("attention --checkpoint " + dir_->file("run/last.safetensors") + " " + dir_->file("one.png") +
+                              " --out " + dir_->file("map.png") + " --size 64");
+  ASSERT_EQ(a.exit_code, 0) << a.out;
+  const data::Image map = data::read_image(dir_->file("map.png"));
+  EXPECT_EQ(map.height, 64);
+  EXPECT_EQ(map.width, 3 * 64 + 16);
+}
+
+TEST_F(Cli, BenchReportsLatencyThroughputAndMemory) {
+  const CommandResult r = vit("bench --preset vit_digits --batch 4 --iters 3 --warmup 1 --threads 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["batch"], 4);
+  EXPECT_GT(j["images_per_s"].get<double>(), 0.0);
+  EXPECT_GE(j["p90_ms"].get<double>(), j["median_ms"].get<double>());
+  EXPECT_GT(j["peak_rss_mb"].get<double>(), 1.0);
+  EXPECT_EQ(vit("bench --preset vit_digits --train --batch 8 --iters 2 --warmup 0").exit_code, 0);
+  expect_error(vit("bench --preset nope"), "[vit_config] unknown preset 'nope'");
 }
 
 TEST_F(Cli, ResumeContinuesToMoreEpochs) {

@@ -1,0 +1,121 @@
+// Kernel microbenchmarks at ViT shapes: GEMM (BLAS vs the reference loop) for the linear layers
+// of ViT-Ti/S/B at batch 1 (197 tokens), LayerNorm, softmax and GELU (fast vs reference),
+// patch embedding (im2row + GEMM). Counters: GFLOP/s or GB/s.
+#include <benchmark/benchmark.h>
+
+#include "core/tensor.h"
+#include "kernels/activation.h"
+#include "kernels/gemm.h"
+#include "kernels/im2row.h"
+#include "kernels/layernorm.h"
+#include "kernels/softmax.h"
+
+namespace {
+
+using vit::Tensor;
+
+Tensor random(const vit::Shape& shape) {
+  vit::Generator gen(1);
+  return Tensor::randn(shape, gen);
+}
+
+// y (M, N) = x (M, K) @ W (N, K)^T, as Linear does.
+template <bool Reference>
+void linear_gemm(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const Tensor x = random({M, K}), w = random({N, K});
+  Tensor y = Tensor::empty({M, N});
+  for (auto _ : state) {
+    if constexpr (Reference) {
+      vit::kernels::gemm_ref<float>(false, true, M, N, K, 1.0f, x.data<float>(), K, w.data<float>(), K, 0.0f, y.data<float>(), N);
+    } else {
+      vit::kernels::gemm<float>(false, true, M, N, K, 1.0f, x.data<float>(), K, w.data<float>(), K, 0.0f, y.data<float>(), N);
+    }
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// ViT-Ti (192), ViT-S (384), ViT-B (768): qkv, proj, fc1, fc2 at 197 tokens.
+void vit_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t d : {192, 384, 768}) {
+    b->Args({197, 3 * d, d})->Args({197, d, d})->Args({197, 4 * d, d})->Args({197, d, 4 * d});
+  }
+}
+BENCHMARK(linear_gemm<false>)->Apply(vit_shapes)->Unit(benchmark::kMicrosecond);
+BENCHMARK(linear_gemm<true>)->Args({197, 576, 192})->Unit(benchmark::kMillisecond);
+
+template <bool Reference>
+void layernorm(benchmark::State& state) {
+  const int64_t rows = state.range(0), n = state.range(1);
+  const Tensor x = random({rows, n}), w = Tensor::ones({n}), b = Tensor::zeros({n});
+  Tensor y = Tensor::empty({rows, n}), mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
+  for (auto _ : state) {
+    if constexpr (Reference) {
+      vit::kernels::layernorm_forward_ref<float>(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), rows, n, 1e-6);
+    } else {
+      vit::kernels::layernorm_forward<float>(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(),
+                                             mean.data<float>(), rstd.data<float>(), rows, n, 1e-6);
+    }
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  state.counters["GB/s"] = benchmark::Counter(8.0 * rows * n, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(layernorm<false>)->Args({197, 768})->Args({128 * 17, 64})->Unit(benchmark::kMicrosecond);
+BENCHMARK(layernorm<true>)->Args({197, 768})->Args({128 * 17, 64})->Unit(benchmark::kMicrosecond);
+
+template <bool Reference>
+void softmax_rows(benchmark::State& state) {
+  const int64_t rows = state.range(0), n = state.range(1);
+  const Tensor x = random({rows, n});
+  Tensor y = Tensor::empty({rows, n});
+  for (auto _ : state) {
+    if constexpr (Reference) vit::kernels::softmax_forward_ref<float>(x.data<float>(), y.data<float>(), rows, n);
+    else vit::kernels::softmax_forward<float>(x.data<float>(), y.data<float>(), rows, n);
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  state.counters["GB/s"] = benchmark::Counter(8.0 * rows * n, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(softmax_rows<false>)->Args({12 * 197, 197})->Unit(benchmark::kMicrosecond);
+BENCHMARK(softmax_rows<true>)->Args({12 * 197, 197})->Unit(benchmark::kMicrosecond);
+
+// GELU over ViT-B's MLP activations (197 x 3072): the vectorised float path vs double reference.
+void gelu_fast(benchmark::State& state) {
+  const Tensor x = random({197 * 3072});
+  Tensor y = Tensor::empty({197 * 3072});
+  for (auto _ : state) {
+    vit::kernels::unary_forward<float>(vit::kernels::Unary::Gelu, x.data<float>(), y.data<float>(), x.numel());
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  state.counters["GB/s"] = benchmark::Counter(8.0 * x.numel(), benchmark::Counter::kIsIterationInvariantRate);
+}
+void gelu_reference(benchmark::State& state) {
+  const Tensor x = random({197 * 3072});
+  Tensor y = Tensor::empty({197 * 3072});
+  const float* in = x.data<float>();
+  float* out = y.data<float>();
+  for (auto _ : state) {
+    for (int64_t i = 0; i < x.numel(); ++i) out[i] = static_cast<float>(vit::kernels::unary_ref(vit::kernels::Unary::Gelu, in[i]));
+    benchmark::DoNotOptimize(out);
+  }
+  state.counters["GB/s"] = benchmark::Counter(8.0 * x.numel(), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(gelu_fast)->Unit(benchmark::kMicrosecond);
+BENCHMARK(gelu_reference)->Unit(benchmark::kMicrosecond);
+
+// Patch embedding of one 224x224 image for ViT-B: im2row then GEMM (196 x 768 x 768).
+void patch_embedding(benchmark::State& state) {
+  const vit::kernels::ConvShape s{1, 3, 224, 224, 16, 16, 16, 0};
+  const Tensor x = random({1, 3, 224, 224}), w = random({768, 768});
+  Tensor rows = Tensor::empty({196, 768}), y = Tensor::empty({196, 768});
+  for (auto _ : state) {
+    vit::kernels::im2row<float>(s, x.data<float>(), rows.data<float>());
+    vit::kernels::gemm<float>(false, true, 196, 768, 768, 1.0f, rows.data<float>(), 768, w.data<float>(), 768, 0.0f,
+                              y.data<float>(), 768);
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 196 * 768 * 768, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(patch_embedding)->Unit(benchmark::kMicrosecond);
+
+}  // namespace

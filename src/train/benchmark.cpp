@@ -1,0 +1,81 @@
+// Model benchmark (see benchmark.h).
+#include "train/benchmark.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "model/vision_transformer.h"
+#include "optim/optimizer.h"
+
+namespace vit::train {
+
+double peak_rss_mb() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
+  config.model.validate();
+  VIT_CHECK(config.batch >= 1 && config.iters >= 1 && config.warmup >= 0, "bench",
+            "batch ({}) and iters ({}) must be >= 1, warmup ({}) >= 0", config.batch, config.iters, config.warmup);
+  auto gen = std::make_shared<Generator>(config.seed);
+  model::VisionTransformer model(config.model, gen);
+  const model::ViTConfig& c = config.model;
+  const Tensor images = Tensor::randn({config.batch, c.in_channels, c.image_size, c.image_size}, *gen);
+  std::vector<int64_t> labels;
+  for (int64_t b = 0; b < config.batch; ++b) labels.push_back(static_cast<int64_t>(gen->integer(c.num_classes)));
+  const Tensor targets = Tensor::from_data(labels, {config.batch});
+  std::unique_ptr<optim::AdamW> opt;
+  if (config.train) {
+    model.train();
+    opt = std::make_unique<optim::AdamW>(model.named_parameters(), 1e-4);
+  } else {
+    model.eval();
+  }
+  auto step = [&] {
+    if (config.train) {
+      opt->zero_grad();
+      Variable loss = cross_entropy(model(Variable(images)), targets);
+      loss.backward();
+      opt->step();
+    } else {
+      NoGradGuard no_grad;
+      const Variable logits = model(Variable(images));
+      (void)logits;
+    }
+  };
+  for (int64_t i = 0; i < config.warmup; ++i) step();
+  BenchmarkResult r;
+  for (int64_t i = 0; i < config.iters; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    step();
+    r.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::vector<double> sorted = r.seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  const double p90 = sorted[std::min(sorted.size() - 1, static_cast<size_t>(0.9 * static_cast<double>(sorted.size())))];
+  r.median_ms = 1e3 * median;
+  r.p90_ms = 1e3 * p90;
+  r.images_per_s = static_cast<double>(config.batch) / median;
+  const double flops = 2.0 * static_cast<double>(model::macs_per_image(c).total()) * static_cast<double>(config.batch) *
+                       (config.train ? 3.0 : 1.0);
+  r.gflops = flops / median / 1e9;
+  r.peak_rss_mb = peak_rss_mb();
+  return r;
+}
+
+std::string BenchmarkResult::to_json(const BenchmarkConfig& config, int threads) const {
+  nlohmann::ordered_json j = {{"model", config.model.name}, {"mode", config.train ? "train" : "inference"},
+                              {"batch", config.batch},      {"threads", threads},
+                              {"iters", config.iters},      {"median_ms", median_ms},
+                              {"p90_ms", p90_ms},           {"images_per_s", images_per_s},
+                              {"gflops", gflops},           {"peak_rss_mb", peak_rss_mb}};
+  return j.dump();
+}
+
+}  // namespace vit::train

@@ -1,0 +1,34 @@
+// Timing a model: inference (no autograd) or a full training step (forward, cross-entropy,
+// backward, AdamW), after warm-up, reporting latency percentiles, throughput, achieved GFLOP/s
+// (2 x multiply-accumulates of the forward; x3 for a training step) and peak resident memory.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/vit_config.h"
+
+namespace vit::train {
+
+struct BenchmarkConfig {
+  model::ViTConfig model;
+  int64_t batch = 1;
+  int64_t iters = 20;
+  int64_t warmup = 3;
+  bool train = false;
+  uint64_t seed = 0;
+};
+
+struct BenchmarkResult {
+  std::vector<double> seconds;  // per measured iteration
+  double median_ms = 0, p90_ms = 0, images_per_s = 0, gflops = 0;
+  double peak_rss_mb = 0;
+  std::string to_json(const BenchmarkConfig& config, int threads) const;
+};
+
+BenchmarkResult run_benchmark(const BenchmarkConfig& config);
+
+// Peak resident set size of this process so far, in MiB.
+double peak_rss_mb();
+
+}  // namespace vit::train
