@@ -1,6 +1,8 @@
 // `vit train`: flags (or a preset) into a TrainConfig, then train::train.
 #include <omp.h>
 
+#include <functional>
+
 #include "cli/commands.h"
 #include "kernels/gemm.h"
 #include "train/trainer.h"
@@ -24,18 +26,24 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data", c->data_dir, "dataset directory: MNIST IDX files, CIFAR-10 batches, or train/ and test/ "
                                          "image folders")->capture_default_str();
   cmd->add_option("--preset", *preset, "model preset: vit_digits, vit_cifar, vit_tiny_patch16_224, ...");
-  auto* image_size = cmd->add_option("--image-size", model->image_size, "image height and width");
-  auto* patch = cmd->add_option("--patch-size", model->patch_size, "patch size");
-  auto* channels = cmd->add_option("--channels", model->in_channels, "input channels");
-  auto* classes = cmd->add_option("--num-classes", model->num_classes, "classes");
-  auto* dim = cmd->add_option("--dim", model->dim, "embedding dim");
-  auto* depth = cmd->add_option("--depth", model->depth, "encoder blocks");
-  auto* heads = cmd->add_option("--heads", model->num_heads, "attention heads");
-  auto* mlp_ratio = cmd->add_option("--mlp-ratio", model->mlp_ratio, "MLP hidden size / dim");
-  auto* pool = cmd->add_option("--pool", model->pool, "cls or mean");
-  auto* dropout = cmd->add_option("--dropout", model->dropout, "dropout rate");
-  auto* attn_dropout = cmd->add_option("--attn-dropout", model->attn_dropout, "attention dropout rate");
-  auto* drop_path = cmd->add_option("--drop-path", model->drop_path, "stochastic depth rate (last block)");
+  // Model flags override the preset's values; each remembers which config field it sets.
+  std::vector<std::pair<CLI::Option*, std::function<void(model::ViTConfig&)>>> model_flags;
+  auto model_flag = [&]<typename T>(const char* name, T model::ViTConfig::*field, const char* help) {
+    CLI::Option* option = cmd->add_option(name, (*model).*field, help);
+    model_flags.emplace_back(option, [model, field](model::ViTConfig& target) { target.*field = (*model).*field; });
+  };
+  model_flag("--image-size", &model::ViTConfig::image_size, "image height and width");
+  model_flag("--patch-size", &model::ViTConfig::patch_size, "patch size");
+  model_flag("--channels", &model::ViTConfig::in_channels, "input channels");
+  model_flag("--num-classes", &model::ViTConfig::num_classes, "classes");
+  model_flag("--dim", &model::ViTConfig::dim, "embedding dim");
+  model_flag("--depth", &model::ViTConfig::depth, "encoder blocks");
+  model_flag("--heads", &model::ViTConfig::num_heads, "attention heads");
+  model_flag("--mlp-ratio", &model::ViTConfig::mlp_ratio, "MLP hidden size / dim");
+  model_flag("--pool", &model::ViTConfig::pool, "cls or mean");
+  model_flag("--dropout", &model::ViTConfig::dropout, "dropout rate");
+  model_flag("--attn-dropout", &model::ViTConfig::attn_dropout, "attention dropout rate");
+  model_flag("--drop-path", &model::ViTConfig::drop_path, "stochastic depth rate (last block)");
   cmd->add_option("--epochs", c->epochs, "epochs")->capture_default_str();
   cmd->add_option("--batch-size", c->batch_size, "batch size")->capture_default_str();
   cmd->add_option("--optimizer", c->optimizer, "adamw or sgd")->capture_default_str();
@@ -64,30 +72,14 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--skip-nonfinite", c->skip_nonfinite, "skip steps with a NaN/Inf loss or gradient instead of stopping");
   cmd->add_flag("--plain", *plain, "plain log lines even on a terminal");
   cmd->callback([=] {
-    const std::vector<CLI::Option*> model_flags = {image_size, patch, channels, classes, dim, depth, heads,
-                                                   mlp_ratio, pool, dropout, attn_dropout, drop_path};
+    c->model = preset->empty() ? model::preset("vit_digits") : model::preset(*preset);
     bool flags_given = false;
-    for (auto* o : model_flags) flags_given = flags_given || o->count() > 0;
-    if (!preset->empty()) {
-      model::ViTConfig base = model::preset(*preset);
-      // Explicit flags override the preset's values.
-      if (image_size->count()) base.image_size = model->image_size;
-      if (patch->count()) base.patch_size = model->patch_size;
-      if (channels->count()) base.in_channels = model->in_channels;
-      if (classes->count()) base.num_classes = model->num_classes;
-      if (dim->count()) base.dim = model->dim;
-      if (depth->count()) base.depth = model->depth;
-      if (heads->count()) base.num_heads = model->num_heads;
-      if (mlp_ratio->count()) base.mlp_ratio = model->mlp_ratio;
-      if (pool->count()) base.pool = model->pool;
-      if (dropout->count()) base.dropout = model->dropout;
-      if (attn_dropout->count()) base.attn_dropout = model->attn_dropout;
-      if (drop_path->count()) base.drop_path = model->drop_path;
-      c->model = base;
-    } else {
-      c->model = *model;
-      if (flags_given) c->model.name = "custom";
+    for (const auto& [option, apply] : model_flags) {
+      if (option->count() == 0) continue;
+      apply(c->model);
+      flags_given = true;
     }
+    if (flags_given && preset->empty()) c->model.name = "custom";
     c->model_explicit = !preset->empty() || flags_given;
     if (*no_augment) c->augment = {};
     if (*plain) c->progress = 0;
