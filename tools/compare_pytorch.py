@@ -69,6 +69,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--only", default="", help="comma-separated presets to run (default: all)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     blas = [line for line in torch.__config__.show().splitlines() if "BLAS" in line]
@@ -77,6 +78,8 @@ def main():
                ("vit_base_patch16_224", 8, False), ("vit_tiny_patch16_224", 32, False), ("vit_digits", 128, True)]
     print(f"{'model':24s} {'batch':>5s} {'mode':>9s} {'torch ms':>10s} {'vit ms':>10s} {'vit/torch':>10s}")
     for preset, batch, train in configs:
+        if args.only and preset not in args.only.split(","):
+            continue
         t_torch, t_vit = [], []
         for _ in range(args.rounds):  # alternate so drift hits both sides alike
             t_torch.append(time_torch(preset, batch, args.iters, train))

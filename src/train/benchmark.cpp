@@ -9,6 +9,9 @@
 
 #include "model/vision_transformer.h"
 #include "optim/optimizer.h"
+#include "train/data_parallel.h"
+
+#include <omp.h>
 
 namespace vit::train {
 
@@ -30,6 +33,10 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   for (int64_t b = 0; b < config.batch; ++b) labels.push_back(static_cast<int64_t>(gen->integer(c.num_classes)));
   const Tensor targets = Tensor::from_data(labels, {config.batch});
   std::unique_ptr<optim::AdamW> opt;
+  DataParallel parallel(model, config.train ? omp_get_max_threads() : 1);  // the trainer's step
+  data::Batch batch;
+  batch.images = images;
+  batch.targets = targets;
   if (config.train) {
     model.train();
     opt = std::make_unique<optim::AdamW>(model.named_parameters(), 1e-4);
@@ -38,9 +45,7 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   }
   auto step = [&] {
     if (config.train) {
-      opt->zero_grad();
-      Variable loss = cross_entropy(model(Variable(images)), targets);
-      loss.backward();
+      parallel.forward_backward(batch, 0.0);
       opt->step();
     } else {
       NoGradGuard no_grad;

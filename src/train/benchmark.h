@@ -1,5 +1,5 @@
-// Timing a model: inference (no autograd) or a full training step (forward, cross-entropy,
-// backward, AdamW), after warm-up, reporting latency percentiles, throughput, achieved GFLOP/s
+// Timing a model: inference (no autograd) or a full training step as the trainer runs it
+// (data-parallel forward, cross-entropy, backward, AdamW), after warm-up, reporting latency percentiles, throughput, achieved GFLOP/s
 // (2 x multiply-accumulates of the forward; x3 for a training step) and peak resident memory.
 #pragma once
 
