@@ -8,7 +8,6 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "kernels/gemm.h"
 #include "nn/init.h"
 #include "nn/transformer.h"
 
