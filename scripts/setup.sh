@@ -18,13 +18,10 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
+  # npm may come from elsewhere (e.g. nodesource); only install it when the command is absent.
+  if [ "$p" = npm ] && command -v npm >/dev/null 2>&1; then continue; fi
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# npm may come from elsewhere (e.g. nodesource); only install it when the command is absent.
-if command -v npm >/dev/null 2>&1; then
-  missing=("${missing[@]/npm}")
-fi
-read -r -a missing <<< "${missing[*]}"
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "[setup] installing: ${missing[*]}"
   $SUDO apt-get update -qq
