@@ -37,7 +37,9 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
   const io::SafetensorsFile file = io::load_safetensors(path);
   auto meta = [&](const std::string& key) -> const std::string& {
     auto it = file.metadata.find(key);
-    VIT_CHECK(it != file.metadata.end(), "checkpoint", "{}: not a vit checkpoint (no '{}' in its metadata)", path, key);
+    VIT_CHECK(it != file.metadata.end(), "checkpoint",
+              "{}: not a checkpoint written by vit train (no '{}' in its metadata); timm, torchvision and Hugging Face "
+              "weights are for vit predict / vit attention", path, key);
     return it->second;
   };
   VIT_CHECK(meta("format") == kFormat, "checkpoint", "{}: unknown checkpoint format '{}'", path, meta("format"));

@@ -174,6 +174,8 @@ TrainResult train(TrainConfig config) {
   }
   const int threads = omp_get_max_threads();
   const fs::path out_dir(config.out_dir);
+  VIT_CHECK(!fs::exists(out_dir) || fs::is_directory(out_dir), "train", "--out {}: exists and is not a directory",
+            config.out_dir);
   const std::string last_path = (out_dir / "last.safetensors").string();
   const std::string best_path = (out_dir / "best.safetensors").string();
   const std::string metrics_path = (out_dir / "metrics.jsonl").string();
