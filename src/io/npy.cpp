@@ -63,7 +63,10 @@ Tensor load_npy(const std::string& path) {
     bad(fmt::format("shape {} overflows", shape_str(dims)));
   }
   const size_t data_offset = offset + header_len;
-  const size_t need = static_cast<size_t>(numel) * dtype_size(dtype);
+  size_t need = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(numel), dtype_size(dtype), &need)) {
+    bad(fmt::format("byte size of shape {} overflows", shape_str(dims)));
+  }
   if (bytes.size() - data_offset != need) {
     bad(fmt::format("shape {} of {} needs {} data bytes but the file has {}", shape_str(dims), dtype_name(dtype), need,
                     bytes.size() - data_offset));
