@@ -78,10 +78,10 @@ DataParallel::StepResult DataParallel::forward_backward(const data::Batch& batch
   for (const auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
-  // master.grad += replica grads, in replica order.
+  // master.grad += the grads of the replicas that ran (1..R-1), in replica order.
   const auto master_params = master_.named_parameters();
-  for (const auto& replica : replicas_) {
-    const auto params = replica->named_parameters();
+  for (int r = 1; r < R; ++r) {
+    const auto params = replicas_[r - 1]->named_parameters();
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& g = params[i].second.grad();
       if (!g.defined()) continue;

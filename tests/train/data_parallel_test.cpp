@@ -56,6 +56,17 @@ TEST(DataParallel, TwoReplicasGiveTheFullBatchGradient) {
     EXPECT_EQ(g2[i].to_vector(), g2_again[i].to_vector()) << names[i].first << " (determinism)";
   }
   EXPECT_EQ(r2.loss, r2_again.loss);
+
+  // A batch smaller than the replica count runs on fewer replicas (here 2 of 3); the idle
+  // replica's gradients from the step before must not leak in: the result equals 2 replicas'.
+  const data::Batch pair = data::make_batch(d, {5, 9}, {}, {{0.1}, {0.3}}, true, gen);
+  DataParallel three(model, 3);
+  three.forward_backward(batch, 0.1);  // all three replicas hold gradients now
+  three.forward_backward(pair, 0.1);
+  const std::vector<Tensor> g_three = gradients(model);
+  two.forward_backward(pair, 0.1);
+  const std::vector<Tensor> g_two = gradients(model);
+  for (size_t i = 0; i < g1.size(); ++i) EXPECT_EQ(g_three[i].to_vector(), g_two[i].to_vector()) << names[i].first;
 }
 
 }  // namespace
