@@ -1,8 +1,7 @@
 // Model loading for inference (see pretrained.h).
 #include "infer/pretrained.h"
 
-#include <nlohmann/json.hpp>
-
+#include "infer/checkpoint_format.h"
 #include "io/safetensors.h"
 
 namespace vit::infer {
@@ -51,26 +50,16 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   model::ViTConfig config;
   model::NamedTensors weights;
   bool interpolate_align_corners = false;
-  const auto format = file.metadata.find("format");
-  if (format != file.metadata.end() && file.metadata.count("model_config")) {
+  if (is_vit_checkpoint(file)) {
     // Our own checkpoint: everything is in the metadata.
+    LoadedCheckpoint checkpoint = parse_checkpoint(file);
     out.layout = "vit";
-    config = model::ViTConfig::from_json(file.metadata.at("model_config"));
-    const std::string prefix = options.use_ema ? "ema." : "";
-    for (const auto& [name, t] : file.tensors) {
-      const bool ema = name.rfind("ema.", 0) == 0, opt = name.rfind("optimizer.", 0) == 0;
-      if (opt || ema != options.use_ema) continue;
-      weights.emplace_back(name.substr(prefix.size()), t.to(DType::F32));
-    }
+    config = checkpoint.info.model;
+    weights = options.use_ema ? std::move(checkpoint.ema) : std::move(checkpoint.weights);
     VIT_CHECK(!weights.empty(), "checkpoint", "{}: no {}weights in this checkpoint", path, options.use_ema ? "EMA " : "");
-    try {
-      out.class_names = nlohmann::json::parse(file.metadata.at("class_names")).get<std::vector<std::string>>();
-      const auto norm = nlohmann::json::parse(file.metadata.at("normalization"));
-      out.preprocess.mean = norm.at("mean").get<std::vector<double>>();
-      out.preprocess.std = norm.at("std").get<std::vector<double>>();
-    } catch (const std::exception& e) {
-      fail("checkpoint", "{}: corrupt metadata ({})", path, e.what());
-    }
+    out.class_names = checkpoint.info.class_names;
+    out.preprocess.mean = checkpoint.info.normalization.mean;
+    out.preprocess.std = checkpoint.info.normalization.std;
     out.preprocess.resize = config.image_size;
     out.preprocess.square = true;
     out.preprocess.crop = 0;

@@ -180,6 +180,8 @@ TrainResult train(TrainConfig config) {
   const std::string best_path = (out_dir / "best.safetensors").string();
   const std::string metrics_path = (out_dir / "metrics.jsonl").string();
   const std::string report_path = (out_dir / "report.html").string();
+  // What a failure message points the user back to.
+  auto last_good = [&last_path] { return fs::exists(last_path) ? last_path : std::string("(none written yet)"); };
 
   // ---- resume: configs, weights, optimiser, EMA and position come from the checkpoint ----
   std::optional<LoadedCheckpoint> resumed;
@@ -301,7 +303,7 @@ TrainResult train(TrainConfig config) {
         fail("train", "{} is {} at epoch {} step {}; stopping. The last good checkpoint is {}",
              std::isfinite(loss_value) ? "gradient norm" : "loss",
              number_str(std::isfinite(loss_value) ? grad_norm : loss_value), epoch + 1, step,
-             fs::exists(last_path) ? last_path : std::string("(none written yet)"));
+             last_good());
       }
       opt->step();
       if (ema) ema->update(params);
@@ -320,7 +322,7 @@ TrainResult train(TrainConfig config) {
     if (const std::string bad = first_nonfinite(params); !bad.empty()) {
       progress.finish();
       fail("train", "parameter '{}' became non-finite during epoch {}; stopping without saving. The last good "
-           "checkpoint is {}", bad, epoch + 1, fs::exists(last_path) ? last_path : std::string("(none written yet)"));
+           "checkpoint is {}", bad, epoch + 1, last_good());
     }
 
     // ---- evaluate (EMA weights when enabled), record, checkpoint ----
@@ -337,7 +339,7 @@ TrainResult train(TrainConfig config) {
     if (!std::isfinite(eval.loss)) {
       progress.finish();
       fail("train", "test loss is {} after epoch {}: the weights are unusable; stopping without saving. The last good "
-           "checkpoint is {}", number_str(eval.loss), epoch + 1, fs::exists(last_path) ? last_path : std::string("(none written yet)"));
+           "checkpoint is {}", number_str(eval.loss), epoch + 1, last_good());
     }
     const double epoch_seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
     const double elapsed = elapsed_before + std::chrono::duration<double>(Clock::now() - train_start).count();

@@ -1,0 +1,56 @@
+// vit checkpoint reading (see checkpoint_format.h).
+#include "infer/checkpoint_format.h"
+
+#include <nlohmann/json.hpp>
+
+namespace vit::infer {
+
+bool is_vit_checkpoint(const io::SafetensorsFile& file) {
+  const auto it = file.metadata.find("format");
+  return it != file.metadata.end() && file.metadata.count("model_config");
+}
+
+LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file) {
+  const std::string& path = file.path;
+  auto meta = [&](const std::string& key) -> const std::string& {
+    auto it = file.metadata.find(key);
+    VIT_CHECK(it != file.metadata.end(), "checkpoint",
+              "{}: not a checkpoint written by vit train (no '{}' in its metadata); timm, torchvision and Hugging Face "
+              "weights are for vit predict / vit attention", path, key);
+    return it->second;
+  };
+  VIT_CHECK(meta("format") == kCheckpointFormat, "checkpoint", "{}: unknown checkpoint format '{}'", path,
+            meta("format"));
+  LoadedCheckpoint c;
+  try {
+    c.info.model = model::ViTConfig::from_json(meta("model_config"));
+    c.info.train_config_json = meta("train_config");
+    c.info.epoch = std::stoll(meta("epoch"));
+    c.info.step = std::stoll(meta("step"));
+    c.info.elapsed_seconds = std::stod(meta("elapsed_seconds"));
+    c.info.class_names = nlohmann::json::parse(meta("class_names")).get<std::vector<std::string>>();
+    const auto norm = nlohmann::json::parse(meta("normalization"));
+    c.info.normalization.mean = norm.at("mean").get<std::vector<double>>();
+    c.info.normalization.std = norm.at("std").get<std::vector<double>>();
+  } catch (const vit::Error& e) {
+    fail("checkpoint", "{}: {}", path, e.what());
+  } catch (const std::exception& e) {
+    fail("checkpoint", "{}: corrupt metadata ({})", path, e.what());
+  }
+  for (const auto& [name, t] : file.tensors) {
+    if (name.rfind("optimizer.", 0) == 0) {
+      c.optimizer.emplace_back(name.substr(10), t);
+    } else if (name.rfind("ema.", 0) == 0) {
+      c.ema.emplace_back(name.substr(4), t);
+    } else {
+      VIT_CHECK(t.dtype() == DType::F32, "checkpoint", "{}: weight '{}' is {}, expected float32", path, name,
+                dtype_name(t.dtype()));
+      c.weights.emplace_back(name, t);
+    }
+  }
+  return c;
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path) { return parse_checkpoint(io::load_safetensors(path)); }
+
+}  // namespace vit::infer

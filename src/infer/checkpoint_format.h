@@ -1,0 +1,41 @@
+// Reading vit's own checkpoint format (written by train::save_checkpoint): a safetensors file
+// with the weights under timm's names, optimiser state as "optimizer.*", EMA weights as "ema.*",
+// and in __metadata__ "format" = "vit-checkpoint-1", the model and training configs, epoch,
+// step, class names and normalisation. Both `vit eval`/`--resume` and `vit predict` read it here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "io/safetensors.h"
+#include "model/checkpoint_layout.h"
+#include "model/vit_config.h"
+
+namespace vit::infer {
+
+inline constexpr const char* kCheckpointFormat = "vit-checkpoint-1";
+
+struct CheckpointInfo {
+  model::ViTConfig model;
+  std::string train_config_json;  // the TrainConfig as JSON ("{}" when unknown)
+  int64_t epoch = 0, step = 0;
+  double elapsed_seconds = 0.0;
+  std::vector<std::string> class_names;
+  data::Normalization normalization;
+};
+
+struct LoadedCheckpoint {
+  CheckpointInfo info;
+  model::NamedTensors weights;    // model parameters (timm names)
+  model::NamedTensors optimizer;  // without the "optimizer." prefix
+  model::NamedTensors ema;        // without the "ema." prefix
+};
+
+// True when the file's metadata says it is a vit checkpoint.
+bool is_vit_checkpoint(const io::SafetensorsFile& file);
+// Throws "[checkpoint] FILE: ..." when the file is not a (valid) vit checkpoint.
+LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file);
+LoadedCheckpoint load_checkpoint(const std::string& path);
+
+}  // namespace vit::infer
