@@ -25,6 +25,10 @@ std::string base64(const std::vector<uint8_t>& bytes) {
   return out;
 }
 
+double metric(const nlohmann::json& row, const char* key) {
+  return row.contains(key) && row[key].is_number() ? row[key].get<double>() : NAN;
+}
+
 namespace {
 
 std::string escape(const std::string& s) {
@@ -43,7 +47,7 @@ std::string escape(const std::string& s) {
 
 std::vector<double> column(const std::vector<nlohmann::json>& rows, const char* key) {
   std::vector<double> v;
-  for (const auto& r : rows) v.push_back(r.contains(key) && r[key].is_number() ? r[key].get<double>() : NAN);
+  for (const auto& r : rows) v.push_back(metric(r, key));
   return v;
 }
 

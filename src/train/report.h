@@ -18,4 +18,7 @@ void write_report(const std::string& path, const model::ViTConfig& model, const 
 
 std::string base64(const std::vector<uint8_t>& bytes);
 
+// A number field of a metrics.jsonl row; NaN when missing or null (JSON has no NaN).
+double metric(const nlohmann::json& row, const char* key);
+
 }  // namespace vit::train

@@ -134,11 +134,6 @@ void truncate_metrics(const std::string& path, int64_t epochs) {
   for (const auto& line : lines) out << line << "\n";
 }
 
-// A number field of a metrics row; NaN when missing or null (JSON has no NaN).
-double number(const nlohmann::json& row, const char* key) {
-  return row.contains(key) && row[key].is_number() ? row[key].get<double>() : NAN;
-}
-
 // The first parameter holding a NaN or infinity, or "" if all are finite.
 std::string first_nonfinite(const optim::NamedParameters& params) {
   for (const auto& [name, p] : params) {
@@ -266,10 +261,10 @@ TrainResult train(TrainConfig config) {
   const std::vector<double> thresholds = {0.97, 0.985};
   for (double t : thresholds) result.milestones.emplace_back(t, -1.0);
   for (const auto& row : read_metrics(metrics_path)) {  // milestones already passed before a resume
-    const double acc = number(row, "test_acc");
+    const double acc = metric(row, "test_acc");
     if (acc > result.best_test_accuracy) result.best_test_accuracy = acc;
     for (auto& [t, at] : result.milestones) {
-      if (at < 0 && acc >= t) at = number(row, "elapsed");
+      if (at < 0 && acc >= t) at = metric(row, "elapsed");
     }
   }
   DataParallel parallel(model, threads);
