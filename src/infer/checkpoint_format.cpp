@@ -22,6 +22,7 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file) {
   VIT_CHECK(meta("format") == kCheckpointFormat, "checkpoint", "{}: unknown checkpoint format '{}'", path,
             meta("format"));
   LoadedCheckpoint c;
+  c.path = path;
   try {
     c.info.model = model::ViTConfig::from_json(meta("model_config"));
     c.info.train_config_json = meta("train_config");

@@ -26,6 +26,7 @@ struct CheckpointInfo {
 };
 
 struct LoadedCheckpoint {
+  std::string path;  // the file it came from (for messages)
   CheckpointInfo info;
   model::NamedTensors weights;    // model parameters (timm names)
   model::NamedTensors optimizer;  // without the "optimizer." prefix

@@ -33,7 +33,9 @@ void save_checkpoint(const std::string& path, const model::VisionTransformer& mo
 
 std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint, bool use_ema) {
   auto model = std::make_unique<model::VisionTransformer>(checkpoint.info.model, std::make_shared<Generator>(0));
-  model->load_state_dict(use_ema && !checkpoint.ema.empty() ? checkpoint.ema : checkpoint.weights);
+  VIT_CHECK(!use_ema || !checkpoint.ema.empty(), "checkpoint", "{}: no EMA weights in this checkpoint (trained without --ema)",
+            checkpoint.path);
+  model->load_state_dict(use_ema ? checkpoint.ema : checkpoint.weights);
   return model;
 }
 

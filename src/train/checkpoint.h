@@ -21,7 +21,8 @@ using infer::LoadedCheckpoint;
 void save_checkpoint(const std::string& path, const model::VisionTransformer& model, const optim::Optimizer* optimizer,
                      const optim::ModelEma* ema, const CheckpointInfo& info);
 
-// Builds the model a checkpoint describes and loads its weights (EMA weights when asked and present).
+// Builds the model a checkpoint describes and loads its weights (its EMA weights when asked; an
+// error if it has none).
 std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint, bool use_ema = false);
 
 }  // namespace vit::train

@@ -186,6 +186,18 @@ TEST_F(Cli, BadInputsGiveOneClearErrorLine) {
   expect_error(vit("train --resume " + dir_->file("run3") + " --dim 32 --heads 2 --epochs 3"),
                "[train] " + dir_->file("run3/last.safetensors") + ": checkpoint is a different model");
   EXPECT_EQ(testing::read_bytes(dir_->file("run3/last.safetensors")), before);
+  // --ema on a checkpoint trained without EMA is refused by eval and predict alike.
+  ASSERT_EQ(vit("train --data " + dir_->file("data") + " --out " + dir_->file("no_ema") +
+                " --patch-size 7 --dim 16 --depth 1 --heads 2 --epochs 1 --batch-size 32 --threads 1 --ema 0")
+                .exit_code,
+            0);
+  const std::string no_ema = dir_->file("no_ema/last.safetensors");
+  data::write_png(dir_->file("blank.png"), data::Image{1, 28, 28, std::vector<uint8_t>(784, 0)});
+  expect_error(vit("eval --ema --checkpoint " + no_ema + " --data " + dir_->file("data")),
+               "[checkpoint] " + no_ema + ": no EMA weights in this checkpoint");
+  expect_error(vit("predict --ema --checkpoint " + no_ema + " " + dir_->file("blank.png")),
+               "[checkpoint] " + no_ema + ": no EMA weights");
+  EXPECT_EQ(vit("eval --ema --checkpoint " + dir_->file("run/last.safetensors") + " --data " + dir_->file("data")).exit_code, 0);
   // Unknown flags and missing arguments are CLI11's errors, with a non-zero exit.
   EXPECT_NE(vit("train --bogus").exit_code, 0);
   EXPECT_NE(vit("predict").exit_code, 0);
