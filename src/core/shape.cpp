@@ -21,7 +21,10 @@ Strides contiguous_strides(const Shape& shape) {
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= std::max<int64_t>(shape[i], 1);
+    // Zero-size dimensions do not bound the other dimensions' strides: (0, 2^40, 2^40) has no
+    // elements but its strides still overflow int64, so refuse it (found by fuzzing .npy).
+    VIT_CHECK(!__builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride), "shape",
+              "strides of shape {} overflow", shape_str(shape));
   }
   return strides;
 }

@@ -15,20 +15,23 @@ namespace vit::data {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr size_t kMaxFileBytes = size_t{4} << 30;
+// Dataset files (and what a gzip file inflates to) are held in memory: refuse more than this.
+constexpr size_t kMaxFileBytes = (size_t{4} << 30) - 1;
 
 std::vector<uint8_t> read_file(const std::string& path, const char* op) {
   std::error_code ec;
   VIT_CHECK(fs::exists(path, ec), op, "{}: no such file", path);
   VIT_CHECK(fs::is_regular_file(path, ec), op, "{}: not a regular file", path);
+  const auto size = fs::file_size(path, ec);
+  VIT_CHECK(!ec && size <= kMaxFileBytes, op, "{}: {} bytes is more than the {} bytes a dataset file may have", path,
+            size, kMaxFileBytes);
   std::ifstream in(path, std::ios::binary);
   VIT_CHECK(in.good(), op, "{}: cannot open", path);
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// Whole file, gunzipped when it starts with the gzip magic (1f 8b).
-std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* op) {
-  std::vector<uint8_t> raw = read_file(path, op);
+// Bytes gunzipped when they start with the gzip magic (1f 8b).
+std::vector<uint8_t> maybe_gunzip(std::vector<uint8_t> raw, const std::string& path, const char* op) {
   if (raw.size() < 2 || raw[0] != 0x1f || raw[1] != 0x8b) return raw;
   z_stream z{};
   VIT_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, op, "{}: zlib init failed", path);
@@ -79,9 +82,14 @@ std::string existing(const std::vector<std::string>& candidates) {
 }  // namespace
 
 Dataset load_mnist_idx(const std::string& images_path, const std::string& labels_path) {
+  return parse_mnist_idx(read_file(images_path, "mnist"), read_file(labels_path, "mnist"), images_path, labels_path);
+}
+
+Dataset parse_mnist_idx(std::vector<uint8_t> images_file, std::vector<uint8_t> labels_file,
+                        const std::string& images_path, const std::string& labels_path) {
   const char* op = "mnist";
-  const std::vector<uint8_t> images = read_maybe_gzip(images_path, op);
-  const std::vector<uint8_t> labels = read_maybe_gzip(labels_path, op);
+  const std::vector<uint8_t> images = maybe_gunzip(std::move(images_file), images_path, op);
+  const std::vector<uint8_t> labels = maybe_gunzip(std::move(labels_file), labels_path, op);
   VIT_CHECK(images.size() >= 16, op, "{}: {} bytes is too short for an IDX image header", images_path, images.size());
   VIT_CHECK(labels.size() >= 8, op, "{}: {} bytes is too short for an IDX label header", labels_path, labels.size());
   const uint32_t image_magic = big_endian(images.data()), label_magic = big_endian(labels.data());
@@ -115,7 +123,6 @@ Dataset load_mnist_idx(const std::string& images_path, const std::string& labels
 
 Dataset load_cifar10(const std::vector<std::string>& batch_paths) {
   const char* op = "cifar10";
-  constexpr size_t kRecord = 1 + 3 * 32 * 32;
   VIT_CHECK(!batch_paths.empty(), op, "no batch files given");
   Dataset d;
   d.channels = 3;
@@ -123,18 +130,29 @@ Dataset load_cifar10(const std::vector<std::string>& batch_paths) {
   d.class_names = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
   for (const std::string& path : batch_paths) {
     const std::vector<uint8_t> bytes = read_file(path, op);
-    VIT_CHECK(!bytes.empty() && bytes.size() % kRecord == 0, op,
-              "{}: {} bytes is not a whole number of {}-byte records (label + 3x32x32 pixels)", path, bytes.size(),
-              kRecord);
-    for (size_t r = 0; r < bytes.size() / kRecord; ++r) {
-      const uint8_t* rec = bytes.data() + r * kRecord;
-      VIT_CHECK(rec[0] < 10, op, "{}: label {} in record {} is not a class 0-9", path, rec[0], r);
-      d.labels.push_back(rec[0]);
-      d.pixels.insert(d.pixels.end(), rec + 1, rec + kRecord);
-    }
+    append_cifar10_batch(bytes.data(), bytes.size(), path, d);
   }
   d.source = batch_paths.front();
   return d;
+}
+
+void append_cifar10_batch(const uint8_t* bytes, size_t size, const std::string& name, Dataset& into) {
+  const char* op = "cifar10";
+  constexpr size_t kRecord = 1 + 3 * 32 * 32;
+  VIT_CHECK(into.channels == 3 && into.height == 32 && into.width == 32, op,
+            "{}: appending to a dataset of {}x{}x{} images, not 3x32x32", name, into.channels, into.height, into.width);
+  VIT_CHECK(size > 0 && size % kRecord == 0, op,
+            "{}: {} bytes is not a whole number of {}-byte records (label + 3x32x32 pixels)", name, size, kRecord);
+  for (size_t r = 0; r < size / kRecord; ++r) {
+    VIT_CHECK(bytes[r * kRecord] < 10, op, "{}: label {} in record {} is not a class 0-9", name, bytes[r * kRecord], r);
+  }
+  into.labels.reserve(into.labels.size() + size / kRecord);
+  into.pixels.reserve(into.pixels.size() + size / kRecord * (kRecord - 1));
+  for (size_t r = 0; r < size / kRecord; ++r) {
+    const uint8_t* rec = bytes + r * kRecord;
+    into.labels.push_back(rec[0]);
+    into.pixels.insert(into.pixels.end(), rec + 1, rec + kRecord);
+  }
 }
 
 Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size) {

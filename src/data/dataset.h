@@ -26,8 +26,14 @@ struct Dataset {
 // MNIST IDX: images (magic 0x00000803, N x rows x cols) and labels (0x00000801, N). Files may
 // be gzip-compressed (detected by content).
 Dataset load_mnist_idx(const std::string& images_path, const std::string& labels_path);
+// The same from the two files' bytes (raw or gzip); the paths are used in messages.
+Dataset parse_mnist_idx(std::vector<uint8_t> images_file, std::vector<uint8_t> labels_file,
+                        const std::string& images_path, const std::string& labels_path);
 // CIFAR-10 binary batches: records of 1 label byte + 3072 pixel bytes (3 x 32 x 32).
 Dataset load_cifar10(const std::vector<std::string>& batch_paths);
+// Appends one batch file's records (bytes in memory) to a 3x32x32 dataset; all records are
+// checked before any is appended.
+void append_cifar10_batch(const uint8_t* bytes, size_t size, const std::string& name, Dataset& into);
 // root/<class>/<image>: classes are the sorted sub-folder names; every image is converted to
 // `channels` and resized to size x size.
 Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size);

@@ -4,6 +4,8 @@
 // and validates the header against the file size. Writing produces version 1.0 files.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/tensor.h"
@@ -12,6 +14,8 @@ namespace vit::io {
 
 // Throws "[npy] FILE: ..." naming what is wrong.
 Tensor load_npy(const std::string& path);
+// The same from bytes in memory; `name` is used in messages.
+Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name);
 void save_npy(const std::string& path, const Tensor& tensor);
 
 }  // namespace vit::io

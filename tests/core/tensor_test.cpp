@@ -187,3 +187,24 @@ TEST(Tensor, BadInputsThrowNamedErrors) {
 
 }  // namespace
 }  // namespace vit
+
+namespace vit {
+namespace {
+
+// Found by fuzzing the .npy reader: an empty shape whose other dimensions overflow int64
+// strides. The element count (0) is fine; the strides are not.
+TEST(Tensor, RefusesShapesWhoseStridesOverflow) {
+  try {
+    Tensor::empty({0, int64_t{1} << 40, int64_t{1} << 40});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("strides of shape (0, 1099511627776, 1099511627776) overflow"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(Tensor::empty({int64_t{1} << 62, 4}), Error);  // element count overflows
+  EXPECT_EQ(Tensor::empty({0, int64_t{1} << 20}).numel(), 0);
+}
+
+}  // namespace
+}  // namespace vit

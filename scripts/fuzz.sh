@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Fuzzes the file readers with libFuzzer + AddressSanitizer + UndefinedBehaviorSanitizer.
+#   scripts/fuzz.sh [SECONDS] [TARGET ...]      (default: 600 s each; all targets)
+# Targets: safetensors npy idx cifar image (sources in tests/fuzz/). Each run starts from the
+# committed seeds in tests/fuzz/corpus/<target>/ and grows a working corpus in
+# build-fuzz/corpus/<target>/; a crash is written to tests/fuzz/corpus/<target>/crash-<sha1>
+# (commit it with the fix: ctest replays the whole corpus). With MERGE=1 the inputs that add
+# coverage are merged back into the committed corpus at the end.
+# Installs clang, libFuzzer and clang's OpenMP from Debian when missing. Not part of CI, which
+# only replays the corpus (ctest -R fuzz).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH="${1:-600}"
+shift || true
+TARGETS=("$@")
+[ "${#TARGETS[@]}" -gt 0 ] || TARGETS=(safetensors npy idx cifar image)
+
+missing=()
+for p in clang libclang-rt-14-dev libomp-14-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+BUILD=build-fuzz
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+  -DCMAKE_CXX_COMPILER=clang++ -DVIT_FUZZ=ON -DVIT_NATIVE=OFF -DVIT_WERROR=OFF >/dev/null
+cmake --build "$BUILD" -j "$(nproc)" --target $(printf 'fuzz_%s ' "${TARGETS[@]}")
+
+export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+status=0
+for t in "${TARGETS[@]}"; do
+  seeds="tests/fuzz/corpus/$t"
+  work="$BUILD/corpus/$t"
+  mkdir -p "$work" "$seeds"
+  echo "=== fuzz_$t: ${SECONDS_EACH}s ==="
+  set +e
+  "$BUILD/tests/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=2560 -print_final_stats=1 \
+      -artifact_prefix="$seeds/" "$work" "$seeds" >"$BUILD/fuzz_$t.log" 2>&1
+  rc=$?
+  set -e
+  grep -E "^#[0-9]+ *(INITED|DONE)|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|ERROR|SUMMARY" \
+    "$BUILD/fuzz_$t.log" || true
+  if [ $rc -ne 0 ]; then
+    echo "fuzz_$t: FAILED with exit $rc (log: $BUILD/fuzz_$t.log; a crashing input is saved in $seeds/)"
+    status=1
+  fi
+  if [ "${MERGE:-0}" = 1 ]; then
+    "$BUILD/tests/fuzz/fuzz_$t" -merge=1 "$seeds" "$work" 2>&1 | grep -E "MERGE-OUTER: [0-9]+ new files" || true
+  fi
+done
+exit $status
