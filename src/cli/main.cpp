@@ -1,13 +1,18 @@
 // The `vit` command: parses the subcommand and its flags (CLI11) into config structs and hands
 // them to the library. Every error ends as one "error: ..." line and a non-zero exit.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
 #include "cli/commands.h"
 #include "core/check.h"
+#include "train/trainer.h"
 
 int main(int argc, char** argv) {
+  // Exceeding a file-size limit (ulimit -f) makes write() fail with EFBIG, reported like a full
+  // disk, instead of killing the process mid-save.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"vit: Vision Transformers in C++ (train, evaluate, run)", "vit"};
   app.set_version_flag("--version", "vit 0.1.0");
   app.require_subcommand(1);
@@ -22,6 +27,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const vit::train::Interrupted& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 130;
   } catch (const vit::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

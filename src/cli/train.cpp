@@ -44,7 +44,8 @@ void add_train_command(CLI::App& app) {
   model_flag("--dropout", &model::ViTConfig::dropout, "dropout rate");
   model_flag("--attn-dropout", &model::ViTConfig::attn_dropout, "attention dropout rate");
   model_flag("--drop-path", &model::ViTConfig::drop_path, "stochastic depth rate (last block)");
-  cmd->add_option("--epochs", c->epochs, "epochs")->capture_default_str();
+  auto* epochs = cmd->add_option("--epochs", c->epochs, "epochs (with --resume: extend the run to this many)")
+                     ->capture_default_str();
   cmd->add_option("--batch-size", c->batch_size, "batch size")->capture_default_str();
   cmd->add_option("--optimizer", c->optimizer, "adamw or sgd")->capture_default_str();
   cmd->add_option("--lr", c->lr, "peak learning rate")->capture_default_str();
@@ -69,6 +70,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--threads", c->threads, "threads (0: all cores)")->capture_default_str();
   cmd->add_option("--out", c->out_dir, "output directory (checkpoints, metrics.jsonl, report.html)")->capture_default_str();
   auto* resume = cmd->add_option("--resume", c->out_dir, "continue the run in this directory from its last checkpoint");
+  cmd->add_option("--checkpoint-every", c->checkpoint_every,
+                  "also save last.safetensors every N steps, mid-epoch (0: at epoch ends only; Ctrl-C always saves)")
+      ->capture_default_str();
   cmd->add_flag("--skip-nonfinite", c->skip_nonfinite, "skip steps with a NaN/Inf loss or gradient instead of stopping");
   cmd->add_flag("--plain", *plain, "plain log lines even on a terminal");
   cmd->callback([=] {
@@ -84,6 +88,7 @@ void add_train_command(CLI::App& app) {
     if (*no_augment) c->augment = {};
     if (*plain) c->progress = 0;
     c->resume = resume->count() > 0;
+    if (c->resume && epochs->count() == 0) c->epochs = 0;  // continue the checkpoint's schedule
     train::train(*c);
   });
 }

@@ -170,9 +170,10 @@ std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size
 }
 
 BatchLoader::BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, AugmentConfig augment,
-                         Normalization norm, bool train, uint64_t seed, int64_t epoch, size_t prefetch)
+                         Normalization norm, bool train, uint64_t seed, int64_t epoch, size_t prefetch, size_t first)
     : data_(data), batches_(std::move(batches)), augment_(augment), norm_(std::move(norm)), train_(train), seed_(seed),
-      epoch_(epoch), prefetch_(std::max<size_t>(prefetch, 1)) {
+      epoch_(epoch), prefetch_(std::max<size_t>(prefetch, 1)), first_(std::min(first, batches_.size())),
+      consumed_(first_) {
   worker_ = std::thread([this] { work(); });
 }
 
@@ -187,7 +188,7 @@ BatchLoader::~BatchLoader() {
 
 void BatchLoader::work() {
   try {
-    for (size_t i = 0; i < batches_.size(); ++i) {
+    for (size_t i = first_; i < batches_.size(); ++i) {
       Generator gen(mix_seed(seed_, static_cast<uint64_t>(epoch_) + 1, i + 1));
       Batch batch = make_batch(data_, batches_[i], augment_, norm_, train_, gen);
       std::unique_lock<std::mutex> lock(mutex_);

@@ -54,16 +54,19 @@ std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size
                                                 uint64_t seed, int64_t epoch);
 
 // Prepares the batches of one epoch on a background thread, `prefetch` ahead of the consumer.
+// `first` skips the epoch's first batches (resuming mid-epoch): batch i is the same whether the
+// epoch started at 0 or at `first`, since its randomness depends on i only.
 class BatchLoader {
  public:
   BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, AugmentConfig augment, Normalization norm,
-              bool train, uint64_t seed, int64_t epoch, size_t prefetch = 3);
+              bool train, uint64_t seed, int64_t epoch, size_t prefetch = 3, size_t first = 0);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
   // The next batch, or nullopt when the epoch is done. Rethrows an error from the worker.
   std::optional<Batch> next();
   size_t num_batches() const { return batches_.size(); }
+  size_t first_batch() const { return first_; }
 
  private:
   void work();
@@ -75,6 +78,7 @@ class BatchLoader {
   uint64_t seed_;
   int64_t epoch_;
   size_t prefetch_;
+  size_t first_;
   std::mutex mutex_;
   std::condition_variable ready_, space_;
   std::deque<Batch> queue_;

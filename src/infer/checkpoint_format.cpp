@@ -28,6 +28,10 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file) {
     c.info.train_config_json = meta("train_config");
     c.info.epoch = std::stoll(meta("epoch"));
     c.info.step = std::stoll(meta("step"));
+    if (file.metadata.count("batch")) c.info.batch = std::stoll(meta("batch"));
+    if (file.metadata.count("epoch_stats")) c.info.epoch_stats_json = meta("epoch_stats");
+    VIT_CHECK(c.info.epoch >= 0 && c.info.step >= 0 && c.info.batch >= 0, "checkpoint",
+              "{}: negative epoch/step/batch in its metadata", path);
     c.info.elapsed_seconds = std::stod(meta("elapsed_seconds"));
     c.info.class_names = nlohmann::json::parse(meta("class_names")).get<std::vector<std::string>>();
     const auto norm = nlohmann::json::parse(meta("normalization"));

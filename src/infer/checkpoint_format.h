@@ -19,10 +19,15 @@ inline constexpr const char* kCheckpointFormat = "vit-checkpoint-1";
 struct CheckpointInfo {
   model::ViTConfig model;
   std::string train_config_json;  // the TrainConfig as JSON ("{}" when unknown)
-  int64_t epoch = 0, step = 0;
+  int64_t epoch = 0, step = 0;  // completed epochs; optimiser steps taken
   double elapsed_seconds = 0.0;
   std::vector<std::string> class_names;
   data::Normalization normalization;
+  // Batches of epoch `epoch` (0-based, i.e. the next one) already trained on: > 0 for a
+  // checkpoint saved mid-epoch (Ctrl-C, --checkpoint-every), with that epoch's running
+  // statistics so far as JSON in epoch_stats_json.
+  int64_t batch = 0;
+  std::string epoch_stats_json;
 };
 
 struct LoadedCheckpoint {

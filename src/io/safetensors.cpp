@@ -245,23 +245,34 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail("safetensors", "{}: cannot write ({})", tmp, std::strerror(errno));
   const uint64_t header_len = text.size();
-  bool ok = std::fwrite(&header_len, 8, 1, f) == 1 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  int first_errno = 0;  // the first failure's reason (ENOSPC, EFBIG, EIO, ...)
+  auto check = [&first_errno](bool ok) {
+    if (!ok && first_errno == 0) first_errno = errno ? errno : EIO;
+  };
+  check(std::fwrite(&header_len, 8, 1, f) == 1);
+  check(std::fwrite(text.data(), 1, text.size(), f) == text.size());
   for (const Tensor& t : contiguous) {
     const size_t nbytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
-    ok = ok && (nbytes == 0 || std::fwrite(t.raw_data(), 1, nbytes, f) == nbytes);
+    if (first_errno == 0 && nbytes > 0) check(std::fwrite(t.raw_data(), 1, nbytes, f) == nbytes);
   }
-  ok = std::fflush(f) == 0 && ok;
-  ok = ::fsync(fileno(f)) == 0 && ok;
-  const int saved_errno = errno;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
+  check(std::fflush(f) == 0);
+  check(::fsync(fileno(f)) == 0);
+  check(std::fclose(f) == 0);
+  if (first_errno != 0) {
     std::remove(tmp.c_str());
-    fail("safetensors", "{}: write failed ({})", tmp, std::strerror(saved_errno));
+    fail("safetensors", "{}: write failed ({})", tmp, std::strerror(first_errno));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;
     std::remove(tmp.c_str());
     fail("safetensors", "{}: cannot rename into place ({})", path, std::strerror(e));
+  }
+  // Make the rename itself durable (the directory entry), so a power cut cannot lose the file.
+  const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
   }
 }
 

@@ -23,6 +23,8 @@ void save_checkpoint(const std::string& path, const model::VisionTransformer& mo
       {"train_config", info.train_config_json.empty() ? "{}" : info.train_config_json},
       {"epoch", std::to_string(info.epoch)},
       {"step", std::to_string(info.step)},
+      {"batch", std::to_string(info.batch)},
+      {"epoch_stats", info.epoch_stats_json.empty() ? "{}" : info.epoch_stats_json},
       {"elapsed_seconds", fmt::format("{:.17g}", info.elapsed_seconds)},
       {"class_names", nlohmann::json(info.class_names).dump()},
       {"normalization", nlohmann::json{{"mean", info.normalization.mean}, {"std", info.normalization.std}}.dump()},

@@ -35,10 +35,10 @@ DataParallel::DataParallel(model::VisionTransformer& master, int replicas) : mas
   }
 }
 
-void DataParallel::reseed(uint64_t seed, int64_t epoch) {
-  master_.generator()->manual_seed(data::mix_seed(seed, 0xD50, static_cast<uint64_t>(epoch)));
+void DataParallel::reseed(uint64_t seed, int64_t step) {
+  master_.generator()->manual_seed(data::mix_seed(seed, 0xD50, static_cast<uint64_t>(step)));
   for (size_t r = 0; r < replicas_.size(); ++r) {
-    replicas_[r]->generator()->manual_seed(data::mix_seed(seed, 0xD50 + r + 1, static_cast<uint64_t>(epoch)));
+    replicas_[r]->generator()->manual_seed(data::mix_seed(seed, 0xD50 + r + 1, static_cast<uint64_t>(step)));
   }
 }
 

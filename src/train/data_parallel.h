@@ -20,8 +20,9 @@ class DataParallel {
   DataParallel(model::VisionTransformer& master, int replicas);
   int replicas() const { return static_cast<int>(replicas_.size()) + 1; }
 
-  // Dropout generators for an epoch: the master's and one per replica, derived from (seed, epoch).
-  void reseed(uint64_t seed, int64_t epoch);
+  // Dropout generators for a step: the master's and one per replica, derived from (seed, step),
+  // so a run resumed at any step draws the same masks as an uninterrupted one.
+  void reseed(uint64_t seed, int64_t step);
 
   struct StepResult {
     double loss = 0.0;      // mean over the batch (with label smoothing and mixup)

@@ -4,7 +4,10 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -89,6 +92,7 @@ void TrainConfig::validate() const {
                 augment.mixup_alpha >= 0 && augment.cutmix_alpha >= 0,
             op, "augmentation amounts must be >= 0");
   VIT_CHECK(threads >= 0, op, "--threads must be >= 0, got {}", threads);
+  VIT_CHECK(checkpoint_every >= 0, op, "--checkpoint-every must be >= 0, got {}", checkpoint_every);
 }
 
 TrainConfig digits_recipe() {
@@ -112,9 +116,61 @@ TrainConfig digits_recipe() {
 
 namespace {
 
+// Running statistics of one epoch (saved in mid-epoch checkpoints, so a resumed epoch reports
+// the same numbers as an uninterrupted one).
 struct EpochStats {
   double loss_sum = 0.0;
   int64_t correct = 0, seen = 0, steps = 0, skipped = 0;
+  double seconds = 0.0;  // training time spent on this epoch before the current process
+
+  std::string to_json(double more_seconds) const {
+    return nlohmann::json{{"loss_sum", loss_sum}, {"correct", correct}, {"seen", seen}, {"steps", steps},
+                          {"skipped", skipped},   {"seconds", seconds + more_seconds}}.dump();
+  }
+  static EpochStats from_json(const std::string& text, const std::string& path) {
+    EpochStats s;
+    try {
+      const auto j = nlohmann::json::parse(text);
+      s.loss_sum = j.at("loss_sum").get<double>();
+      s.correct = j.at("correct").get<int64_t>();
+      s.seen = j.at("seen").get<int64_t>();
+      s.steps = j.at("steps").get<int64_t>();
+      s.skipped = j.at("skipped").get<int64_t>();
+      s.seconds = j.at("seconds").get<double>();
+    } catch (const nlohmann::json::exception& e) {
+      fail("train", "{}: corrupt epoch statistics in the checkpoint ({})", path, e.what());
+    }
+    return s;
+  }
+};
+
+// SIGINT / SIGTERM while training: the handler only records the signal; the loop saves a
+// checkpoint after the current step and stops. SA_RESETHAND: a second Ctrl-C kills at once
+// (safe, since checkpoints are replaced atomically).
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void record_stop_signal(int sig) { g_stop_signal = sig; }
+
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = record_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  int pending() const { return g_stop_signal; }
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
 };
 
 void append_line(const std::string& path, const std::string& line) {
@@ -134,10 +190,38 @@ void truncate_metrics(const std::string& path, int64_t epochs) {
   for (const auto& line : lines) out << line << "\n";
 }
 
-// The first parameter holding a NaN or infinity, or "" if all are finite.
+// The first parameter (model order) holding a NaN or infinity, or "" if all are finite.
 std::string first_nonfinite(const optim::NamedParameters& params) {
   for (const auto& [name, p] : params) {
     if (!std::isfinite(kernels::sum_squares(p.data().data<float>(), p.numel()))) return name;
+  }
+  return "";
+}
+
+// "'name' (|w| up to X)" for the parameter with the largest magnitude: where to look when the
+// forward pass overflowed with finite weights.
+std::string largest_parameter(const optim::NamedParameters& params) {
+  std::string best;
+  float best_abs = -1.0f;
+  for (const auto& [name, p] : params) {
+    const Tensor t = p.data().contiguous();
+    const float* v = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (std::fabs(v[i]) > best_abs) {
+        best_abs = std::fabs(v[i]);
+        best = name;
+      }
+    }
+  }
+  return fmt::format("'{}' (|w| up to {:.3g})", best, best_abs);
+}
+
+// The parameter whose gradient went non-finite first during backpropagation: backward runs
+// from the head to the patch embedding, so that is the last one in model order; "" if none.
+std::string first_nonfinite_grad(const optim::NamedParameters& params) {
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    const Tensor& g = it->second.grad();
+    if (g.defined() && !std::isfinite(kernels::sum_squares(g.contiguous().data<float>(), g.numel()))) return it->first;
   }
   return "";
 }
@@ -162,7 +246,7 @@ void assign(const optim::NamedParameters& params, const optim::NamedTensors& val
 }  // namespace
 
 TrainResult train(TrainConfig config) {
-  config.validate();
+  if (!config.resume) config.validate();
   if (config.threads > 0) {
     omp_set_num_threads(config.threads);
     kernels::set_blas_threads(config.threads);
@@ -190,13 +274,16 @@ TrainResult train(TrainConfig config) {
               resumed->info.model.num_heads, config.model.name, config.model.dim, config.model.depth,
               config.model.num_heads);
     saved.model = resumed->info.model;
-    saved.epochs = std::max(config.epochs, resumed->info.epoch);
+    // --epochs on resume extends (or keeps) the schedule; without it the saved one continues.
+    if (config.epochs > 0) saved.epochs = std::max(config.epochs, resumed->info.epoch);
     saved.out_dir = config.out_dir;
     saved.threads = config.threads;
     saved.progress = config.progress;
     saved.stop_after_epoch = config.stop_after_epoch;
+    saved.checkpoint_every = config.checkpoint_every;
     saved.resume = true;
     config = saved;
+    config.validate();
   }
 
   // ---- data ----
@@ -270,55 +357,103 @@ TrainResult train(TrainConfig config) {
   DataParallel parallel(model, threads);
   const auto train_start = Clock::now();
   int64_t step = resumed ? resumed->info.step : 0;
+  // Mid-epoch resume: skip the batches already trained on and carry the epoch's statistics.
+  int64_t first_batch = resumed ? resumed->info.batch : 0;
+  EpochStats carried;
+  if (resumed && first_batch > 0) carried = EpochStats::from_json(resumed->info.epoch_stats_json, last_path);
+  const StopSignals signals;
+  auto interrupted_message = [&] {
+    return fmt::format("interrupted by {} at step {}: saved {}; continue with: vit train --resume {}",
+                       signals.pending() == SIGINT ? "Ctrl-C (SIGINT)" : "SIGTERM", step, last_path, config.out_dir);
+  };
+  auto elapsed_now = [&] { return elapsed_before + std::chrono::duration<double>(Clock::now() - train_start).count(); };
+  // Every save goes through here: a failed write (disk full, ...) leaves the previous file intact.
+  auto save = [&](const std::string& path, const CheckpointInfo& info) {
+    try {
+      save_checkpoint(path, model, opt.get(), ema.get(), info);
+    } catch (const Error& e) {
+      fail("train", "could not save a checkpoint: {}. Stopping; {} is unchanged", e.what(),
+           fs::exists(path) ? "the previous " + path : std::string("no earlier checkpoint exists, so nothing"));
+    }
+  };
 
   for (int64_t epoch = start_epoch; epoch < config.epochs; ++epoch) {
     const auto epoch_start = Clock::now();
-    parallel.reseed(config.seed, epoch);  // dropout masks
     model.train();
     data::BatchLoader loader(train_data, data::epoch_batches(train_data.size(), config.batch_size, true, true,
                                                              config.seed, epoch),
-                             config.augment, norm, true, config.seed, epoch);
+                             config.augment, norm, true, config.seed, epoch, 3, static_cast<size_t>(first_batch));
     Progress progress(bar, fmt::format("epoch {}/{}", epoch + 1, config.epochs), loader.num_batches());
-    EpochStats stats;
+    EpochStats stats = first_batch > 0 ? carried : EpochStats{};
+    int64_t batch_index = first_batch;
+    first_batch = 0;
+    auto epoch_seconds_so_far = [&] {
+      return stats.seconds + std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    };
+    auto mid_epoch_info = [&] {
+      CheckpointInfo info{mc, config.to_json(), epoch, step, elapsed_now(), train_data.class_names, norm, batch_index, {}};
+      info.epoch_stats_json = stats.to_json(std::chrono::duration<double>(Clock::now() - epoch_start).count());
+      return info;
+    };
     while (auto batch = loader.next()) {
+      // Dropout masks depend on (seed, step) only, so a resumed run draws the same ones.
+      parallel.reseed(config.seed, step);
       opt->lr = optim::warmup_cosine_lr(step, warmup_steps, total_steps, config.lr, config.min_lr);
       const DataParallel::StepResult step_result = parallel.forward_backward(*batch, config.label_smoothing);
       const double loss_value = step_result.loss;
-      // A NaN/Inf loss or gradient norm: skip the step (--skip-nonfinite) or stop before any update.
-      const double grad_norm = std::isfinite(loss_value) && config.clip_grad > 0
-                                   ? optim::clip_grad_norm(params, config.clip_grad)
-                                   : 0.0;
-      if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
+      // A NaN/Inf loss or gradient: skip the step (--skip-nonfinite) or stop before any update.
+      const std::string bad_grad = first_nonfinite_grad(params);
+      if (!std::isfinite(loss_value) || !bad_grad.empty()) {
+        // (Weights are checked after every update, so here they are finite.)
+        const std::string what =
+            !std::isfinite(loss_value)
+                ? fmt::format("loss is {} (the forward pass overflowed; all weights are finite, the largest is {})",
+                              number_str(loss_value), largest_parameter(params))
+                : fmt::format("gradient of '{}' went non-finite first in backpropagation (loss {})", bad_grad,
+                              number_str(loss_value));
         if (config.skip_nonfinite) {
+          progress.finish();
+          std::printf("skipping epoch %ld step %ld: %s\n", epoch + 1, step, what.c_str());
           ++stats.skipped;
           ++step;
+          ++batch_index;
           continue;
         }
         progress.finish();
-        fail("train", "{} is {} at epoch {} step {}; stopping. The last good checkpoint is {}",
-             std::isfinite(loss_value) ? "gradient norm" : "loss",
-             number_str(std::isfinite(loss_value) ? grad_norm : loss_value), epoch + 1, step,
-             last_good());
+        fail("train", "{} at epoch {} step {}; stopping without saving. The last good checkpoint is {}", what,
+             epoch + 1, step, last_good());
       }
+      if (config.clip_grad > 0) optim::clip_grad_norm(params, config.clip_grad);
       opt->step();
+      if (const std::string bad = first_nonfinite(params); !bad.empty()) {
+        progress.finish();
+        fail("train", "parameter '{}' became non-finite in the update of epoch {} step {} (learning rate too high?); "
+             "stopping without saving. The last good checkpoint is {}", bad, epoch + 1, step, last_good());
+      }
       if (ema) ema->update(params);
       ++step;
+      ++batch_index;
       const auto B = batch->targets.numel();
       stats.correct += step_result.correct;
       stats.seen += B;
       stats.loss_sum += loss_value * static_cast<double>(B);
       ++stats.steps;
-      const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-      progress.update(stats.steps, stats.loss_sum / static_cast<double>(stats.seen),
+      const double seconds = epoch_seconds_so_far();
+      progress.update(batch_index, stats.loss_sum / static_cast<double>(stats.seen),
                       static_cast<double>(stats.correct) / static_cast<double>(stats.seen),
                       static_cast<double>(stats.seen) / seconds, seconds);
+      // After the epoch's last batch the epoch-end checkpoint below serves both purposes.
+      const bool more_batches = batch_index < static_cast<int64_t>(loader.num_batches());
+      if (more_batches && signals.pending()) {
+        progress.finish();
+        save(last_path, mid_epoch_info());
+        throw Interrupted(interrupted_message());
+      }
+      if (more_batches && config.checkpoint_every > 0 && step % config.checkpoint_every == 0) {
+        save(last_path, mid_epoch_info());
+      }
     }
-    const double train_seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-    if (const std::string bad = first_nonfinite(params); !bad.empty()) {
-      progress.finish();
-      fail("train", "parameter '{}' became non-finite during epoch {}; stopping without saving. The last good "
-           "checkpoint is {}", bad, epoch + 1, last_good());
-    }
+    const double train_seconds = epoch_seconds_so_far();
 
     // ---- evaluate (EMA weights when enabled), record, checkpoint ----
     EvalResult eval;
@@ -336,8 +471,8 @@ TrainResult train(TrainConfig config) {
       fail("train", "test loss is {} after epoch {}: the weights are unusable; stopping without saving. The last good "
            "checkpoint is {}", number_str(eval.loss), epoch + 1, last_good());
     }
-    const double epoch_seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-    const double elapsed = elapsed_before + std::chrono::duration<double>(Clock::now() - train_start).count();
+    const double epoch_seconds = epoch_seconds_so_far();
+    const double elapsed = elapsed_now();
     const double train_loss = stats.seen ? stats.loss_sum / static_cast<double>(stats.seen) : NAN;
     const double train_acc = stats.seen ? static_cast<double>(stats.correct) / static_cast<double>(stats.seen) : NAN;
     const double images_per_s = static_cast<double>(stats.seen) / train_seconds;
@@ -356,17 +491,18 @@ TrainResult train(TrainConfig config) {
         std::printf("reached %.1f%% test accuracy after %.1f s of training (epoch %ld)\n", 100 * t, elapsed, epoch + 1);
       }
     }
-    CheckpointInfo info{mc, config.to_json(), epoch + 1, step, elapsed, train_data.class_names, norm};
-    save_checkpoint(last_path, model, opt.get(), ema.get(), info);
+    CheckpointInfo info{mc, config.to_json(), epoch + 1, step, elapsed, train_data.class_names, norm, 0, "{}"};
+    save(last_path, info);
     if (eval.top1 > result.best_test_accuracy) {
       result.best_test_accuracy = eval.top1;
-      save_checkpoint(best_path, model, opt.get(), ema.get(), info);
+      save(best_path, info);
     }
     write_report(report_path, mc, config.to_json(), read_metrics(metrics_path), eval, test_data);
     std::fflush(stdout);
     result.epochs_run = epoch + 1;
     result.final_test_accuracy = eval.top1;
     result.seconds = elapsed;
+    if (signals.pending() && epoch + 1 < config.epochs) throw Interrupted(interrupted_message());
     if (config.stop_after_epoch > 0 && epoch + 1 >= config.stop_after_epoch && epoch + 1 < config.epochs) {
       std::printf("stopping after epoch %ld of %ld as asked; continue with --resume %s\n", epoch + 1, config.epochs,
                   config.out_dir.c_str());

@@ -120,12 +120,31 @@ TEST(Trainer, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
     FAIL() << "expected training to stop";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("stopping. The last good checkpoint is " + dir.file("run/last.safetensors")), std::string::npos)
+    EXPECT_NE(what.find("stopping without saving. The last good checkpoint is " + dir.file("run/last.safetensors")),
+              std::string::npos)
         << what;
-    EXPECT_TRUE(what.find("loss is") != std::string::npos || what.find("gradient norm is") != std::string::npos) << what;
+    // Step 0's update made the weights huge but finite; step 1's forward pass overflows.
+    EXPECT_NE(what.find("[train] loss is nan (the forward pass overflowed; all weights are finite, the largest is '"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("at epoch 1 step 1;"), std::string::npos) << what;
   }
   EXPECT_EQ(testing::read_bytes(dir.file("run/last.safetensors")), before);
   EXPECT_NO_THROW(load_checkpoint(dir.file("run/last.safetensors")));
+  // An update that overflows the weights themselves is caught at that step, naming the parameter.
+  exploding.lr = 1e39;  // infinite in float32
+  try {
+    train(exploding);
+    FAIL() << "expected training to stop";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("[train] parameter '"), std::string::npos) << what;
+    EXPECT_NE(what.find("' became non-finite in the update of epoch 1 step 0 (learning rate too high?); stopping "
+                        "without saving"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(testing::read_bytes(dir.file("run/last.safetensors")), before);
 }
 
 TEST(Trainer, SkipNonfiniteNeverSavesPoisonedWeights) {
