@@ -14,6 +14,7 @@ void add_eval_command(CLI::App& app) {
     bool json = false, ema = false;
     int threads = 0;
     int64_t batch = 500;
+    int64_t max_pixels = data::kDefaultMaxPixels;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("eval", "evaluate a checkpoint on a dataset");
@@ -21,6 +22,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--data", o->data, "dataset directory")->capture_default_str();
   cmd->add_option("--split", o->split, "test or train")->capture_default_str()->check(CLI::IsMember({"test", "train"}));
   cmd->add_option("--batch-size", o->batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-pixels", o->max_pixels, "image folders: refuse images with more pixels")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--ema", o->ema, "use the checkpoint's EMA weights");
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
@@ -29,8 +32,9 @@ void add_eval_command(CLI::App& app) {
     const train::LoadedCheckpoint ckpt = train::load_checkpoint(o->checkpoint);
     auto model = train::model_from_checkpoint(ckpt, o->ema);
     const model::ViTConfig& mc = ckpt.info.model;
+    model::check_memory(mc, o->batch, false);
     const data::Dataset d = data::load_dataset(o->data, o->split == "test" ? data::Split::Test : data::Split::Train,
-                                               mc.in_channels, mc.image_size);
+                                               mc.in_channels, mc.image_size, o->max_pixels);
     VIT_CHECK(d.channels == mc.in_channels && d.height == mc.image_size && d.width == mc.image_size, "eval",
               "{}: images are {}x{}x{} but {} expects {}x{}x{}", d.source, d.channels, d.height, d.width,
               o->checkpoint, mc.in_channels, mc.image_size, mc.image_size);

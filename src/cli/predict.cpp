@@ -30,6 +30,7 @@ void add_predict_command(CLI::App& app) {
     VIT_CHECK(o->out.empty() || !o->tensor.empty(), "predict", "--out writes logits of a --tensor input");
     infer::LoadedModel m = load_for_inference(*o);
     const model::ViTConfig& c = m.model->config();
+    model::check_memory(c, std::min<int64_t>(o->batch, std::max<size_t>(o->images.size(), 1)), false);
     NoGradGuard no_grad;
     if (!o->tensor.empty()) {
       const Tensor input = io::load_npy(o->tensor).to(DType::F32).contiguous();

@@ -73,6 +73,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--checkpoint-every", c->checkpoint_every,
                   "also save last.safetensors every N steps, mid-epoch (0: at epoch ends only; Ctrl-C always saves)")
       ->capture_default_str();
+  cmd->add_option("--max-pixels", c->max_pixels, "image folders: refuse images with more pixels (decompression bombs)")
+      ->capture_default_str();
   cmd->add_flag("--skip-nonfinite", c->skip_nonfinite, "skip steps with a NaN/Inf loss or gradient instead of stopping");
   cmd->add_flag("--plain", *plain, "plain log lines even on a terminal");
   cmd->callback([=] {

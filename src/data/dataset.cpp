@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "core/check.h"
+#include "core/system.h"
 #include "data/image.h"
 
 namespace vit::data {
@@ -155,7 +156,7 @@ void append_cifar10_batch(const uint8_t* bytes, size_t size, const std::string& 
   }
 }
 
-Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size) {
+Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size, int64_t max_pixels) {
   const char* op = "image_folder";
   std::error_code ec;
   VIT_CHECK(fs::is_directory(root, ec), op, "{}: not a directory", root);
@@ -169,8 +170,12 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
   }
   std::sort(d.class_names.begin(), d.class_names.end());
   VIT_CHECK(!d.class_names.empty(), op, "{}: no class sub-folders (expected root/<class>/<image>)", root);
+  // List every class's images first, so the dataset's size is known (and refused if it cannot
+  // fit) before any image is decoded.
+  std::vector<std::vector<fs::path>> class_files(d.class_names.size());
+  double total = 0;
   for (size_t k = 0; k < d.class_names.size(); ++k) {
-    std::vector<fs::path> files;
+    std::vector<fs::path>& files = class_files[k];
     for (const auto& entry : fs::directory_iterator(fs::path(root) / d.class_names[k])) {
       if (!entry.is_regular_file()) continue;
       std::string ext = entry.path().extension().string();
@@ -178,8 +183,16 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
       if (ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp") files.push_back(entry.path());
     }
     std::sort(files.begin(), files.end());
-    for (const auto& file : files) {
-      const Image image = resize(convert_channels(read_image(file.string()), channels), size, size);
+    total += static_cast<double>(files.size());
+  }
+  const double image_bytes = static_cast<double>(channels) * static_cast<double>(size) * static_cast<double>(size);
+  check_fits_in_memory(total * image_bytes,
+                       fmt::format("{}: {:.0f} images at {}x{}x{}", root, total, channels, size, size),
+                       " (datasets are held in memory)");
+  d.pixels.reserve(static_cast<size_t>(total) * static_cast<size_t>(channels * size * size));
+  for (size_t k = 0; k < d.class_names.size(); ++k) {
+    for (const auto& file : class_files[k]) {
+      const Image image = resize(convert_channels(read_image(file.string(), max_pixels), channels), size, size);
       d.pixels.insert(d.pixels.end(), image.pixels.begin(), image.pixels.end());
       d.labels.push_back(static_cast<int64_t>(k));
     }
@@ -188,7 +201,7 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
   return d;
 }
 
-Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size) {
+Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size, int64_t max_pixels) {
   std::error_code ec;
   VIT_CHECK(fs::exists(dir, ec), "data", "{}: no such directory", dir);
   VIT_CHECK(fs::is_directory(dir, ec), "data", "{}: not a directory", dir);
@@ -220,7 +233,7 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
   }
   const std::string folder = train ? (root / "train").string()
                                    : existing({(root / "test").string(), (root / "val").string()});
-  if (!folder.empty() && fs::is_directory(folder, ec)) return load_image_folder(folder, channels, size);
+  if (!folder.empty() && fs::is_directory(folder, ec)) return load_image_folder(folder, channels, size, max_pixels);
   fail("data", "{}: not a dataset directory (expected MNIST IDX files, CIFAR-10 batches, or {}/<class>/ image "
        "folders)", dir, train ? "train" : "test");
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "data/image.h"
+
 namespace vit::data {
 
 struct Dataset {
@@ -35,8 +37,10 @@ Dataset load_cifar10(const std::vector<std::string>& batch_paths);
 // checked before any is appended.
 void append_cifar10_batch(const uint8_t* bytes, size_t size, const std::string& name, Dataset& into);
 // root/<class>/<image>: classes are the sorted sub-folder names; every image is converted to
-// `channels` and resized to size x size.
-Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size);
+// `channels` and resized to size x size. Images over max_pixels are refused before decoding
+// (decompression bombs), and so is a folder whose resized images would not fit in memory.
+Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size,
+                          int64_t max_pixels = kDefaultMaxPixels);
 
 enum class Split { Train, Test };
 // A dataset directory of any of the three kinds, detected by its contents:
@@ -44,6 +48,7 @@ enum class Split { Train, Test };
 //   CIFAR:   data_batch_{1..5}.bin / test_batch.bin (optionally under cifar-10-batches-bin/)
 //   folders: train/<class>/... and test/<class>/... (or val/)
 // `channels`/`size` apply to image folders (decoded images are converted and resized).
-Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size);
+Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size,
+                     int64_t max_pixels = kDefaultMaxPixels);
 
 }  // namespace vit::data

@@ -6,6 +6,7 @@
 #include <stb/stb_image_write.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -40,6 +41,11 @@ Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, i
 }
 
 Image read_image(const std::string& path, int64_t max_pixels) {
+  std::error_code ec;
+  VIT_CHECK(std::filesystem::is_regular_file(path, ec), "image", "{}: cannot open (no such file, or not a file)", path);
+  const auto bytes_on_disk = std::filesystem::file_size(path, ec);
+  VIT_CHECK(!ec && bytes_on_disk <= static_cast<uintmax_t>(INT32_MAX), "image",
+            "{}: {} bytes is too large for an image file", path, bytes_on_disk);
   std::ifstream in(path, std::ios::binary);
   VIT_CHECK(in.good(), "image", "{}: cannot open", path);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,6 +1,7 @@
 // VisionTransformer (see vision_transformer.h).
 #include "model/vision_transformer.h"
 
+#include "core/system.h"
 #include "nn/init.h"
 
 namespace vit::model {
@@ -14,6 +15,7 @@ VisionTransformer::VisionTransformer(const ViTConfig& config, nn::GeneratorPtr g
   config_.validate();
   VIT_CHECK(gen_ != nullptr, "vit", "a Generator is required");
   const ViTConfig& c = config_;
+  check_fits_in_memory(4 * parameter_count(c), fmt::format("the float32 weights of {}", c.name), "");
   Generator& g = *gen_;
   const bool use_cls = c.pool == "cls";
   if (use_cls) {
@@ -92,6 +94,56 @@ ComputeCost macs_per_image(const ViTConfig& c) {
   const int64_t features = c.representation_size > 0 ? c.representation_size : D;
   cost.head = (c.representation_size > 0 ? D * c.representation_size : 0) + features * c.num_classes;
   return cost;
+}
+
+double parameter_count(const ViTConfig& c) {
+  // Doubles: absurd configs must give a huge number to refuse, not an int64 overflow.
+  const double D = static_cast<double>(c.dim), F = static_cast<double>(c.hidden_dim()),
+               P = static_cast<double>(c.patch_size), C = static_cast<double>(c.in_channels),
+               N = static_cast<double>(c.num_tokens()), K = static_cast<double>(c.num_classes),
+               R = static_cast<double>(c.representation_size);
+  double n = D * C * P * P + D + N * D + (c.pool == "cls" ? D : 0.0);               // patch_embed, pos_embed, cls
+  const double block = 4 * D + 3 * D * D + (c.qkv_bias ? 3 * D : 0.0) + D * D + D  // norms, qkv, proj
+                       + D * F + F + F * D + D;                                      // mlp
+  n += static_cast<double>(c.depth) * block + 2 * D;                                 // blocks, final norm
+  if (c.representation_size > 0) n += D * R + R;
+  n += (c.representation_size > 0 ? R : D) * K + K;  // head
+  return n;
+}
+
+std::string MemoryEstimate::describe() const {
+  std::string s = "weights " + bytes_str(weights);
+  if (training_state > 0) s += ", gradients + optimizer state + EMA " + bytes_str(training_state);
+  return s + ", activations for the batch " + bytes_str(activations);
+}
+
+MemoryEstimate memory_estimate(const ViTConfig& c, int64_t batch, bool training) {
+  const double D = static_cast<double>(c.dim), F = static_cast<double>(c.hidden_dim()),
+               N = static_cast<double>(c.num_tokens()), H = static_cast<double>(c.num_heads),
+               B = static_cast<double>(batch), L = static_cast<double>(c.depth),
+               pixels = static_cast<double>(c.in_channels) * static_cast<double>(c.image_size) *
+                        static_cast<double>(c.image_size);
+  MemoryEstimate m;
+  m.weights = 4 * parameter_count(c);
+  if (training) {
+    m.training_state = 4 * m.weights;  // gradient, AdamW m and v, EMA
+    // Per block the backward pass keeps: two LayerNorm inputs/outputs, qkv, attention scores and
+    // probabilities, attention output, projection, residuals, fc1 and GELU outputs, fc2 output.
+    const double per_block = N * (10 * D + 2 * F) + 2 * H * N * N;
+    m.activations = 4 * B * (L * per_block + 2 * pixels + 3 * N * D);
+  } else {
+    // One block at a time: qkv, scores, the MLP hidden layer, residual streams, and the input.
+    m.activations = 4 * B * (N * (6 * D + F) + H * N * N + 2 * pixels);
+  }
+  return m;
+}
+
+void check_memory(const ViTConfig& c, int64_t batch, bool training) {
+  const MemoryEstimate m = memory_estimate(c, batch, training);
+  check_fits_in_memory(m.total(),
+                       fmt::format("{} {} with batch {} ({})", training ? "training" : "running", c.name, batch,
+                                   m.describe()),
+                       training ? "; use a smaller --batch-size or model" : "; use a smaller batch or model");
 }
 
 std::vector<std::pair<std::string, int64_t>> parameters_by_part(const VisionTransformer& model) {

@@ -53,6 +53,22 @@ struct ComputeCost {
 };
 ComputeCost macs_per_image(const ViTConfig& config);
 
+// Parameters of a config, computed without building the model (equals num_parameters()).
+double parameter_count(const ViTConfig& config);
+
+// Peak memory of a forward pass (inference) or a training step for `batch` images, in bytes
+// (float32): the weights; for training also gradients, AdamW's two moments and an EMA copy,
+// plus the activations autograd keeps for the backward pass; for inference about one block's
+// working set. An estimate for refusing what cannot fit, not an exact figure.
+struct MemoryEstimate {
+  double weights = 0, training_state = 0, activations = 0;
+  double total() const { return weights + training_state + activations; }
+  std::string describe() const;  // "weights 330.2 MiB, ..., activations for the batch 2.1 GiB"
+};
+MemoryEstimate memory_estimate(const ViTConfig& config, int64_t batch, bool training);
+// Refuses (a "[memory] ..." error) a model/batch whose estimate exceeds the machine's memory.
+void check_memory(const ViTConfig& config, int64_t batch, bool training);
+
 // Parameter count per top-level part (patch_embed, cls_token, pos_embed, blocks, norm, head, ...).
 std::vector<std::pair<std::string, int64_t>> parameters_by_part(const VisionTransformer& model);
 

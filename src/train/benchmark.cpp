@@ -25,6 +25,7 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   config.model.validate();
   VIT_CHECK(config.batch >= 1 && config.iters >= 1 && config.warmup >= 0, "bench",
             "batch ({}) and iters ({}) must be >= 1, warmup ({}) >= 0", config.batch, config.iters, config.warmup);
+  model::check_memory(config.model, config.batch, config.train);
   auto gen = std::make_shared<Generator>(config.seed);
   model::VisionTransformer model(config.model, gen);
   const model::ViTConfig& c = config.model;

@@ -92,6 +92,7 @@ void TrainConfig::validate() const {
                 augment.mixup_alpha >= 0 && augment.cutmix_alpha >= 0,
             op, "augmentation amounts must be >= 0");
   VIT_CHECK(threads >= 0, op, "--threads must be >= 0, got {}", threads);
+  VIT_CHECK(max_pixels > 0, op, "--max-pixels must be positive, got {}", max_pixels);
   VIT_CHECK(checkpoint_every >= 0, op, "--checkpoint-every must be >= 0, got {}", checkpoint_every);
 }
 
@@ -281,15 +282,22 @@ TrainResult train(TrainConfig config) {
     saved.progress = config.progress;
     saved.stop_after_epoch = config.stop_after_epoch;
     saved.checkpoint_every = config.checkpoint_every;
+    saved.max_pixels = config.max_pixels;
     saved.resume = true;
     config = saved;
     config.validate();
   }
 
-  // ---- data ----
+  // ---- refuse what cannot fit, before any large allocation ----
   const model::ViTConfig& mc = config.model;
-  data::Dataset train_data = data::load_dataset(config.data_dir, data::Split::Train, mc.in_channels, mc.image_size);
-  data::Dataset test_data = data::load_dataset(config.data_dir, data::Split::Test, mc.in_channels, mc.image_size);
+  model::check_memory(mc, config.batch_size, true);
+  model::check_memory(mc, config.eval_batch_size, false);
+
+  // ---- data ----
+  data::Dataset train_data =
+      data::load_dataset(config.data_dir, data::Split::Train, mc.in_channels, mc.image_size, config.max_pixels);
+  data::Dataset test_data =
+      data::load_dataset(config.data_dir, data::Split::Test, mc.in_channels, mc.image_size, config.max_pixels);
   for (const data::Dataset* d : {&train_data, &test_data}) {
     VIT_CHECK(d->channels == mc.in_channels && d->height == mc.image_size && d->width == mc.image_size, "train",
               "{}: images are {}x{}x{} but the model expects {}x{}x{}", d->source, d->channels, d->height, d->width,

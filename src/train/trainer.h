@@ -43,6 +43,7 @@ struct TrainConfig {
   bool model_explicit = false;  // the model was chosen by the caller: on resume it must match the checkpoint's
   int64_t stop_after_epoch = 0;  // > 0: stop after this epoch as if interrupted (resume continues the same schedule)
   int64_t checkpoint_every = 0;  // > 0: also save last.safetensors every this many steps (mid-epoch)
+  int64_t max_pixels = data::kDefaultMaxPixels;  // image folders: refuse larger images (decompression bombs)
 
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);  // throws on invalid JSON

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/image.h"
+#include "run_vit.h"
 #include "support/files.h"
 
 namespace vit {
@@ -16,28 +17,9 @@ namespace {
 
 using testing::TempDir;
 
-struct CommandResult {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
-
-CommandResult vit(const std::string& args) {
-  const std::string command = std::string(VIT_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return {-1, "popen failed"};
-  std::string out;
-  std::array<char, 4096> buffer{};
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-// One line "error: ..." and a non-zero exit.
-void expect_error(const CommandResult& r, const std::string& message) {
-  EXPECT_NE(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("error: " + message), std::string::npos) << r.out;
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
-}
+using testing::CommandResult;
+using testing::expect_error;
+using testing::vit;
 
 class Cli : public ::testing::Test {
  protected:

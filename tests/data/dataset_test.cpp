@@ -129,6 +129,27 @@ TEST(ImageFolder, ReadsConvertsResizesAndRefusesBadImages) {
             std::string::npos);
 }
 
+TEST(ImageFolder, RefusesADatasetThatCannotFitInMemoryBeforeDecoding) {
+  TempDir dir;
+  for (const char* cls : {"a", "b"}) {
+    std::filesystem::create_directories(dir.file(std::string("train/") + cls));
+    for (const char* f : {"1.png", "2.png"}) {
+      write_png(dir.file(std::string("train/") + cls + "/" + f), Image{1, 8, 8, std::vector<uint8_t>(64, 1)});
+    }
+  }
+  ::setenv("VIT_MEMORY_LIMIT", "4096", 1);  // 4 images x 3x32x32 = 12 KiB do not fit in 4 KiB
+  const std::string e = error_of([&] { load_image_folder(dir.file("train"), 3, 32); });
+  ::unsetenv("VIT_MEMORY_LIMIT");
+  EXPECT_NE(e.find("[memory] " + dir.file("train") + ": 4 images at 3x32x32 needs about 12 KiB but this machine has "
+                   "4 KiB (datasets are held in memory)"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(load_image_folder(dir.file("train"), 3, 32).size(), 4);
+  // A pixel limit given by the caller applies to every image of the folder.
+  EXPECT_NE(error_of([&] { load_image_folder(dir.file("train"), 3, 32, 10); }).find("64 pixels exceeds the limit of 10"),
+            std::string::npos);
+}
+
 TEST(Image, PixelLimitRefusesBeforeDecoding) {
   TempDir dir;
   write_png(dir.file("big.png"), Image{1, 300, 300, std::vector<uint8_t>(90000, 5)});
