@@ -23,6 +23,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", o->config.warmup, "warm-up iterations")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--train", o->config.train, "time a full training step (forward, loss, backward, AdamW)");
+  cmd->add_flag("--graph", o->config.graph,
+                "inference through the autograd graph (the training code path) instead of the fused inference path");
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] {
     set_threads(o->threads);

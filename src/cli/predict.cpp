@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "io/npy.h"
+#include "model/inference.h"
 
 namespace vit::cli {
 
@@ -32,6 +33,7 @@ void add_predict_command(CLI::App& app) {
     const model::ViTConfig& c = m.model->config();
     model::check_memory(c, std::min<int64_t>(o->batch, std::max<size_t>(o->images.size(), 1)), false);
     NoGradGuard no_grad;
+    model::InferenceSession session(*m.model);  // the graph-free path (loaded weights are float32)
     if (!o->tensor.empty()) {
       const Tensor input = io::load_npy(o->tensor).to(DType::F32).contiguous();
       VIT_CHECK(input.dim() == 4 && input.size(1) == c.in_channels && input.size(2) == c.image_size &&
@@ -41,7 +43,7 @@ void add_predict_command(CLI::App& app) {
       for (double v : input.to_vector()) VIT_CHECK(std::isfinite(v), "predict", "{}: the input contains NaN or infinity", o->tensor);
       std::vector<Tensor> parts;
       for (int64_t b = 0; b < input.size(0); b += o->batch) {
-        parts.push_back((*m.model)(Variable(input.slice(0, b, std::min(input.size(0), b + o->batch)))).data());
+        parts.push_back(session.forward(input.slice(0, b, std::min(input.size(0), b + o->batch))));
       }
       const Tensor logits = parts.empty() ? Tensor::empty({0, c.num_classes}) : cat(parts, 0);
       if (!o->out.empty()) {
@@ -64,7 +66,7 @@ void add_predict_command(CLI::App& app) {
     }
     for (int64_t start = 0; start < n; start += o->batch) {
       const int64_t end = std::min(n, start + o->batch);
-      const Tensor probs = softmax((*m.model)(Variable(batch.slice(0, start, end))), 1).data().contiguous();
+      const Tensor probs = softmax(Variable(session.forward(batch.slice(0, start, end))), 1).data().contiguous();
       const int64_t K = c.num_classes, k = std::min(o->top_k, K);
       for (int64_t i = start; i < end; ++i) {
         const float* row = probs.data<float>() + (i - start) * K;

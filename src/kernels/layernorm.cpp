@@ -16,14 +16,18 @@ void layernorm_forward(const T* x, const T* weight, const T* bias, T* y, T* mean
 #pragma omp parallel for schedule(static) if (rows * n > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
+    // omp simd: the sums may be reassociated (vectorised); they stay in double.
     double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t i = 0; i < n; ++i) sum += xr[i];
     const double m = sum / static_cast<double>(n);
     double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
     for (int64_t i = 0; i < n; ++i) sq += (xr[i] - m) * (xr[i] - m);
     const double s = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
     const T tm = static_cast<T>(m), ts = static_cast<T>(s);
     T* yr = y + r * n;
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
       const T xhat = (xr[i] - tm) * ts;
       yr[i] = xhat * (weight ? weight[i] : T(1)) + (bias ? bias[i] : T(0));
@@ -62,6 +66,7 @@ void layernorm_backward(const T* x, const T* weight, const T* mean, const T* rst
       g_mean /= static_cast<double>(n);
       gx_mean /= static_cast<double>(n);
       if (dx) {
+#pragma omp simd
         for (int64_t i = 0; i < n; ++i) {
           const T xhat = (xr[i] - m) * s;
           const T g = dyr[i] * (weight ? weight[i] : T(1));

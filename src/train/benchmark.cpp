@@ -1,4 +1,5 @@
 // Model benchmark (see benchmark.h).
+#include "model/inference.h"
 #include "train/benchmark.h"
 
 #include <sys/resource.h>
@@ -44,10 +45,15 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   } else {
     model.eval();
   }
+  std::unique_ptr<model::InferenceSession> session;
+  if (!config.train && !config.graph) session = std::make_unique<model::InferenceSession>(model);
   auto step = [&] {
     if (config.train) {
       parallel.forward_backward(batch, 0.0);
       opt->step();
+    } else if (session) {
+      const Tensor logits = session->forward(images);
+      (void)logits;
     } else {
       NoGradGuard no_grad;
       const Variable logits = model(Variable(images));
@@ -76,7 +82,7 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
 }
 
 std::string BenchmarkResult::to_json(const BenchmarkConfig& config, int threads) const {
-  nlohmann::ordered_json j = {{"model", config.model.name}, {"mode", config.train ? "train" : "inference"},
+  nlohmann::ordered_json j = {{"model", config.model.name}, {"mode", config.train ? "train" : (config.graph ? "inference-graph" : "inference")},
                               {"batch", config.batch},      {"threads", threads},
                               {"iters", config.iters},      {"median_ms", median_ms},
                               {"p90_ms", p90_ms},           {"images_per_s", images_per_s},

@@ -16,6 +16,7 @@ struct BenchmarkConfig {
   int64_t iters = 20;
   int64_t warmup = 3;
   bool train = false;
+  bool graph = false;  // inference through the autograd graph instead of the inference path
   uint64_t seed = 0;
 };
 

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
+
+#include "model/inference.h"
 
 namespace vit::train {
 
@@ -23,9 +26,12 @@ EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, 
   double loss_sum = 0.0;
   int64_t correct1 = 0, correct5 = 0;
   Generator unused(0);
+  // The graph-free inference path when the model allows it (float32), else the graph.
+  std::unique_ptr<model::InferenceSession> session;
+  if (model::InferenceSession::supports(model)) session = std::make_unique<model::InferenceSession>(model);
   for (const auto& indices : data::epoch_batches(data.size(), batch_size, false, false, 0, 0)) {
     const data::Batch batch = data::make_batch(data, indices, {}, norm, false, unused);
-    const Variable logits = model(Variable(batch.images));
+    const Variable logits = session ? Variable(session->forward(batch.images)) : model(Variable(batch.images));
     const auto B = static_cast<int64_t>(indices.size());
     loss_sum += cross_entropy(logits, batch.targets).item() * static_cast<double>(B);
     const Tensor probs = softmax(logits, 1).data().contiguous();

@@ -1,0 +1,111 @@
+// Fused inference kernels (see fused.h).
+#include "kernels/fused.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "kernels/softmax.h"
+#include "kernels/vmath.h"
+
+namespace vit::kernels {
+namespace {
+
+constexpr int64_t kParallelElements = 1 << 14;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+
+void bias_gelu_row(float* __restrict y, const float* __restrict bias, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = y[i] + (bias ? bias[i] : 0.0f);
+    y[i] = 0.5f * x * (1.0f + erf_fast(x * static_cast<float>(kSqrt1_2)));
+  }
+}
+
+void bias_gelu_tanh_row(float* __restrict y, const float* __restrict bias, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = y[i] + (bias ? bias[i] : 0.0f);
+    y[i] = 0.5f * x * (1.0f + std::tanh(static_cast<float>(kSqrt2OverPi) * (x + 0.044715f * x * x * x)));
+  }
+}
+
+void layernorm_row(const float* __restrict x, const float* __restrict w, const float* __restrict b,
+                   float* __restrict y, int64_t n, double eps) {
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(n);
+  double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t i = 0; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const float m = static_cast<float>(mean), s = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + eps));
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) * s * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+}
+
+}  // namespace
+
+void bias_gelu_inplace(float* y, const float* bias, int64_t rows, int64_t n, bool gelu_tanh) {
+#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    if (gelu_tanh) bias_gelu_tanh_row(y + r * n, bias, n);
+    else bias_gelu_row(y + r * n, bias, n);
+  }
+}
+
+void bias_tanh_inplace(float* y, const float* bias, int64_t rows, int64_t n) {
+#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = y + r * n;
+    for (int64_t i = 0; i < n; ++i) yr[i] = std::tanh(yr[i] + (bias ? bias[i] : 0.0f));
+  }
+}
+
+void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n) {
+  if (!bias) return;
+#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* __restrict yr = y + r * n;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) yr[i] += bias[i];
+  }
+}
+
+void layernorm_rows(const float* x, const float* weight, const float* bias, float* y, int64_t rows, int64_t n,
+                    double eps) {
+#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) layernorm_row(x + r * n, weight, bias, y + r * n, n, eps);
+}
+
+void attention_inference(const AttentionShape& s, const float* qkv, double scale, float* out) {
+  const int64_t N = s.tokens, HD = s.head_dim, D = s.dim(), row = 3 * D;
+  const int64_t pairs = s.batch * s.num_heads;
+  const int threads = omp_get_max_threads();
+  // Enough tasks for every thread (about 4 each), but blocks of at least 16 queries.
+  const int64_t wanted = std::max<int64_t>(1, (4 * threads + pairs - 1) / pairs);
+  const int64_t block = std::max<int64_t>(std::min<int64_t>(16, N), (N + wanted - 1) / wanted);
+  const int64_t blocks = (N + block - 1) / block;
+  const int64_t tasks = pairs * blocks;
+#pragma omp parallel if (tasks > 1 && N * N * HD * pairs > kParallelElements)
+  {
+    std::vector<float> scores(static_cast<size_t>(block * N));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t bh = t / blocks, q0 = (t % blocks) * block, rows = std::min(block, N - q0);
+      const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
+      const float* q = qkv + (b * N + q0) * row + h * HD;  // (rows, HD), row stride 3D
+      const float* k = qkv + b * N * row + D + h * HD;     // (N, HD)
+      const float* v = k + D;                              // (N, HD)
+      float* o = out + (b * N + q0) * D + h * HD;          // (rows, HD), row stride D
+      gemm<float>(false, true, rows, N, HD, static_cast<float>(scale), q, row, k, row, 0.0f, scores.data(), N);
+      softmax_forward<float>(scores.data(), scores.data(), rows, N);
+      gemm<float>(false, false, rows, HD, N, 1.0f, scores.data(), N, v, row, 0.0f, o, D);
+    }
+  }
+}
+
+}  // namespace vit::kernels

@@ -1,0 +1,28 @@
+// Fused float32 kernels for the inference path (model/inference.h): each is one pass over memory
+// where the autograd graph would make two or three, and each runs its rows in parallel.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention.h"
+
+namespace vit::kernels {
+
+// y (rows, n) = act(y + bias), in place; act is exact GELU, or its tanh form when gelu_tanh.
+void bias_gelu_inplace(float* y, const float* bias, int64_t rows, int64_t n, bool gelu_tanh);
+// y (rows, n) = tanh(y + bias), in place (timm's pre-logits).
+void bias_tanh_inplace(float* y, const float* bias, int64_t rows, int64_t n);
+// y (rows, n) += bias (broadcast over rows); with bias == nullptr nothing happens.
+void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n);
+
+// LayerNorm of rows of x into y (float32, vectorised, rows in parallel); x may equal y.
+void layernorm_rows(const float* x, const float* weight, const float* bias, float* y, int64_t rows, int64_t n,
+                    double eps);
+
+// Self-attention without saving probabilities or dropout: out (B, N, D) from qkv (B, N, 3D) as
+// attention_forward computes it. Work is split over (batch, head, block of queries), so batch 1
+// with few heads still uses every thread, and only a (queries x N) block of scores per thread
+// is ever written (never the whole N x N matrix per head).
+void attention_inference(const AttentionShape& s, const float* qkv, double scale, float* out);
+
+}  // namespace vit::kernels

@@ -1,0 +1,163 @@
+// The graph-free inference path (see inference.h).
+#include "model/inference.h"
+
+#include <omp.h>
+
+#include <cstring>
+
+#include "kernels/fused.h"
+#include "kernels/gemm.h"
+#include "kernels/im2row.h"
+
+namespace vit::model {
+namespace {
+
+const float* ptr(const Variable& v) { return v.defined() ? v.data().data<float>() : nullptr; }
+
+// y (rows, out) = x (rows, in) @ W^T, W (out, in) row-major; beta = 1 accumulates into y.
+void linear(const float* x, int64_t rows, const nn::Linear& layer, float* y, float beta) {
+  kernels::gemm<float>(false, true, rows, layer.out_features, layer.in_features, 1.0f, x, layer.in_features,
+                       ptr(layer.weight), layer.in_features, beta, y, layer.out_features);
+}
+
+enum Buffer : size_t { kRows, kX, kH, kQkv, kAttn, kHidden, kPooled, kCount };
+
+}  // namespace
+
+InferenceSession::InferenceSession(const VisionTransformer& model) : model_(model), buffers_(kCount) {
+  VIT_CHECK(supports(model), "inference", "the inference path needs float32 parameters with contiguous storage");
+}
+
+bool InferenceSession::supports(const VisionTransformer& model) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (p.data().dtype() != DType::F32 || !p.data().is_contiguous()) return false;
+  }
+  return true;
+}
+
+float* InferenceSession::buffer(size_t index, size_t floats) {
+  std::vector<float>& b = buffers_[index];
+  if (b.size() < floats) b.resize(floats);
+  return b.data();
+}
+
+Tensor InferenceSession::forward(const Tensor& images) {
+  Tensor result;
+  run(images, true, result);
+  return result;
+}
+
+Tensor InferenceSession::forward_features(const Tensor& images) {
+  Tensor result;
+  run(images, false, result);
+  return result;
+}
+
+void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) {
+  const ViTConfig& c = model_.config();
+  VIT_CHECK(input.dim() == 4 && input.size(1) == c.in_channels && input.size(2) == c.image_size &&
+                input.size(3) == c.image_size,
+            "vit", "input {}: expected (B, {}, {}, {})", shape_str(input.shape()), c.in_channels, c.image_size,
+            c.image_size);
+  const Tensor images = input.to(DType::F32).contiguous();
+  const int64_t B = images.size(0), P = c.num_patches(), D = c.dim, F = c.hidden_dim(), H = c.num_heads;
+  const bool cls = model_.cls_token.defined();
+  const int64_t N = P + (cls ? 1 : 0), rows = B * N;
+  if (B == 0) {
+    result = Tensor::empty({0, with_head ? c.num_classes : (c.representation_size > 0 ? c.representation_size : D)});
+    return;
+  }
+
+  // ---- patch embedding: im2row + GEMM, then tokens = [cls; patches + bias] + pos_embed ----
+  const nn::Conv2d& conv = *model_.patch_embed->proj;
+  const kernels::ConvShape cs{B, c.in_channels, c.image_size, c.image_size, c.patch_size, c.patch_size,
+                              c.patch_size, 0};
+  const int64_t K = cs.row_length();
+  float* patch_rows = buffer(kRows, static_cast<size_t>(B * P * K));
+  kernels::im2row<float>(cs, images.data<float>(), patch_rows);
+  float* h = buffer(kH, static_cast<size_t>(rows * std::max(D, F)));
+  kernels::gemm<float>(false, true, B * P, D, K, 1.0f, patch_rows, K, ptr(conv.weight), K, 0.0f, h, D);
+  float* x = buffer(kX, static_cast<size_t>(rows * D));
+  const float* pos = ptr(model_.pos_embed);
+  const float* conv_bias = ptr(conv.bias);
+  const float* cls_token = ptr(model_.cls_token);
+#pragma omp parallel for schedule(static) if (rows * D > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = r % N;
+    float* __restrict xr = x + r * D;
+    const float* __restrict pr = pos + t * D;
+    if (cls && t == 0) {
+      for (int64_t i = 0; i < D; ++i) xr[i] = cls_token[i] + pr[i];
+    } else {
+      const float* __restrict src = h + ((r / N) * P + t - (cls ? 1 : 0)) * D;
+#pragma omp simd
+      for (int64_t i = 0; i < D; ++i) xr[i] = src[i] + (conv_bias ? conv_bias[i] : 0.0f) + pr[i];
+    }
+  }
+
+  // ---- encoder blocks (pre-norm): x += proj(attn(norm1(x))); x += fc2(gelu(fc1(norm2(x)))) ----
+  float* qkv = buffer(kQkv, static_cast<size_t>(rows * 3 * D));
+  float* attn = buffer(kAttn, static_cast<size_t>(rows * D));
+  float* hidden = buffer(kHidden, static_cast<size_t>(rows * F));
+  const kernels::AttentionShape as{B, N, H, D / H};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D / H));
+  for (const auto& [name, child] : model_.blocks->named_children()) {
+    const auto* block_ptr = dynamic_cast<const nn::EncoderBlock*>(child.get());
+    VIT_CHECK(block_ptr != nullptr, "inference", "blocks.{} is not an encoder block", name);
+    const nn::EncoderBlock& block = *block_ptr;
+    const nn::MultiHeadSelfAttention& a = *block.attn;
+    kernels::layernorm_rows(x, ptr(block.norm1->weight), ptr(block.norm1->bias), h, rows, D, block.norm1->eps);
+    linear(h, rows, *a.qkv, qkv, 0.0f);
+    kernels::add_bias_rows(qkv, ptr(a.qkv->bias), rows, 3 * D);
+    kernels::attention_inference(as, qkv, scale, attn);
+    kernels::add_bias_rows(x, ptr(a.proj->bias), rows, D);  // residual + bias, then the GEMM adds into x
+    linear(attn, rows, *a.proj, x, 1.0f);
+    const nn::Mlp& mlp = *block.mlp;
+    kernels::layernorm_rows(x, ptr(block.norm2->weight), ptr(block.norm2->bias), h, rows, D, block.norm2->eps);
+    linear(h, rows, *mlp.fc1, hidden, 0.0f);
+    kernels::bias_gelu_inplace(hidden, ptr(mlp.fc1->bias), rows, F, mlp.act->tanh_approximation);
+    kernels::add_bias_rows(x, ptr(mlp.fc2->bias), rows, D);
+    linear(hidden, rows, *mlp.fc2, x, 1.0f);
+  }
+
+  // ---- pooling: the CLS row (final norm on B rows only) or the mean of the tokens + fc_norm ----
+  float* pooled = buffer(kPooled, static_cast<size_t>(B * D));
+  if (model_.norm) {
+    for (int64_t b = 0; b < B; ++b) std::memcpy(pooled + b * D, x + b * N * D, static_cast<size_t>(D) * sizeof(float));
+    kernels::layernorm_rows(pooled, ptr(model_.norm->weight), ptr(model_.norm->bias), pooled, B, D, model_.norm->eps);
+  } else {
+#pragma omp parallel for schedule(static) if (B > 1)
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<double> sum(static_cast<size_t>(D), 0.0);
+      for (int64_t t = 0; t < N; ++t) {
+        const float* xr = x + (b * N + t) * D;
+        for (int64_t i = 0; i < D; ++i) sum[i] += xr[i];
+      }
+      for (int64_t i = 0; i < D; ++i) pooled[b * D + i] = static_cast<float>(sum[i] / static_cast<double>(N));
+    }
+    kernels::layernorm_rows(pooled, ptr(model_.fc_norm->weight), ptr(model_.fc_norm->bias), pooled, B, D,
+                            model_.fc_norm->eps);
+  }
+  const float* features = pooled;
+  int64_t width = D;
+  Tensor pre;
+  if (model_.pre_logits) {
+    const nn::Linear& fc = *model_.pre_logits->fc;
+    pre = Tensor::empty({B, fc.out_features});
+    linear(pooled, B, fc, pre.data<float>(), 0.0f);
+    kernels::bias_tanh_inplace(pre.data<float>(), ptr(fc.bias), B, fc.out_features);
+    features = pre.data<float>();
+    width = fc.out_features;
+  }
+  if (!with_head) {
+    result = Tensor::empty({B, width});
+    std::memcpy(result.data<float>(), features, static_cast<size_t>(B * width) * sizeof(float));
+    return;
+  }
+  const nn::Linear& head = *model_.head;
+  result = Tensor::empty({B, head.out_features});
+  linear(features, B, head, result.data<float>(), 0.0f);
+  kernels::add_bias_rows(result.data<float>(), ptr(head.bias), B, head.out_features);
+}
+
+}  // namespace vit::model
