@@ -1,8 +1,11 @@
 // Model loading for inference (see pretrained.h).
 #include "infer/pretrained.h"
 
+#include <optional>
+
 #include "infer/checkpoint_format.h"
 #include "io/safetensors.h"
+#include "nn/init.h"
 
 namespace vit::infer {
 namespace {
@@ -104,9 +107,15 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     if (out.preprocess.crop > 0) out.preprocess.crop = options.image_size;
   }
 
-  out.model = std::make_unique<model::VisionTransformer>(config, std::make_shared<Generator>(0));
+  // Strict loading replaces every weight: skip the random initialisation and let the model use
+  // the (memory-mapped) tensors themselves, so loading costs neither time nor a second copy.
+  {
+    std::optional<nn::init::SkipInit> skip;
+    if (options.strict) skip.emplace();
+    out.model = std::make_unique<model::VisionTransformer>(config, std::make_shared<Generator>(0));
+  }
   try {
-    const nn::LoadResult r = out.model->load_state_dict(weights, options.strict);
+    const nn::LoadResult r = out.model->load_state_dict(weights, options.strict, /*share=*/true);
     out.missing_keys = r.missing_keys;
     for (const auto& k : r.unexpected_keys) out.unexpected_keys.push_back(k);
   } catch (const Error& e) {

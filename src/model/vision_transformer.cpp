@@ -60,7 +60,7 @@ VisionTransformer::VisionTransformer(const ViTConfig& config, nn::GeneratorPtr g
     if (auto* lin = dynamic_cast<nn::Linear*>(&m)) {
       Tensor w = lin->weight.data();
       nn::init::trunc_normal_(w, 0.02, g);
-      if (lin->bias.defined()) lin->bias.data().fill_(0.0);
+      if (lin->bias.defined() && !nn::init::SkipInit::active()) lin->bias.data().fill_(0.0);
     }
   });
 }

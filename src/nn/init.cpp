@@ -5,8 +5,17 @@
 
 namespace vit::nn::init {
 
+namespace {
+thread_local bool skip_init = false;
+}  // namespace
+
+SkipInit::SkipInit() : previous_(skip_init) { skip_init = true; }
+SkipInit::~SkipInit() { skip_init = previous_; }
+bool SkipInit::active() { return skip_init; }
+
 template <typename Fn>
 static void fill_with(Tensor& t, Fn draw) {
+  if (skip_init) return;
   VIT_CHECK(t.is_contiguous(), "init", "tensor {} must be contiguous", shape_str(t.shape()));
   dispatch(t.dtype(), [&]<typename T>() {
     T* p = t.data<T>();
@@ -23,6 +32,7 @@ void normal_(Tensor& t, double mean, double std, Generator& gen) {
 }
 
 void trunc_normal_(Tensor& t, double std, Generator& gen, double mean, double a, double b) {
+  if (skip_init) return;
   VIT_CHECK(a < b && std > 0, "trunc_normal_", "needs a < b and std > 0 (a={}, b={}, std={})", a, b, std);
   VIT_CHECK(mean - 6 * std < b && mean + 6 * std > a, "trunc_normal_",
             "[{}, {}] is too far from N({}, {}) to sample by rejection", a, b, mean, std);

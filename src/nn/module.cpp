@@ -68,7 +68,7 @@ StateDict Module::state_dict() const {
   return out;
 }
 
-LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+LoadResult Module::load_state_dict(const StateDict& state, bool strict, bool share) {
   LoadResult result;
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state) {
@@ -98,8 +98,13 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
   for (const auto& [name, p] : params) {
     auto it = given.find(name);
     if (it != given.end()) {
-      Tensor dst = p.data();
-      dst.copy_(*it->second);
+      const Tensor& src = *it->second;
+      if (share && src.dtype() == p.data().dtype() && src.is_contiguous()) {
+        p.node()->data = src;
+      } else {
+        Tensor dst = p.data();
+        dst.copy_(src);
+      }
     }
   }
   return result;

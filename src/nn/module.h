@@ -54,7 +54,10 @@ class Module {
   StateDict state_dict() const;
   // Copies values into the parameters (so optimisers holding them see the change). Shapes must
   // match exactly; strict refuses missing and unexpected keys with an error listing them.
-  LoadResult load_state_dict(const StateDict& state, bool strict = true);
+  // share: a float32-into-float32 contiguous value becomes the parameter's storage instead of
+  // being copied (for inference on memory-mapped weights: no copy, no extra memory). Only for
+  // models nobody else holds parameter references to (no optimiser yet).
+  LoadResult load_state_dict(const StateDict& state, bool strict = true, bool share = false);
 
  protected:
   Variable register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
