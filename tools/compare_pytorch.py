@@ -70,22 +70,30 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--only", default="", help="comma-separated presets to run (default: all)")
+    p.add_argument("--threads-only", type=int, default=0, help="run only the configurations with this thread count")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     blas = [line for line in torch.__config__.show().splitlines() if "BLAS" in line]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {'; '.join(blas) or 'BLAS: unknown'}")
-    configs = [("vit_tiny_patch16_224", 1, False), ("vit_small_patch16_224", 1, False), ("vit_base_patch16_224", 1, False),
-               ("vit_base_patch16_224", 8, False), ("vit_tiny_patch16_224", 32, False), ("vit_digits", 128, True)]
-    print(f"{'model':24s} {'batch':>5s} {'mode':>9s} {'torch ms':>10s} {'vit ms':>10s} {'vit/torch':>10s}")
-    for preset, batch, train in configs:
+    T = args.threads
+    configs = [("vit_tiny_patch16_224", 1, False, T), ("vit_small_patch16_224", 1, False, T),
+               ("vit_base_patch16_224", 1, False, T), ("vit_base_patch16_224", 8, False, T),
+               ("vit_tiny_patch16_224", 32, False, T), ("vit_digits", 128, True, T),
+               ("vit_tiny_patch16_224", 1, False, 1), ("vit_base_patch16_224", 1, False, 1)]
+    print(f"{'model':24s} {'batch':>5s} {'threads':>7s} {'mode':>9s} {'torch ms':>10s} {'vit ms':>10s} {'vit/torch':>10s}")
+    for preset, batch, train, threads in configs:
         if args.only and preset not in args.only.split(","):
             continue
+        if args.threads_only and threads != args.threads_only:
+            continue
+        torch.set_num_threads(threads)
         t_torch, t_vit = [], []
         for _ in range(args.rounds):  # alternate so drift hits both sides alike
             t_torch.append(time_torch(preset, batch, args.iters, train))
-            t_vit.append(time_vit(args.build, preset, batch, args.iters, train, args.threads))
+            t_vit.append(time_vit(args.build, preset, batch, args.iters, train, threads))
         a, b = statistics.median(t_torch), statistics.median(t_vit)
-        print(f"{preset:24s} {batch:5d} {'train' if train else 'inference':>9s} {a:10.1f} {b:10.1f} {b / a:10.2f}")
+        print(f"{preset:24s} {batch:5d} {threads:7d} {'train' if train else 'inference':>9s} {a:10.1f} {b:10.1f} "
+              f"{b / a:10.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,16 +8,26 @@
 #include "kernels/fused.h"
 #include "kernels/gemm.h"
 #include "kernels/im2row.h"
+#include "kernels/linear.h"
 
 namespace vit::model {
 namespace {
 
 const float* ptr(const Variable& v) { return v.defined() ? v.data().data<float>() : nullptr; }
 
-// y (rows, out) = x (rows, in) @ W^T, W (out, in) row-major; beta = 1 accumulates into y.
-void linear(const float* x, int64_t rows, const nn::Linear& layer, float* y, float beta) {
-  kernels::gemm<float>(false, true, rows, layer.out_features, layer.in_features, 1.0f, x, layer.in_features,
-                       ptr(layer.weight), layer.in_features, beta, y, layer.out_features);
+// y (rows, out) = epilogue(x (rows, in) @ W^T + bias): the fused AVX2 kernel, or BLAS plus a
+// separate pass where the CPU lacks AVX2 / FMA.
+void linear(const float* x, int64_t rows, const nn::Linear& layer, float* y, kernels::Epilogue epilogue) {
+  const int64_t in = layer.in_features, out = layer.out_features;
+  if (kernels::linear_supported()) {
+    kernels::linear_forward(x, rows, in, in, ptr(layer.weight), out, ptr(layer.bias), y, out, epilogue);
+    return;
+  }
+  if (epilogue == kernels::Epilogue::Accumulate) kernels::add_bias_rows(y, ptr(layer.bias), rows, out);
+  kernels::gemm<float>(false, true, rows, out, in, 1.0f, x, in, ptr(layer.weight), in,
+                       epilogue == kernels::Epilogue::Accumulate ? 1.0f : 0.0f, y, out);
+  if (epilogue == kernels::Epilogue::Store) kernels::add_bias_rows(y, ptr(layer.bias), rows, out);
+  if (epilogue == kernels::Epilogue::Gelu) kernels::bias_gelu_inplace(y, ptr(layer.bias), rows, out, false);
 }
 
 enum Buffer : size_t { kRows, kX, kH, kQkv, kAttn, kHidden, kPooled, kCount };
@@ -76,10 +86,15 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   float* patch_rows = buffer(kRows, static_cast<size_t>(B * P * K));
   kernels::im2row<float>(cs, images.data<float>(), patch_rows);
   float* h = buffer(kH, static_cast<size_t>(rows * std::max(D, F)));
-  kernels::gemm<float>(false, true, B * P, D, K, 1.0f, patch_rows, K, ptr(conv.weight), K, 0.0f, h, D);
+  const float* conv_bias = ptr(conv.bias);
+  if (kernels::linear_supported()) {  // h = patches @ W^T + bias
+    kernels::linear_forward(patch_rows, B * P, K, K, ptr(conv.weight), D, conv_bias, h, D, kernels::Epilogue::Store);
+  } else {
+    kernels::gemm<float>(false, true, B * P, D, K, 1.0f, patch_rows, K, ptr(conv.weight), K, 0.0f, h, D);
+    kernels::add_bias_rows(h, conv_bias, B * P, D);
+  }
   float* x = buffer(kX, static_cast<size_t>(rows * D));
   const float* pos = ptr(model_.pos_embed);
-  const float* conv_bias = ptr(conv.bias);
   const float* cls_token = ptr(model_.cls_token);
 #pragma omp parallel for schedule(static) if (rows * D > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
@@ -91,7 +106,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
     } else {
       const float* __restrict src = h + ((r / N) * P + t - (cls ? 1 : 0)) * D;
 #pragma omp simd
-      for (int64_t i = 0; i < D; ++i) xr[i] = src[i] + (conv_bias ? conv_bias[i] : 0.0f) + pr[i];
+      for (int64_t i = 0; i < D; ++i) xr[i] = src[i] + pr[i];
     }
   }
 
@@ -107,17 +122,18 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
     const nn::EncoderBlock& block = *block_ptr;
     const nn::MultiHeadSelfAttention& a = *block.attn;
     kernels::layernorm_rows(x, ptr(block.norm1->weight), ptr(block.norm1->bias), h, rows, D, block.norm1->eps);
-    linear(h, rows, *a.qkv, qkv, 0.0f);
-    kernels::add_bias_rows(qkv, ptr(a.qkv->bias), rows, 3 * D);
+    linear(h, rows, *a.qkv, qkv, kernels::Epilogue::Store);
     kernels::attention_inference(as, qkv, scale, attn);
-    kernels::add_bias_rows(x, ptr(a.proj->bias), rows, D);  // residual + bias, then the GEMM adds into x
-    linear(attn, rows, *a.proj, x, 1.0f);
+    linear(attn, rows, *a.proj, x, kernels::Epilogue::Accumulate);  // x += proj(attn): the residual
     const nn::Mlp& mlp = *block.mlp;
     kernels::layernorm_rows(x, ptr(block.norm2->weight), ptr(block.norm2->bias), h, rows, D, block.norm2->eps);
-    linear(h, rows, *mlp.fc1, hidden, 0.0f);
-    kernels::bias_gelu_inplace(hidden, ptr(mlp.fc1->bias), rows, F, mlp.act->tanh_approximation);
-    kernels::add_bias_rows(x, ptr(mlp.fc2->bias), rows, D);
-    linear(hidden, rows, *mlp.fc2, x, 1.0f);
+    if (mlp.act->tanh_approximation) {  // the fused epilogue is exact GELU only
+      linear(h, rows, *mlp.fc1, hidden, kernels::Epilogue::Store);
+      kernels::bias_gelu_inplace(hidden, nullptr, rows, F, true);
+    } else {
+      linear(h, rows, *mlp.fc1, hidden, kernels::Epilogue::Gelu);
+    }
+    linear(hidden, rows, *mlp.fc2, x, kernels::Epilogue::Accumulate);
   }
 
   // ---- pooling: the CLS row (final norm on B rows only) or the mean of the tokens + fc_norm ----
@@ -144,8 +160,8 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   if (model_.pre_logits) {
     const nn::Linear& fc = *model_.pre_logits->fc;
     pre = Tensor::empty({B, fc.out_features});
-    linear(pooled, B, fc, pre.data<float>(), 0.0f);
-    kernels::bias_tanh_inplace(pre.data<float>(), ptr(fc.bias), B, fc.out_features);
+    linear(pooled, B, fc, pre.data<float>(), kernels::Epilogue::Store);
+    kernels::bias_tanh_inplace(pre.data<float>(), nullptr, B, fc.out_features);
     features = pre.data<float>();
     width = fc.out_features;
   }
@@ -156,8 +172,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   }
   const nn::Linear& head = *model_.head;
   result = Tensor::empty({B, head.out_features});
-  linear(features, B, head, result.data<float>(), 0.0f);
-  kernels::add_bias_rows(result.data<float>(), ptr(head.bias), B, head.out_features);
+  linear(features, B, head, result.data<float>(), kernels::Epilogue::Store);
 }
 
 }  // namespace vit::model

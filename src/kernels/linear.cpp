@@ -1,0 +1,149 @@
+// The fused Linear kernel of the inference path (see linear.h).
+#include "kernels/linear.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/vmath.h"
+
+namespace vit::kernels {
+namespace {
+
+constexpr int kFeatures = 6;  // output features (weight rows) per micro-kernel call
+constexpr int kPanel = 16;    // rows of A per packed panel (two AVX2 registers)
+
+// tile (R x 16) = W (R rows, stride ldw) @ panel (K x 16)^T, i.e. tile[r][j] = sum_k W[r][k] P[k][j].
+template <int R>
+__attribute__((target("avx2,fma"))) void micro_kernel(const float* __restrict W, int64_t ldw,
+                                                      const float* __restrict P, int64_t K, float* __restrict tile) {
+  __m256 c0[R], c1[R];
+  const float* w[R];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    c0[r] = c1[r] = _mm256_setzero_ps();
+    w[r] = W + r * ldw;
+  }
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 b0 = _mm256_load_ps(P + k * kPanel), b1 = _mm256_load_ps(P + k * kPanel + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_broadcast_ss(w[r] + k);
+      c0[r] = _mm256_fmadd_ps(x, b0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(x, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    _mm256_store_ps(tile + r * kPanel, c0[r]);
+    _mm256_store_ps(tile + r * kPanel + 8, c1[r]);
+  }
+}
+
+using MicroKernel = void (*)(const float*, int64_t, const float*, int64_t, float*);
+constexpr MicroKernel kKernels[kFeatures + 1] = {nullptr,          micro_kernel<1>, micro_kernel<2>, micro_kernel<3>,
+                                                 micro_kernel<4>, micro_kernel<5>, micro_kernel<6>};
+
+inline float gelu(float x) { return 0.5f * x * (1.0f + erf_fast(x * 0.70710678118654752440f)); }
+
+// C[m][n0 + r] (epilogue)= tile[r][m - m0] for the valid rows and features.
+template <Epilogue E>
+void store_tile(const float* __restrict tile, int features, int64_t rows, const float* __restrict bias,
+                float* __restrict C, int64_t ldc) {
+  float b[kFeatures] = {};
+  for (int r = 0; r < features && bias; ++r) b[r] = bias[r];
+  if (features == kFeatures) {  // the common case, with a constant trip count
+    for (int64_t j = 0; j < rows; ++j) {
+      float* c = C + j * ldc;
+#pragma GCC unroll 6
+      for (int r = 0; r < kFeatures; ++r) {
+        const float v = tile[r * kPanel + j] + b[r];
+        if constexpr (E == Epilogue::Store) c[r] = v;
+        else if constexpr (E == Epilogue::Accumulate) c[r] += v;
+        else c[r] = gelu(v);
+      }
+    }
+    return;
+  }
+  for (int64_t j = 0; j < rows; ++j) {
+    float* c = C + j * ldc;
+    for (int r = 0; r < features; ++r) {
+      const float v = tile[r * kPanel + j] + b[r];
+      if constexpr (E == Epilogue::Store) c[r] = v;
+      else if constexpr (E == Epilogue::Accumulate) c[r] += v;
+      else c[r] = gelu(v);
+    }
+  }
+}
+
+// Panel p (K x 16) holds rows 16p .. 16p+15 of A, transposed, zero past M.
+void pack_panel(const float* A, int64_t M, int64_t K, int64_t lda, int64_t p, float* __restrict out) {
+  const int64_t m0 = p * kPanel, rows = std::min<int64_t>(kPanel, M - m0);
+  if (rows < kPanel) std::fill(out, out + K * kPanel, 0.0f);
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* __restrict a = A + (m0 + j) * lda;
+    for (int64_t k = 0; k < K; ++k) out[k * kPanel + j] = a[k];
+  }
+}
+
+}  // namespace
+
+bool linear_supported() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return supported;
+}
+
+void linear_forward(const float* A, int64_t M, int64_t K, int64_t lda, const float* W, int64_t N,
+                    const float* bias, float* C, int64_t ldc, Epilogue epilogue) {
+  VIT_CHECK(linear_supported(), "linear", "the fused Linear kernel needs a CPU with AVX2 and FMA");
+  VIT_CHECK(M >= 0 && K > 0 && N > 0 && lda >= K && ldc >= N, "linear", "invalid sizes M={} K={} N={} lda={} ldc={}",
+            M, K, N, lda, ldc);
+  if (M == 0) return;
+  const int64_t panels = (M + kPanel - 1) / kPanel, blocks = (N + kFeatures - 1) / kFeatures;
+  // The packed activations: one buffer per calling thread, kept for the next call.
+  thread_local std::vector<float, std::allocator<float>> packed_storage;
+  const size_t need = static_cast<size_t>(panels * K * kPanel) + 8;
+  if (packed_storage.size() < need) packed_storage.resize(need);
+  // 32-byte alignment for the panel loads.
+  float* packed = packed_storage.data();
+  packed += (8 - (reinterpret_cast<uintptr_t>(packed) / sizeof(float)) % 8) % 8;
+  const int64_t tasks = blocks * panels;
+  const bool parallel = tasks > 1 && M * N * K > (1 << 18) && omp_get_max_threads() > 1 && !omp_in_parallel();
+#pragma omp parallel if (parallel)
+  {
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < panels; ++p) pack_panel(A, M, K, lda, p, packed + p * K * kPanel);
+    // Feature-block-major: each thread owns a contiguous range of weight rows and streams them
+    // once, sweeping every panel of A against each block.
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t block = t / panels, p = t % panels;
+      const int64_t n0 = block * kFeatures, m0 = p * kPanel;
+      const int features = static_cast<int>(std::min<int64_t>(kFeatures, N - n0));
+      alignas(32) float tile[kFeatures * kPanel];
+      // Weights come from memory once per call: while this block sweeps the panels, each sweep
+      // prefetches a share of the next block's rows into L2, so DRAM traffic is spread evenly
+      // instead of stalling every block's first sweep.
+      if (n0 + 2 * kFeatures <= N) {
+        const char* next = reinterpret_cast<const char*>(W + (n0 + kFeatures) * K);
+        const int64_t lines = (kFeatures * K * static_cast<int64_t>(sizeof(float)) + 63) / 64;
+        for (int64_t l = lines * p / panels; l < lines * (p + 1) / panels; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+      }
+      kKernels[features](W + n0 * K, K, packed + p * K * kPanel, K, tile);
+      const int64_t rows = std::min<int64_t>(kPanel, M - m0);
+      const float* b = bias ? bias + n0 : nullptr;
+      float* c = C + m0 * ldc + n0;
+      switch (epilogue) {
+        case Epilogue::Store: store_tile<Epilogue::Store>(tile, features, rows, b, c, ldc); break;
+        case Epilogue::Accumulate: store_tile<Epilogue::Accumulate>(tile, features, rows, b, c, ldc); break;
+        case Epilogue::Gelu: store_tile<Epilogue::Gelu>(tile, features, rows, b, c, ldc); break;
+      }
+    }
+  }
+}
+
+}  // namespace vit::kernels
