@@ -18,6 +18,9 @@ void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("bench", "time inference (or a training step with --train) of a preset");
   cmd->add_option("--preset", o->preset, "model preset")->capture_default_str();
+  cmd->add_option("--checkpoint", o->config.checkpoint,
+                  "load this model (vit, timm, torchvision or Hugging Face safetensors) instead of a preset; the load "
+                  "is timed");
   cmd->add_option("--batch", o->config.batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--iters", o->config.iters, "measured iterations")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", o->config.warmup, "warm-up iterations")->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -28,18 +31,20 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] {
     set_threads(o->threads);
-    o->config.model = model::preset(o->preset);
+    if (o->config.checkpoint.empty()) o->config.model = model::preset(o->preset);
     const train::BenchmarkResult r = train::run_benchmark(o->config);
     const int threads = omp_get_max_threads();
     if (o->json) {
       std::printf("%s\n", r.to_json(o->config, threads).c_str());
       return;
     }
-    std::printf("%s %s, batch %ld, %d threads, %ld iterations after %ld warm-up\n", o->preset.c_str(),
+    std::printf("%s %s, batch %ld, %d threads, %ld iterations after %ld warm-up\n",
+                o->config.checkpoint.empty() ? o->preset.c_str() : o->config.checkpoint.c_str(),
                 o->config.train ? "training step" : "inference", o->config.batch, threads, o->config.iters,
                 o->config.warmup);
     std::printf("  median %.2f ms, p90 %.2f ms, %.1f images/s, %.1f GFLOP/s, peak RSS %.1f MiB\n", r.median_ms,
                 r.p90_ms, r.images_per_s, r.gflops, r.peak_rss_mb);
+    if (r.load_ms >= 0) std::printf("  loaded in %.1f ms\n", r.load_ms);
   });
 }
 

@@ -1,4 +1,5 @@
 // Model benchmark (see benchmark.h).
+#include "infer/pretrained.h"
 #include "model/inference.h"
 #include "train/benchmark.h"
 
@@ -23,13 +24,24 @@ double peak_rss_mb() {
 }
 
 BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
-  config.model.validate();
   VIT_CHECK(config.batch >= 1 && config.iters >= 1 && config.warmup >= 0, "bench",
             "batch ({}) and iters ({}) must be >= 1, warmup ({}) >= 0", config.batch, config.iters, config.warmup);
-  model::check_memory(config.model, config.batch, config.train);
   auto gen = std::make_shared<Generator>(config.seed);
-  model::VisionTransformer model(config.model, gen);
-  const model::ViTConfig& c = config.model;
+  BenchmarkResult r;
+  std::unique_ptr<model::VisionTransformer> owned;
+  if (config.checkpoint.empty()) {
+    config.model.validate();
+    model::check_memory(config.model, config.batch, config.train);
+    owned = std::make_unique<model::VisionTransformer>(config.model, gen);
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    infer::LoadedModel loaded = infer::load_model(config.checkpoint, {});
+    r.load_ms = 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    owned = std::move(loaded.model);
+    model::check_memory(owned->config(), config.batch, config.train);
+  }
+  model::VisionTransformer& model = *owned;
+  const model::ViTConfig& c = model.config();
   const Tensor images = Tensor::randn({config.batch, c.in_channels, c.image_size, c.image_size}, *gen);
   std::vector<int64_t> labels;
   for (int64_t b = 0; b < config.batch; ++b) labels.push_back(static_cast<int64_t>(gen->integer(c.num_classes)));
@@ -61,7 +73,6 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
     }
   };
   for (int64_t i = 0; i < config.warmup; ++i) step();
-  BenchmarkResult r;
   for (int64_t i = 0; i < config.iters; ++i) {
     const auto start = std::chrono::steady_clock::now();
     step();
@@ -82,11 +93,12 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
 }
 
 std::string BenchmarkResult::to_json(const BenchmarkConfig& config, int threads) const {
-  nlohmann::ordered_json j = {{"model", config.model.name}, {"mode", config.train ? "train" : (config.graph ? "inference-graph" : "inference")},
+  nlohmann::ordered_json j = {{"model", config.checkpoint.empty() ? config.model.name : config.checkpoint}, {"mode", config.train ? "train" : (config.graph ? "inference-graph" : "inference")},
                               {"batch", config.batch},      {"threads", threads},
                               {"iters", config.iters},      {"median_ms", median_ms},
                               {"p90_ms", p90_ms},           {"images_per_s", images_per_s},
                               {"gflops", gflops},           {"peak_rss_mb", peak_rss_mb}};
+  if (load_ms >= 0) j["load_ms"] = load_ms;
   return j.dump();
 }
 

@@ -17,6 +17,7 @@ struct BenchmarkConfig {
   int64_t warmup = 3;
   bool train = false;
   bool graph = false;  // inference through the autograd graph instead of the inference path
+  std::string checkpoint;  // non-empty: load this model (timed) instead of building `model`
   uint64_t seed = 0;
 };
 
@@ -24,6 +25,7 @@ struct BenchmarkResult {
   std::vector<double> seconds;  // per measured iteration
   double median_ms = 0, p90_ms = 0, images_per_s = 0, gflops = 0;
   double peak_rss_mb = 0;
+  double load_ms = -1;  // with a checkpoint: time to load it (memory-mapped, no copy of float32 weights)
   std::string to_json(const BenchmarkConfig& config, int threads) const;
 };
 

@@ -125,6 +125,17 @@ TEST_F(Cli, BenchReportsLatencyThroughputAndMemory) {
   EXPECT_GE(j["p90_ms"].get<double>(), j["median_ms"].get<double>());
   EXPECT_GT(j["peak_rss_mb"].get<double>(), 1.0);
   EXPECT_EQ(vit("bench --preset vit_digits --train --batch 8 --iters 2 --warmup 0").exit_code, 0);
+  // A trained checkpoint, loaded (timed) instead of a preset; the autograd path for comparison.
+  const CommandResult loaded = vit("bench --checkpoint " + dir_->file("run/last.safetensors") + " --batch 2 --iters 2 --json");
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.out;
+  const auto l = nlohmann::json::parse(loaded.out);
+  EXPECT_EQ(l["model"], dir_->file("run/last.safetensors"));
+  EXPECT_GE(l["load_ms"].get<double>(), 0.0);
+  const CommandResult graph = vit("bench --preset vit_digits --graph --batch 2 --iters 2 --json");
+  ASSERT_EQ(graph.exit_code, 0) << graph.out;
+  EXPECT_EQ(nlohmann::json::parse(graph.out)["mode"], "inference-graph");
+  expect_error(vit("bench --checkpoint " + dir_->file("missing.safetensors")),
+               "[safetensors] " + dir_->file("missing.safetensors") + ": cannot open");
   expect_error(vit("bench --preset nope"), "[vit_config] unknown preset 'nope'");
 }
 
