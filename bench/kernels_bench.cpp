@@ -59,6 +59,12 @@ void linear_fused(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(linear_fused)->Apply(vit_shapes)->Unit(benchmark::kMicrosecond);
+// The digits ViT's training shapes (one replica: 64 images x 16 tokens, dim 64, MLP 128).
+void digits_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({1024, 192, 64})->Args({1024, 64, 64})->Args({1024, 128, 64})->Args({1024, 64, 128});
+}
+BENCHMARK(linear_fused)->Apply(digits_shapes)->Unit(benchmark::kMicrosecond)->Name("linear_fused_digits");
+BENCHMARK(linear_gemm<false>)->Apply(digits_shapes)->Unit(benchmark::kMicrosecond)->Name("linear_gemm_digits");
 
 // Cold weights, as in a real forward pass (a model is larger than the caches): each iteration
 // uses the next of 16 weight matrices (ViT-B fc1: 16 x 9.4 MB). range(3): 1 fused, 0 BLAS.

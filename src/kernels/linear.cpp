@@ -111,36 +111,45 @@ void linear_forward(const float* A, int64_t M, int64_t K, int64_t lda, const flo
   // 32-byte alignment for the panel loads.
   float* packed = packed_storage.data();
   packed += (8 - (reinterpret_cast<uintptr_t>(packed) / sizeof(float)) % 8) % 8;
-  const int64_t tasks = blocks * panels;
+  // Rows are processed in chunks of panels whose packed activations stay in L2 while every
+  // weight block sweeps them (one chunk when the batch is small: then threads split the weights).
+  const int64_t chunk_panels = panels <= 16 ? panels : 8;
+  const int64_t chunks = (panels + chunk_panels - 1) / chunk_panels;
+  const int64_t tasks = chunks * blocks;
   const bool parallel = tasks > 1 && M * N * K > (1 << 18) && omp_get_max_threads() > 1 && !omp_in_parallel();
 #pragma omp parallel if (parallel)
   {
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < panels; ++p) pack_panel(A, M, K, lda, p, packed + p * K * kPanel);
-    // Feature-block-major: each thread owns a contiguous range of weight rows and streams them
-    // once, sweeping every panel of A against each block.
+    // A task is one weight block (6 output features) against one chunk of panels. Within a
+    // chunk, each thread owns a contiguous range of weight rows and streams them once.
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t block = t / panels, p = t % panels;
-      const int64_t n0 = block * kFeatures, m0 = p * kPanel;
+      const int64_t chunk = t / blocks, block = t % blocks;
+      const int64_t n0 = block * kFeatures;
       const int features = static_cast<int>(std::min<int64_t>(kFeatures, N - n0));
-      alignas(32) float tile[kFeatures * kPanel];
-      // Weights come from memory once per call: while this block sweeps the panels, each sweep
-      // prefetches a share of the next block's rows into L2, so DRAM traffic is spread evenly
-      // instead of stalling every block's first sweep.
-      if (n0 + 2 * kFeatures <= N) {
-        const char* next = reinterpret_cast<const char*>(W + (n0 + kFeatures) * K);
-        const int64_t lines = (kFeatures * K * static_cast<int64_t>(sizeof(float)) + 63) / 64;
-        for (int64_t l = lines * p / panels; l < lines * (p + 1) / panels; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
-      }
-      kKernels[features](W + n0 * K, K, packed + p * K * kPanel, K, tile);
-      const int64_t rows = std::min<int64_t>(kPanel, M - m0);
-      const float* b = bias ? bias + n0 : nullptr;
-      float* c = C + m0 * ldc + n0;
-      switch (epilogue) {
-        case Epilogue::Store: store_tile<Epilogue::Store>(tile, features, rows, b, c, ldc); break;
-        case Epilogue::Accumulate: store_tile<Epilogue::Accumulate>(tile, features, rows, b, c, ldc); break;
-        case Epilogue::Gelu: store_tile<Epilogue::Gelu>(tile, features, rows, b, c, ldc); break;
+      const int64_t p_begin = chunk * chunk_panels, p_end = std::min(panels, p_begin + chunk_panels);
+      for (int64_t p = p_begin; p < p_end; ++p) {
+        const int64_t m0 = p * kPanel;
+        alignas(32) float tile[kFeatures * kPanel];
+        // Weights come from memory: while this block sweeps the panels, each sweep prefetches a
+        // share of the next block's rows into L2, so DRAM traffic is spread evenly instead of
+        // stalling every block's first sweep.
+        if (n0 + 2 * kFeatures <= N) {
+          const char* next = reinterpret_cast<const char*>(W + (n0 + kFeatures) * K);
+          const int64_t lines = (kFeatures * K * static_cast<int64_t>(sizeof(float)) + 63) / 64;
+          const int64_t sweeps = p_end - p_begin, i = p - p_begin;
+          for (int64_t l = lines * i / sweeps; l < lines * (i + 1) / sweeps; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+        }
+        kKernels[features](W + n0 * K, K, packed + p * K * kPanel, K, tile);
+        const int64_t rows = std::min<int64_t>(kPanel, M - m0);
+        const float* b = bias ? bias + n0 : nullptr;
+        float* c = C + m0 * ldc + n0;
+        switch (epilogue) {
+          case Epilogue::Store: store_tile<Epilogue::Store>(tile, features, rows, b, c, ldc); break;
+          case Epilogue::Accumulate: store_tile<Epilogue::Accumulate>(tile, features, rows, b, c, ldc); break;
+          case Epilogue::Gelu: store_tile<Epilogue::Gelu>(tile, features, rows, b, c, ldc); break;
+        }
       }
     }
   }
