@@ -2,6 +2,7 @@
 // train/eval, state dicts, and the PatchEmbed == unfold + flatten + Linear identity.
 #include <gtest/gtest.h>
 
+#include "nn/init.h"
 #include "nn/transformer.h"
 #include "support/golden.h"
 
@@ -160,6 +161,36 @@ TEST(Linear, DefaultsAndErrors) {
   EXPECT_EQ(lin(Variable(Tensor::zeros({4, 7, 3}))).shape(), (Shape{4, 7, 2}));
   EXPECT_THROW(lin(Variable(Tensor::zeros({4, 5}))), Error);
   EXPECT_FALSE(nn::Linear(3, 2, false, gen).bias.defined());
+}
+
+}  // namespace
+}  // namespace vit
+
+namespace vit {
+namespace {
+
+// Loading for inference: SkipInit leaves new weights untouched, and a shared load makes the
+// parameters use the given tensors' storage (no copy) while a normal load copies.
+TEST(Module, SkipInitAndSharedLoading) {
+  Tensor t = Tensor::full({4}, 7.0);
+  Generator gen(0);
+  {
+    nn::init::SkipInit skip;
+    EXPECT_TRUE(nn::init::SkipInit::active());
+    nn::init::normal_(t, 0.0, 1.0, gen);
+    nn::init::trunc_normal_(t, 0.02, gen);
+  }
+  EXPECT_FALSE(nn::init::SkipInit::active());
+  EXPECT_EQ(t.to_vector(), std::vector<double>(4, 7.0));
+  nn::init::normal_(t, 0.0, 1.0, gen);
+  EXPECT_NE(t.to_vector(), std::vector<double>(4, 7.0));
+
+  nn::Linear source(3, 2, true, gen), copied(3, 2, true, gen), shared(3, 2, true, gen);
+  copied.load_state_dict(source.state_dict());
+  shared.load_state_dict(source.state_dict(), true, /*share=*/true);
+  EXPECT_NE(copied.weight.data().raw_data(), source.weight.data().raw_data());
+  EXPECT_EQ(shared.weight.data().raw_data(), source.weight.data().raw_data());
+  EXPECT_EQ(copied.weight.data().to_vector(), source.weight.data().to_vector());
 }
 
 }  // namespace
