@@ -14,10 +14,60 @@
 #include "core/check.h"
 
 namespace vit::data {
+namespace {
+
+// stb_image 2.27 (Debian 12's) trusts a JPEG Huffman table's code count: more than 256 codes
+// overflow its fixed tables (heap corruption; found by fuzzing). A progressive JPEG can also
+// declare thousands of scans, each a pass over the whole image. Walk the marker segments first
+// and refuse both, so stb only ever sees sane tables.
+constexpr int kMaxJpegScans = 256;
+
+void check_jpeg_segments(const uint8_t* p, size_t size, const std::string& name) {
+  auto bad = [&name](const std::string& what) { fail("image", "{}: corrupt JPEG ({})", name, what); };
+  size_t i = 2;  // after SOI
+  int scans = 0;
+  while (i + 4 <= size) {
+    if (p[i] != 0xFF) {  // stb skips junk between segments to the next 0xFF: so does this walk
+      ++i;
+      continue;
+    }
+    const uint8_t marker = p[i + 1];
+    if (marker == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (marker == 0xD9) return;                                  // EOI
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {  // no length
+      i += 2;
+      continue;
+    }
+    const size_t length = (size_t{p[i + 2]} << 8) | p[i + 3];
+    if (length < 2 || i + 2 + length > size) return;  // truncated: stb reports it
+    if (marker == 0xC4) {  // DHT: tables of (class/id, 16 counts, symbols), read the way stb
+      // reads them: while segment bytes remain, a whole 17-byte header, even past the segment
+      // (bytes past the end of the file read as 0).
+      const size_t seg = i + 4, seg_len = length - 2;
+      for (size_t j = 0; j < seg_len;) {
+        size_t codes = 0;
+        for (size_t k = 1; k <= 16; ++k) codes += seg + j + k < size ? p[seg + j + k] : 0;
+        if (codes > 256) bad(fmt::format("a Huffman table declares {} codes, at most 256 exist", codes));
+        j += 17 + codes;
+      }
+    }
+    i += 2 + length;
+    if (marker == 0xDA) {  // SOS: skip the entropy-coded data to the next marker
+      if (++scans > kMaxJpegScans) bad(fmt::format("more than {} scans", kMaxJpegScans));
+      while (i + 1 < size && !(p[i] == 0xFF && p[i + 1] != 0x00 && !(p[i + 1] >= 0xD0 && p[i + 1] <= 0xD7))) ++i;
+    }
+  }
+}
+
+}  // namespace
 
 Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels) {
   VIT_CHECK(size > 0 && size <= static_cast<size_t>(INT32_MAX), "image", "{}: empty or too large ({} bytes)", name,
             size);
+  if (size >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8) check_jpeg_segments(bytes, size, name);
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(bytes, static_cast<int>(size), &w, &h, &c)) {
     fail("image", "{}: cannot decode ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown format");

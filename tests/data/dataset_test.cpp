@@ -165,3 +165,26 @@ TEST(Image, PixelLimitRefusesBeforeDecoding) {
 
 }  // namespace
 }  // namespace vit::data
+
+namespace vit::data {
+namespace {
+
+// Found by fuzzing with stb compiled in: a JPEG whose Huffman table declares more than 256
+// codes overflows stb_image 2.27's tables. It is refused before stb sees it.
+TEST(Image, RefusesJpegHuffmanTablesThatWouldOverflowStb) {
+  const std::string path =
+      std::string(VIT_GOLDEN_DIR) + "/../fuzz/corpus/image/crash-edc8f178f4cdb2c2c2ca546a08da299cbd5c67d1";
+  const std::string e = error_of([&] { read_image(path); });
+  EXPECT_NE(e.find("corrupt JPEG (a Huffman table declares "), std::string::npos) << e;
+  // A hand-made one: SOI, DHT with 16 x 255 codes, EOI.
+  std::vector<uint8_t> jpeg = {0xFF, 0xD8, 0xFF, 0xC4, 0x00, 0x13, 0x00};
+  for (int k = 0; k < 16; ++k) jpeg.push_back(255);
+  jpeg.insert(jpeg.end(), {0xFF, 0xD9});
+  const std::string e2 = error_of([&] { decode_image(jpeg.data(), jpeg.size(), "hand.jpg"); });
+  EXPECT_NE(e2.find("[image] hand.jpg: corrupt JPEG (a Huffman table declares 4080 codes, at most 256 exist)"),
+            std::string::npos)
+      << e2;
+}
+
+}  // namespace
+}  // namespace vit::data
