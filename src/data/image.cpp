@@ -42,7 +42,8 @@ void check_jpeg_segments(const uint8_t* p, size_t size, const std::string& name)
       continue;
     }
     const size_t length = (size_t{p[i + 2]} << 8) | p[i + 3];
-    if (length < 2 || i + 2 + length > size) return;  // truncated: stb reports it
+    if (length < 2) return;  // stb reports it
+    // A segment may run past the end of the file: stb still reads it (as zeros), so check it.
     if (marker == 0xC4) {  // DHT: tables of (class/id, 16 counts, symbols), read the way stb
       // reads them: while segment bytes remain, a whole 17-byte header, even past the segment
       // (bytes past the end of the file read as 0).
@@ -55,6 +56,7 @@ void check_jpeg_segments(const uint8_t* p, size_t size, const std::string& name)
       }
     }
     i += 2 + length;
+    if (i >= size) return;
     if (marker == 0xDA) {  // SOS: skip the entropy-coded data to the next marker
       if (++scans > kMaxJpegScans) bad(fmt::format("more than {} scans", kMaxJpegScans));
       while (i + 1 < size && !(p[i] == 0xFF && p[i + 1] != 0x00 && !(p[i + 1] >= 0xD0 && p[i + 1] <= 0xD7))) ++i;
