@@ -22,9 +22,19 @@ namespace {
 // and refuse both, so stb only ever sees sane tables.
 constexpr int kMaxJpegScans = 256;
 
-void check_jpeg_segments(const uint8_t* p, size_t size, const std::string& name) {
+// True for what stb takes for a JPEG: 0xFF, any number of 0xFF fill bytes, then SOI (0xD8).
+// `start` is set to the byte after SOI.
+bool looks_like_jpeg(const uint8_t* p, size_t size, size_t& start) {
+  if (size < 2 || p[0] != 0xFF) return false;
+  size_t i = 1;
+  while (i < size && p[i] == 0xFF) ++i;
+  start = i + 1;
+  return i < size && p[i] == 0xD8;
+}
+
+void check_jpeg_segments(const uint8_t* p, size_t size, size_t start, const std::string& name) {
   auto bad = [&name](const std::string& what) { fail("image", "{}: corrupt JPEG ({})", name, what); };
-  size_t i = 2;  // after SOI
+  size_t i = start;
   int scans = 0;
   while (i + 4 <= size) {
     if (p[i] != 0xFF) {  // stb skips junk between segments to the next 0xFF: so does this walk
@@ -69,7 +79,7 @@ void check_jpeg_segments(const uint8_t* p, size_t size, const std::string& name)
 Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels) {
   VIT_CHECK(size > 0 && size <= static_cast<size_t>(INT32_MAX), "image", "{}: empty or too large ({} bytes)", name,
             size);
-  if (size >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8) check_jpeg_segments(bytes, size, name);
+  if (size_t start = 0; looks_like_jpeg(bytes, size, start)) check_jpeg_segments(bytes, size, start, name);
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(bytes, static_cast<int>(size), &w, &h, &c)) {
     fail("image", "{}: cannot decode ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
