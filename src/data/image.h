@@ -1,4 +1,4 @@
-// Images as 8-bit (C, H, W) planes: decode PNG/JPEG/BMP/... with stb_image (refusing images
+// Images as 8-bit (C, H, W) planes: decode PNG/JPEG/BMP with stb_image (refusing images
 // over a pixel limit before decoding them), convert channels, resize (stb_image_resize, with
 // antialiasing when shrinking), and encode PNG (stb_image_write).
 #pragma once

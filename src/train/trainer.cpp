@@ -180,15 +180,23 @@ void append_line(const std::string& path, const std::string& line) {
   VIT_CHECK(out.good(), "train", "{}: cannot write", path);
 }
 
-// Keeps the first `epochs` lines of metrics.jsonl (a resumed run rewrites what follows).
+// Keeps the first `epochs` lines of metrics.jsonl (a resumed run rewrites what follows). The
+// new file replaces the old by rename, so a kill at any moment leaves one or the other whole
+// (found by the SIGKILL test: truncating in place could lose every line).
 void truncate_metrics(const std::string& path, int64_t epochs) {
   if (!fs::exists(path)) return;
   std::ifstream in(path);
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line) && static_cast<int64_t>(lines.size()) < epochs;) lines.push_back(line);
   in.close();
-  std::ofstream out(path, std::ios::trunc);
-  for (const auto& line : lines) out << line << "\n";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (const auto& line : lines) out << line << "\n";
+    out.flush();
+    VIT_CHECK(out.good(), "train", "{}: cannot write", tmp);
+  }
+  fs::rename(tmp, path);
 }
 
 // The first parameter (model order) holding a NaN or infinity, or "" if all are finite.

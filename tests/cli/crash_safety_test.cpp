@@ -117,9 +117,9 @@ TEST_F(CrashSafety, SigkillAtRandomMomentsThenResumeGivesIdenticalWeights) {
   std::mt19937 rng(2026);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   // Kill at a random moment within the expected remaining time; resume; repeat. A run that
-  // finishes before its kill is checked like any other, and a new run starts, until 8 kills.
+  // finishes before its kill is checked like any other, and a new run starts, until 12 kills.
   int kills = 0, finished = 0;
-  for (int runs = 0; kills < 8; ++runs) {
+  for (int runs = 0; kills < 12; ++runs) {
     ASSERT_LT(runs, 80) << "kills kept missing";
     int64_t done_steps = 0;
     if (fs::exists(out + "/last.safetensors")) done_steps = infer::load_checkpoint(out + "/last.safetensors").info.step;

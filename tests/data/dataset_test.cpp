@@ -169,19 +169,26 @@ TEST(Image, PixelLimitRefusesBeforeDecoding) {
 namespace vit::data {
 namespace {
 
-// Found by fuzzing with stb compiled in: a JPEG whose Huffman table declares more than 256
-// codes overflows stb_image 2.27's tables. It is refused before stb sees it.
-TEST(Image, RefusesJpegHuffmanTablesThatWouldOverflowStb) {
-  // Every crash the image fuzzer found is a JPEG of this kind (the second with the table in a
-  // segment that runs past the end of the file).
-  int crashes = 0;
+// Found by fuzzing with stb compiled in: JPEGs whose Huffman tables declare more than 256 codes
+// overflow stb_image 2.27's tables (three variants: plain, in a segment running past the end of
+// the file, after 0xFF fill bytes before SOI), and PNM headers whose integers overflow. Each is
+// refused before stb sees it: JPEG segments are checked, and formats other than PNG, JPEG and
+// BMP never reach stb.
+TEST(Image, RefusesWhatStbWouldMishandle) {
+  int crashes = 0, jpeg_crashes = 0;
   for (const auto& entry : std::filesystem::directory_iterator(std::string(VIT_GOLDEN_DIR) + "/../fuzz/corpus/image")) {
     if (entry.path().filename().string().rfind("crash-", 0) != 0) continue;
     ++crashes;
     const std::string e = error_of([&] { read_image(entry.path().string()); });
-    EXPECT_NE(e.find("corrupt JPEG (a Huffman table declares "), std::string::npos) << e;
+    EXPECT_NE(e.find("[image] " + entry.path().string() + ": "), std::string::npos) << e;
+    jpeg_crashes += e.find("corrupt JPEG (a Huffman table declares ") != std::string::npos;
   }
-  EXPECT_GE(crashes, 2);
+  EXPECT_GE(crashes, 4);
+  EXPECT_GE(jpeg_crashes, 3);
+  const std::vector<uint8_t> ppm = {'P', '6', '\n', '4', '4', '4', '4', '4', '4', '4', '4', '4', '4', ' ', '1', '\n'};
+  EXPECT_NE(error_of([&] { decode_image(ppm.data(), ppm.size(), "x.ppm"); })
+                .find("[image] x.ppm: cannot decode (not a PNG, JPEG or BMP file)"),
+            std::string::npos);
   // A hand-made one: SOI, DHT with 16 x 255 codes, EOI.
   std::vector<uint8_t> jpeg = {0xFF, 0xD8, 0xFF, 0xC4, 0x00, 0x13, 0x00};
   for (int k = 0; k < 16; ++k) jpeg.push_back(255);
