@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# The README's test command: install dependencies, build (warnings are errors), run every test.
+# The README's test command (what CI runs): install dependencies, then build (warnings are
+# errors) and run every test twice: a Release build, and the same suite under AddressSanitizer
+# + UndefinedBehaviorSanitizer (the `asan` CMake preset; leaks are errors too). ctest replays the
+# fuzz corpus (tests/fuzz/corpus) in both. VIT_SANITIZERS=0 skips the sanitizer pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 BUILD_DIR="${BUILD_DIR:-build}"
+echo "[test] Release build and tests"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)"
+if [ "${VIT_SANITIZERS:-1}" != 0 ]; then
+  echo "[test] AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+  cmake --preset asan
+  cmake --build --preset asan -j "$(nproc)"
+  ctest --preset asan -j "$(nproc)"
+fi
