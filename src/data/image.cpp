@@ -105,7 +105,10 @@ Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, i
             "{}: {}x{} = {} pixels exceeds the limit of {} pixels", name, w, h, static_cast<int64_t>(w) * h, max_pixels);
   std::unique_ptr<uint8_t, void (*)(void*)> data(stbi_load_from_memory(bytes, static_cast<int>(size), &w, &h, &c, 0),
                                                  stbi_image_free);
-  if (!data) fail("image", "{}: cannot decode ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown");
+  if (!data) {
+    const char* reason = stbi_failure_reason();
+    fail("image", "{}: cannot decode ({})", name, reason && *reason ? reason : "corrupt or unsupported data");
+  }
   Image image;
   image.channels = c;
   image.height = h;
