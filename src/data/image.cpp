@@ -4,6 +4,7 @@
 #include <stb/stb_image.h>
 #include <stb/stb_image_resize.h>
 #include <stb/stb_image_write.h>
+#include <turbojpeg.h>
 
 #include <cmath>
 #include <cstring>
@@ -88,6 +89,41 @@ const char* image_format(const uint8_t* p, size_t size, size_t& jpeg_start) {
   return nullptr;
 }
 
+// JPEG through libjpeg-turbo (the decoder PIL uses, fuzzed upstream by OSS-Fuzz), not stb: the
+// fuzzer found stb 2.27's JPEG decoder reading out of bounds on corrupt Huffman data. Grey
+// JPEGs decode to 1 channel, everything else to RGB; accurate IDCT and fancy upsampling, as
+// libjpeg's defaults (and so PIL) do. Any error or warning (e.g. truncated data) refuses.
+template <typename CheckSize>
+Image decode_jpeg(const uint8_t* bytes, size_t size, const std::string& name, CheckSize check_size) {
+  std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitDecompress(), tjDestroy);
+  VIT_CHECK(handle != nullptr, "image", "{}: cannot start the JPEG decoder", name);
+  auto error = [&] { return std::string(tjGetErrorStr2(handle.get())); };
+  int w = 0, h = 0, subsampling = 0, colorspace = 0;
+  if (tjDecompressHeader3(handle.get(), bytes, static_cast<unsigned long>(size), &w, &h, &subsampling, &colorspace) !=
+      0) {
+    fail("image", "{}: cannot decode ({})", name, error());
+  }
+  check_size(w, h);
+  const bool grey = colorspace == TJCS_GRAY;
+  const int c = grey ? 1 : 3;
+  std::vector<uint8_t> interleaved(static_cast<size_t>(c) * w * h);
+  if (tjDecompress2(handle.get(), bytes, static_cast<unsigned long>(size), interleaved.data(), w, 0, h,
+                    grey ? TJPF_GRAY : TJPF_RGB, TJFLAG_ACCURATEDCT) != 0) {
+    fail("image", "{}: cannot decode ({})", name, error());
+  }
+  Image image;
+  image.channels = c;
+  image.height = h;
+  image.width = w;
+  image.pixels.resize(interleaved.size());
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) {
+      for (int64_t ch = 0; ch < c; ++ch) image.pixels[(ch * h + y) * w + x] = interleaved[(y * w + x) * c + ch];
+    }
+  }
+  return image;
+}
+
 }  // namespace
 
 Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels) {
@@ -96,13 +132,20 @@ Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, i
   size_t jpeg_start = 0;
   const char* format = image_format(bytes, size, jpeg_start);
   VIT_CHECK(format != nullptr, "image", "{}: cannot decode (not a PNG, JPEG or BMP file)", name);
-  if (std::string_view(format) == "jpeg") check_jpeg_segments(bytes, size, jpeg_start, name);
+  auto check_size = [&](int w, int h) {
+    VIT_CHECK(w > 0 && h > 0 && static_cast<int64_t>(w) * h <= max_pixels, "image",
+              "{}: {}x{} = {} pixels exceeds the limit of {} pixels", name, w, h, static_cast<int64_t>(w) * h,
+              max_pixels);
+  };
+  if (std::string_view(format) == "jpeg") {
+    check_jpeg_segments(bytes, size, jpeg_start, name);
+    return decode_jpeg(bytes, size, name, check_size);
+  }
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(bytes, static_cast<int>(size), &w, &h, &c)) {
     fail("image", "{}: cannot decode ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
   }
-  VIT_CHECK(w > 0 && h > 0 && static_cast<int64_t>(w) * h <= max_pixels, "image",
-            "{}: {}x{} = {} pixels exceeds the limit of {} pixels", name, w, h, static_cast<int64_t>(w) * h, max_pixels);
+  check_size(w, h);
   std::unique_ptr<uint8_t, void (*)(void*)> data(stbi_load_from_memory(bytes, static_cast<int>(size), &w, &h, &c, 0),
                                                  stbi_image_free);
   if (!data) {
