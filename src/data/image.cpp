@@ -19,10 +19,11 @@
 namespace vit::data {
 namespace {
 
-// stb_image 2.27 (Debian 12's) trusts a JPEG Huffman table's code count: more than 256 codes
-// overflow its fixed tables (heap corruption; found by fuzzing). A progressive JPEG can also
-// declare thousands of scans, each a pass over the whole image. Walk the marker segments first
-// and refuse both, so stb only ever sees sane tables.
+// A cheap walk over a JPEG's marker segments before it is decoded: Huffman tables declaring
+// more than 256 codes (which overflowed stb_image 2.27's tables when stb decoded JPEGs; found
+// by fuzzing) and more than 256 scans (each a pass over the whole image: a denial of service
+// in a tiny file) are refused with a clear message. JPEGs are decoded by libjpeg-turbo (below);
+// this check keeps its own regression tests and bounds the work per file.
 constexpr int kMaxJpegScans = 256;
 
 // True for what stb takes for a JPEG: 0xFF, any number of 0xFF fill bytes, then SOI (0xD8).
