@@ -33,20 +33,6 @@ void bias_gelu_tanh_row(float* __restrict y, const float* __restrict bias, int64
   }
 }
 
-void layernorm_row(const float* __restrict x, const float* __restrict w, const float* __restrict b,
-                   float* __restrict y, int64_t n, double eps) {
-  double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += x[i];
-  const double mean = sum / static_cast<double>(n);
-  double sq = 0.0;
-#pragma omp simd reduction(+ : sq)
-  for (int64_t i = 0; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
-  const float m = static_cast<float>(mean), s = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + eps));
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) * s * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
-}
-
 }  // namespace
 
 void bias_gelu_inplace(float* y, const float* bias, int64_t rows, int64_t n, bool gelu_tanh) {
@@ -73,12 +59,6 @@ void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) yr[i] += bias[i];
   }
-}
-
-void layernorm_rows(const float* x, const float* weight, const float* bias, float* y, int64_t rows, int64_t n,
-                    double eps) {
-#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) layernorm_row(x + r * n, weight, bias, y + r * n, n, eps);
 }
 
 void attention_inference(const AttentionShape& s, const float* qkv, double scale, float* out) {

@@ -15,10 +15,6 @@ void bias_tanh_inplace(float* y, const float* bias, int64_t rows, int64_t n);
 // y (rows, n) += bias (broadcast over rows); with bias == nullptr nothing happens.
 void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n);
 
-// LayerNorm of rows of x into y (float32, vectorised, rows in parallel); x may equal y.
-void layernorm_rows(const float* x, const float* weight, const float* bias, float* y, int64_t rows, int64_t n,
-                    double eps);
-
 // Self-attention without saving probabilities or dropout: out (B, N, D) from qkv (B, N, 3D) as
 // attention_forward computes it. Work is split over (batch, head, block of queries), so batch 1
 // with few heads still uses every thread, and only a (queries x N) block of scores per thread

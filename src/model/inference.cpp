@@ -8,6 +8,7 @@
 #include "kernels/fused.h"
 #include "kernels/gemm.h"
 #include "kernels/im2row.h"
+#include "kernels/layernorm.h"
 #include "kernels/linear.h"
 
 namespace vit::model {
@@ -28,6 +29,11 @@ void linear(const float* x, int64_t rows, const nn::Linear& layer, float* y, ker
                        epilogue == kernels::Epilogue::Accumulate ? 1.0f : 0.0f, y, out);
   if (epilogue == kernels::Epilogue::Store) kernels::add_bias_rows(y, ptr(layer.bias), rows, out);
   if (epilogue == kernels::Epilogue::Gelu) kernels::bias_gelu_inplace(y, ptr(layer.bias), rows, out, false);
+}
+
+// LayerNorm of float32 rows (in place allowed): the training kernel, without saving statistics.
+void layernorm_rows(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t n, double eps) {
+  kernels::layernorm_forward<float>(x, w, b, y, nullptr, nullptr, rows, n, eps);
 }
 
 enum Buffer : size_t { kRows, kX, kH, kQkv, kAttn, kHidden, kPooled, kCount };
@@ -121,12 +127,12 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
     VIT_CHECK(block_ptr != nullptr, "inference", "blocks.{} is not an encoder block", name);
     const nn::EncoderBlock& block = *block_ptr;
     const nn::MultiHeadSelfAttention& a = *block.attn;
-    kernels::layernorm_rows(x, ptr(block.norm1->weight), ptr(block.norm1->bias), h, rows, D, block.norm1->eps);
+    layernorm_rows(x, ptr(block.norm1->weight), ptr(block.norm1->bias), h, rows, D, block.norm1->eps);
     linear(h, rows, *a.qkv, qkv, kernels::Epilogue::Store);
     kernels::attention_inference(as, qkv, scale, attn);
     linear(attn, rows, *a.proj, x, kernels::Epilogue::Accumulate);  // x += proj(attn): the residual
     const nn::Mlp& mlp = *block.mlp;
-    kernels::layernorm_rows(x, ptr(block.norm2->weight), ptr(block.norm2->bias), h, rows, D, block.norm2->eps);
+    layernorm_rows(x, ptr(block.norm2->weight), ptr(block.norm2->bias), h, rows, D, block.norm2->eps);
     if (mlp.act->tanh_approximation) {  // the fused epilogue is exact GELU only
       linear(h, rows, *mlp.fc1, hidden, kernels::Epilogue::Store);
       kernels::bias_gelu_inplace(hidden, nullptr, rows, F, true);
@@ -140,7 +146,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   float* pooled = buffer(kPooled, static_cast<size_t>(B * D));
   if (model_.norm) {
     for (int64_t b = 0; b < B; ++b) std::memcpy(pooled + b * D, x + b * N * D, static_cast<size_t>(D) * sizeof(float));
-    kernels::layernorm_rows(pooled, ptr(model_.norm->weight), ptr(model_.norm->bias), pooled, B, D, model_.norm->eps);
+    layernorm_rows(pooled, ptr(model_.norm->weight), ptr(model_.norm->bias), pooled, B, D, model_.norm->eps);
   } else {
 #pragma omp parallel for schedule(static) if (B > 1)
     for (int64_t b = 0; b < B; ++b) {
@@ -151,7 +157,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
       }
       for (int64_t i = 0; i < D; ++i) pooled[b * D + i] = static_cast<float>(sum[i] / static_cast<double>(N));
     }
-    kernels::layernorm_rows(pooled, ptr(model_.fc_norm->weight), ptr(model_.fc_norm->bias), pooled, B, D,
+    layernorm_rows(pooled, ptr(model_.fc_norm->weight), ptr(model_.fc_norm->bias), pooled, B, D,
                             model_.fc_norm->eps);
   }
   const float* features = pooled;
