@@ -52,7 +52,7 @@ void linear_fused(benchmark::State& state) {
   const Tensor x = random({M, K}), w = random({N, K}), bias = random({N});
   Tensor y = Tensor::empty({M, N});
   for (auto _ : state) {
-    vit::kernels::linear_forward(x.data<float>(), M, K, K, w.data<float>(), N, bias.data<float>(), y.data<float>(), N,
+    vit::kernels::linear_forward<float>(x.data<float>(), M, K, K, w.data<float>(), N, bias.data<float>(), y.data<float>(), N,
                                  vit::kernels::Epilogue::Store);
     benchmark::DoNotOptimize(y.data<float>());
   }
@@ -79,7 +79,7 @@ void linear_cold(benchmark::State& state) {
   for (auto _ : state) {
     const float* w = ws[i++ % ws.size()].data<float>();
     if (fused) {
-      vit::kernels::linear_forward(x.data<float>(), M, K, K, w, N, bias.data<float>(), y.data<float>(), N,
+      vit::kernels::linear_forward<float>(x.data<float>(), M, K, K, w, N, bias.data<float>(), y.data<float>(), N,
                                    vit::kernels::Epilogue::Store);
     } else {
       vit::kernels::gemm<float>(false, true, M, N, K, 1.0f, x.data<float>(), K, w, K, 0.0f, y.data<float>(), N);

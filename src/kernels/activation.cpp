@@ -12,10 +12,6 @@ namespace vit::kernels {
 namespace {
 
 constexpr int64_t kParallelThreshold = 1 << 15;  // below this, threading costs more than it saves
-constexpr double kSqrt1_2 = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-constexpr double kGeluTanhCoeff = 0.044715;
 
 template <typename T>
 inline T value(Unary op, T x) {
@@ -83,13 +79,8 @@ const char* unary_name(Unary op) {
   return "?";
 }
 
-// Exact GELU in float32 with the vectorisable erf/exp (see vmath.h). The simd loops sit in
-// their own functions so the vectoriser sees them whole; threads split the array into chunks.
-inline float gelu_fast(float x) { return 0.5f * x * (1.0f + erf_fast(x * static_cast<float>(kSqrt1_2))); }
-inline float gelu_grad_fast(float x) {
-  const float cdf = 0.5f * (1.0f + erf_fast(x * static_cast<float>(kSqrt1_2)));
-  return cdf + x * exp_fast(-0.5f * x * x) * static_cast<float>(kInvSqrt2Pi);
-}
+// Exact GELU in float32 with the vectorisable erf/exp (vmath.h's gelu_fast). The simd loops sit
+// in their own functions so the vectoriser sees them whole; threads split the array into chunks.
 
 void gelu_forward_chunk(const float* __restrict x, float* __restrict y, int64_t n) {
 #pragma omp simd

@@ -9,55 +9,19 @@
 
 #include "kernels/gemm.h"
 #include "kernels/softmax.h"
-#include "kernels/vmath.h"
 
 namespace vit::kernels {
 namespace {
 
 constexpr int64_t kParallelElements = 1 << 14;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-constexpr double kSqrt1_2 = 0.70710678118654752440;
-
-void bias_gelu_row(float* __restrict y, const float* __restrict bias, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = y[i] + (bias ? bias[i] : 0.0f);
-    y[i] = 0.5f * x * (1.0f + erf_fast(x * static_cast<float>(kSqrt1_2)));
-  }
-}
-
-void bias_gelu_tanh_row(float* __restrict y, const float* __restrict bias, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = y[i] + (bias ? bias[i] : 0.0f);
-    y[i] = 0.5f * x * (1.0f + std::tanh(static_cast<float>(kSqrt2OverPi) * (x + 0.044715f * x * x * x)));
-  }
-}
 
 }  // namespace
-
-void bias_gelu_inplace(float* y, const float* bias, int64_t rows, int64_t n, bool gelu_tanh) {
-#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    if (gelu_tanh) bias_gelu_tanh_row(y + r * n, bias, n);
-    else bias_gelu_row(y + r * n, bias, n);
-  }
-}
 
 void bias_tanh_inplace(float* y, const float* bias, int64_t rows, int64_t n) {
 #pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * n;
     for (int64_t i = 0; i < n; ++i) yr[i] = std::tanh(yr[i] + (bias ? bias[i] : 0.0f));
-  }
-}
-
-void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n) {
-  if (!bias) return;
-#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* __restrict yr = y + r * n;
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) yr[i] += bias[i];
   }
 }
 

@@ -1,5 +1,6 @@
-// Fused float32 kernels for the inference path (model/inference.h): each is one pass over memory
-// where the autograd graph would make two or three, and each runs its rows in parallel.
+// Fused float32 kernels for the inference path (infer/inference.h): each is one pass over memory
+// where the autograd graph would make two or three, and each runs its rows in parallel. (The
+// Linear layer with its bias / GELU / residual epilogues is kernels/linear.h.)
 #pragma once
 
 #include <cstdint>
@@ -8,12 +9,8 @@
 
 namespace vit::kernels {
 
-// y (rows, n) = act(y + bias), in place; act is exact GELU, or its tanh form when gelu_tanh.
-void bias_gelu_inplace(float* y, const float* bias, int64_t rows, int64_t n, bool gelu_tanh);
 // y (rows, n) = tanh(y + bias), in place (timm's pre-logits).
 void bias_tanh_inplace(float* y, const float* bias, int64_t rows, int64_t n);
-// y (rows, n) += bias (broadcast over rows); with bias == nullptr nothing happens.
-void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n);
 
 // Self-attention without saving probabilities or dropout: out (B, N, D) from qkv (B, N, 3D) as
 // attention_forward computes it. Work is split over (batch, head, block of queries), so batch 1

@@ -1,13 +1,16 @@
-// The fused Linear kernel of the inference path (see linear.h).
+// Linear forward: the AVX2 micro-kernel, the BLAS fallback and the reference (see linear.h).
 #include "kernels/linear.h"
 
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/activation.h"
+#include "kernels/gemm.h"
 #include "kernels/vmath.h"
 
 namespace vit::kernels {
@@ -48,7 +51,32 @@ using MicroKernel = void (*)(const float*, int64_t, const float*, int64_t, float
 constexpr MicroKernel kKernels[kFeatures + 1] = {nullptr,          micro_kernel<1>, micro_kernel<2>, micro_kernel<3>,
                                                  micro_kernel<4>, micro_kernel<5>, micro_kernel<6>};
 
-inline float gelu(float x) { return 0.5f * x * (1.0f + erf_fast(x * 0.70710678118654752440f)); }
+// The epilogue on one element: v = (A W^T)[m][n] + bias[n], c = C[m][n] before the call.
+// Float32 GELU is vmath.h's (the activation kernels use the same); double uses the activation
+// reference (the double path serves the gradient checks).
+template <Epilogue E, typename T>
+inline T finish(T v, T c) {
+  if constexpr (E == Epilogue::Store) {
+    return v;
+  } else if constexpr (E == Epilogue::Accumulate) {
+    return c + v;
+  } else if constexpr (std::is_same_v<T, float>) {
+    return E == Epilogue::Gelu ? gelu_fast(v) : gelu_tanh_fast(v);
+  } else {
+    return static_cast<T>(unary_ref(E == Epilogue::Gelu ? Unary::Gelu : Unary::GeluTanh, static_cast<double>(v)));
+  }
+}
+
+// Calls fn.template operator()<E>() with the epilogue as a compile-time constant.
+template <typename Fn>
+void with_epilogue(Epilogue e, Fn&& fn) {
+  switch (e) {
+    case Epilogue::Store: fn.template operator()<Epilogue::Store>(); break;
+    case Epilogue::Accumulate: fn.template operator()<Epilogue::Accumulate>(); break;
+    case Epilogue::Gelu: fn.template operator()<Epilogue::Gelu>(); break;
+    case Epilogue::GeluTanh: fn.template operator()<Epilogue::GeluTanh>(); break;
+  }
+}
 
 // C[m][n0 + r] (epilogue)= tile[r][m - m0] for the valid rows and features.
 template <Epilogue E>
@@ -61,10 +89,7 @@ void store_tile(const float* __restrict tile, int features, int64_t rows, const 
       float* c = C + j * ldc;
 #pragma GCC unroll 6
       for (int r = 0; r < kFeatures; ++r) {
-        const float v = tile[r * kPanel + j] + b[r];
-        if constexpr (E == Epilogue::Store) c[r] = v;
-        else if constexpr (E == Epilogue::Accumulate) c[r] += v;
-        else c[r] = gelu(v);
+        c[r] = finish<E>(tile[r * kPanel + j] + b[r], c[r]);
       }
     }
     return;
@@ -72,10 +97,7 @@ void store_tile(const float* __restrict tile, int features, int64_t rows, const 
   for (int64_t j = 0; j < rows; ++j) {
     float* c = C + j * ldc;
     for (int r = 0; r < features; ++r) {
-      const float v = tile[r * kPanel + j] + b[r];
-      if constexpr (E == Epilogue::Store) c[r] = v;
-      else if constexpr (E == Epilogue::Accumulate) c[r] += v;
-      else c[r] = gelu(v);
+      c[r] = finish<E>(tile[r * kPanel + j] + b[r], c[r]);
     }
   }
 }
@@ -90,19 +112,13 @@ void pack_panel(const float* A, int64_t M, int64_t K, int64_t lda, int64_t p, fl
   }
 }
 
-}  // namespace
-
-bool linear_supported() {
+bool micro_kernel_supported() {
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return supported;
 }
 
-void linear_forward(const float* A, int64_t M, int64_t K, int64_t lda, const float* W, int64_t N,
-                    const float* bias, float* C, int64_t ldc, Epilogue epilogue) {
-  VIT_CHECK(linear_supported(), "linear", "the fused Linear kernel needs a CPU with AVX2 and FMA");
-  VIT_CHECK(M >= 0 && K > 0 && N > 0 && lda >= K && ldc >= N, "linear", "invalid sizes M={} K={} N={} lda={} ldc={}",
-            M, K, N, lda, ldc);
-  if (M == 0) return;
+void linear_micro_kernel(const float* A, int64_t M, int64_t K, int64_t lda, const float* W, int64_t N,
+                         const float* bias, float* C, int64_t ldc, Epilogue epilogue) {
   const int64_t panels = (M + kPanel - 1) / kPanel, blocks = (N + kFeatures - 1) / kFeatures;
   // The packed activations: one buffer per calling thread, kept for the next call.
   thread_local std::vector<float, std::allocator<float>> packed_storage;
@@ -145,14 +161,73 @@ void linear_forward(const float* A, int64_t M, int64_t K, int64_t lda, const flo
         const int64_t rows = std::min<int64_t>(kPanel, M - m0);
         const float* b = bias ? bias + n0 : nullptr;
         float* c = C + m0 * ldc + n0;
-        switch (epilogue) {
-          case Epilogue::Store: store_tile<Epilogue::Store>(tile, features, rows, b, c, ldc); break;
-          case Epilogue::Accumulate: store_tile<Epilogue::Accumulate>(tile, features, rows, b, c, ldc); break;
-          case Epilogue::Gelu: store_tile<Epilogue::Gelu>(tile, features, rows, b, c, ldc); break;
-        }
+        with_epilogue(epilogue, [&]<Epilogue E>() { store_tile<E>(tile, features, rows, b, c, ldc); });
       }
     }
   }
 }
+
+// The fallback: BLAS for the product (accumulating into C for Accumulate), then the bias and
+// the epilogue in one pass over the rows.
+template <typename T>
+void linear_blas(const T* A, int64_t M, int64_t K, int64_t lda, const T* W, int64_t N, const T* bias, T* C,
+                 int64_t ldc, Epilogue epilogue) {
+  const bool accumulate = epilogue == Epilogue::Accumulate;
+  gemm<T>(false, true, M, N, K, T(1), A, lda, W, K, accumulate ? T(1) : T(0), C, ldc);
+  if (!bias && (epilogue == Epilogue::Store || accumulate)) return;
+  with_epilogue(epilogue, [&]<Epilogue E>() {
+    // After the GEMM, C holds the sum: the epilogue only adds the bias (or applies GELU).
+    constexpr Epilogue After = E == Epilogue::Accumulate ? Epilogue::Store : E;
+#pragma omp parallel for schedule(static) if (M * N > (1 << 15))
+    for (int64_t m = 0; m < M; ++m) {
+      T* __restrict c = C + m * ldc;
+      for (int64_t n = 0; n < N; ++n) c[n] = finish<After>(c[n] + (bias ? bias[n] : T(0)), c[n]);
+    }
+  });
+}
+
+}  // namespace
+
+template <typename T>
+void linear_forward(const T* A, int64_t M, int64_t K, int64_t lda, const T* W, int64_t N, const T* bias, T* C,
+                    int64_t ldc, Epilogue epilogue, LinearPath path) {
+  VIT_CHECK(M >= 0 && K >= 0 && N >= 0 && lda >= K && ldc >= N, "linear", "invalid sizes M={} K={} N={} lda={} ldc={}",
+            M, K, N, lda, ldc);
+  if (M == 0 || N == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (path == LinearPath::Auto && K > 0 && micro_kernel_supported()) {
+      linear_micro_kernel(A, M, K, lda, W, N, bias, C, ldc, epilogue);
+      return;
+    }
+  }
+  linear_blas<T>(A, M, K, std::max<int64_t>(lda, 1), W, N, bias, C, ldc, epilogue);
+}
+
+template <typename T>
+void linear_forward_ref(const T* A, int64_t M, int64_t K, int64_t lda, const T* W, int64_t N, const T* bias, T* C,
+                        int64_t ldc, Epilogue epilogue) {
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double sum = bias ? static_cast<double>(bias[n]) : 0.0;
+      for (int64_t k = 0; k < K; ++k) sum += static_cast<double>(A[m * lda + k]) * static_cast<double>(W[n * K + k]);
+      T& c = C[m * ldc + n];
+      switch (epilogue) {
+        case Epilogue::Store: c = static_cast<T>(sum); break;
+        case Epilogue::Accumulate: c = static_cast<T>(static_cast<double>(c) + sum); break;
+        case Epilogue::Gelu: c = static_cast<T>(unary_ref(Unary::Gelu, sum)); break;
+        case Epilogue::GeluTanh: c = static_cast<T>(unary_ref(Unary::GeluTanh, sum)); break;
+      }
+    }
+  }
+}
+
+#define VIT_INSTANTIATE(T)                                                                                      \
+  template void linear_forward<T>(const T*, int64_t, int64_t, int64_t, const T*, int64_t, const T*, T*, int64_t, \
+                                  Epilogue, LinearPath);                                                        \
+  template void linear_forward_ref<T>(const T*, int64_t, int64_t, int64_t, const T*, int64_t, const T*, T*,     \
+                                      int64_t, Epilogue);
+VIT_INSTANTIATE(float)
+VIT_INSTANTIATE(double)
+#undef VIT_INSTANTIATE
 
 }  // namespace vit::kernels

@@ -1,5 +1,6 @@
 // Branch-free float exp (for x <= 88.3) and erf that GCC vectorises (AVX2 + FMA) inside plain loops, for the
-// float32 hot paths (GELU, softmax). exp: Cephes expf (range reduction by ln 2, degree-6
+// float32 hot paths (GELU, softmax), and the one float32 GELU built on them (used by the activation
+// kernels and by the Linear epilogues). exp: Cephes expf (range reduction by ln 2, degree-6
 // polynomial), about 2 ulp. erf: Abramowitz & Stegun 7.1.26, absolute error < 1.5e-7 -- the same
 // formula ATen's Vectorized<float>::erf uses, so results track PyTorch's CPU kernels.
 // Double paths keep std::exp / std::erf (the gradient checks run in double).
@@ -11,6 +12,12 @@
 #include <cstring>
 
 namespace vit::kernels {
+
+// The GELU constants (double: the references and the double paths use them too).
+inline constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1 / sqrt(2)
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
+inline constexpr double kGeluTanhCoeff = 0.044715;
 
 inline float exp_fast(float input) {
   // Compare-and-select, not std::fmin/fmax: those must honour NaN rules and are not vectorised
@@ -46,6 +53,18 @@ inline float erf_fast(float x) {
   poly = poly * t + 0.254829592f;
   const float r = 1.0f - poly * t * exp_fast(-ax * ax);
   return std::copysign(r, x);
+}
+
+// Exact GELU, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), and its derivative Phi(x) + x phi(x).
+inline float gelu_fast(float x) { return 0.5f * x * (1.0f + erf_fast(x * static_cast<float>(kSqrt1_2))); }
+inline float gelu_grad_fast(float x) {
+  const float cdf = 0.5f * (1.0f + erf_fast(x * static_cast<float>(kSqrt1_2)));
+  return cdf + x * exp_fast(-0.5f * x * x) * static_cast<float>(kInvSqrt2Pi);
+}
+// GELU's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+inline float gelu_tanh_fast(float x) {
+  return 0.5f * x *
+         (1.0f + std::tanh(static_cast<float>(kSqrt2OverPi) * (x + static_cast<float>(kGeluTanhCoeff) * x * x * x)));
 }
 
 }  // namespace vit::kernels

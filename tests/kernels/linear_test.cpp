@@ -1,6 +1,6 @@
-// The fused Linear kernel of the inference path against a double reference: every epilogue,
-// with and without bias, row/feature counts around the 16-row panels and 6-feature blocks,
-// strided A and C.
+// The Linear kernel (both of its paths: the AVX2 micro-kernel and the BLAS fallback) against a
+// double reference: every epilogue, with and without bias, row/feature counts around the 16-row
+// panels and 6-feature blocks, strided A and C; linear_forward_ref against the same reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,14 +14,22 @@ namespace {
 using test::random_vector;
 
 double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh_ref(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
 
-void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, int64_t pad) {
+enum class Impl { Auto, Blas, Ref };
+
+void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, int64_t pad, Impl impl = Impl::Auto) {
   const int64_t lda = K + pad, ldc = N + 2 * pad;
   const std::vector<float> A = random_vector<float>(M * lda, 1 + M + K), W = random_vector<float>(N * K, 2 + N),
                            bias = random_vector<float>(N, 3);
   std::vector<float> C = random_vector<float>(M * ldc, 4 + N);  // Accumulate adds to this
   const std::vector<float> before = C;
-  linear_forward(A.data(), M, K, lda, W.data(), N, with_bias ? bias.data() : nullptr, C.data(), ldc, epilogue);
+  const float* b = with_bias ? bias.data() : nullptr;
+  if (impl == Impl::Ref) linear_forward_ref<float>(A.data(), M, K, lda, W.data(), N, b, C.data(), ldc, epilogue);
+  else linear_forward<float>(A.data(), M, K, lda, W.data(), N, b, C.data(), ldc, epilogue,
+                             impl == Impl::Blas ? LinearPath::Blas : LinearPath::Auto);
   double worst = 0;
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < ldc; ++n) {
@@ -36,41 +44,53 @@ void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, i
         scale += std::abs(static_cast<double>(A[m * lda + k]) * W[n * K + k]);
       }
       const double want = epilogue == Epilogue::Gelu         ? gelu_ref(dot)
+                          : epilogue == Epilogue::GeluTanh   ? gelu_tanh_ref(dot)
                           : epilogue == Epilogue::Accumulate ? before[m * ldc + n] + dot
                                                              : dot;
       worst = std::max(worst, std::abs(got - want) / (1.0 + scale));
     }
   }
   EXPECT_LT(worst, 2e-6) << "M=" << M << " K=" << K << " N=" << N << " epilogue " << static_cast<int>(epilogue)
-                         << " bias " << with_bias;
+                         << " bias " << with_bias << " impl " << static_cast<int>(impl);
 }
 
 TEST(Linear, MatchesReferenceAroundPanelAndBlockEdges) {
-  if (!linear_supported()) {  // a CPU without AVX2 + FMA: the kernel refuses, callers use BLAS
-    std::vector<float> x(4, 1.0f);
-    EXPECT_THROW(linear_forward(x.data(), 1, 2, 2, x.data(), 2, nullptr, x.data() + 2, 2, Epilogue::Store), Error);
-    return;
-  }
-  for (int64_t M : {1, 5, 16, 17, 33, 197}) {
-    for (int64_t N : {1, 6, 10, 17, 64}) {
-      for (int64_t K : {1, 7, 64}) check(M, K, N, Epilogue::Store, true, 0);
+  for (Impl impl : {Impl::Auto, Impl::Blas, Impl::Ref}) {
+    for (int64_t M : {1, 5, 16, 17, 33, 197}) {
+      for (int64_t N : {1, 6, 10, 17, 64}) {
+        for (int64_t K : {1, 7, 64}) check(M, K, N, Epilogue::Store, true, 0, impl);
+      }
+    }
+    for (Epilogue e : {Epilogue::Store, Epilogue::Accumulate, Epilogue::Gelu, Epilogue::GeluTanh}) {
+      for (bool bias : {false, true}) {
+        check(197, 192, 576, e, bias, 0, impl);
+        check(50, 65, 23, e, bias, 3, impl);
+      }
     }
   }
-  for (Epilogue e : {Epilogue::Store, Epilogue::Accumulate, Epilogue::Gelu}) {
-    for (bool bias : {false, true}) {
-      check(197, 192, 576, e, bias, 0);
-      check(50, 65, 23, e, bias, 3);
-    }
+}
+
+// The double path (autograd's gradient checks run through it) against the reference.
+TEST(Linear, DoubleMatchesReference) {
+  const int64_t M = 7, K = 33, N = 10;
+  const std::vector<double> A = random_vector<double>(M * K, 11), W = random_vector<double>(N * K, 12),
+                            bias = random_vector<double>(N, 13);
+  for (Epilogue e : {Epilogue::Store, Epilogue::Accumulate, Epilogue::Gelu, Epilogue::GeluTanh}) {
+    std::vector<double> C = random_vector<double>(M * N, 14), R = C;
+    linear_forward<double>(A.data(), M, K, K, W.data(), N, bias.data(), C.data(), N, e);
+    linear_forward_ref<double>(A.data(), M, K, K, W.data(), N, bias.data(), R.data(), N, e);
+    for (size_t i = 0; i < C.size(); ++i) EXPECT_NEAR(C[i], R[i], 1e-12) << "epilogue " << static_cast<int>(e);
   }
 }
 
 TEST(Linear, EmptyBatchIsANoOpAndBadSizesAreRefused) {
   std::vector<float> W(12, 1.0f), C(4, 7.0f);
-  if (linear_supported()) linear_forward(nullptr, 0, 3, 3, W.data(), 4, nullptr, C.data(), 4, Epilogue::Store);
-  if (linear_supported()) {
+  for (LinearPath path : {LinearPath::Auto, LinearPath::Blas}) {
+    linear_forward<float>(nullptr, 0, 3, 3, W.data(), 4, nullptr, C.data(), 4, Epilogue::Store, path);
     EXPECT_EQ(C, std::vector<float>(4, 7.0f));
+    EXPECT_THROW(linear_forward<float>(C.data(), 1, 3, 2, W.data(), 4, nullptr, C.data(), 4, Epilogue::Store, path),
+                 Error);
   }
-  EXPECT_THROW(linear_forward(C.data(), 1, 3, 2, W.data(), 4, nullptr, C.data(), 4, Epilogue::Store), Error);
 }
 
 }  // namespace

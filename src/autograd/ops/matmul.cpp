@@ -1,9 +1,7 @@
-// matmul (PyTorch semantics, batch broadcasting), bmm and linear through kernels::gemm (the
-// float32 linear forward through the fused kernels/linear.h, bias included).
+// matmul (PyTorch semantics, batch broadcasting) and bmm through kernels::gemm; linear's forward
+// through kernels/linear.h (bias included), its backward through kernels::gemm.
 // Strided operands are passed to BLAS as (possibly transposed) matrices without copies when a
 // unit stride exists; a broadcast operand's gradient accumulates over its batch copies.
-#include <type_traits>
-
 #include "autograd/ops.h"
 #include "autograd/tensor_math.h"
 #include "core/strided.h"
@@ -120,18 +118,10 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   Shape out_shape = x.shape();
   out_shape.back() = out;
   Tensor y = Tensor::empty(out_shape, x.dtype());  // (rows, out)
-  dispatch(x.dtype(), [&]<typename T>() {
-    const Tensor b = bias.defined() ? bias.data().contiguous() : Tensor();
-    if constexpr (std::is_same_v<T, float>) {
-      if (kernels::linear_supported() && in > 0 && out > 0) {  // the fused kernel: bias in the store
-        kernels::linear_forward(xc.data<float>(), rows, in, in, w.data<float>(), out,
-                                b.defined() ? b.data<float>() : nullptr, y.data<float>(), out,
-                                kernels::Epilogue::Store);
-        return;
-      }
-    }
-    kernels::gemm<T>(false, true, rows, out, in, T(1), xc.data<T>(), in, w.data<T>(), in, T(0), y.data<T>(), out);
-    if (b.defined()) kernels::bias_add_forward<T>(y.data<T>(), b.data<T>(), rows, out);
+  const Tensor b = bias.defined() ? bias.data().contiguous() : Tensor();
+  dispatch(x.dtype(), [&]<typename T>() {  // y = x W^T + bias: the Linear kernel picks its path
+    kernels::linear_forward<T>(xc.data<T>(), rows, in, in, w.data<T>(), out, b.defined() ? b.data<T>() : nullptr,
+                               y.data<T>(), out, kernels::Epilogue::Store);
   });
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
