@@ -4,14 +4,14 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "train/benchmark.h"
+#include "perf/model_benchmark.h"
 
 namespace vit::cli {
 
 void add_bench_command(CLI::App& app) {
   struct Options {
     std::string preset = "vit_base_patch16_224";
-    train::BenchmarkConfig config;
+    perf::BenchmarkConfig config;
     int threads = 0;
     bool json = false;
   };
@@ -32,7 +32,7 @@ void add_bench_command(CLI::App& app) {
   cmd->callback([o] {
     set_threads(o->threads);
     if (o->config.checkpoint.empty()) o->config.model = model::preset(o->preset);
-    const train::BenchmarkResult r = train::run_benchmark(o->config);
+    const perf::BenchmarkResult r = perf::run_benchmark(o->config);
     const int threads = omp_get_max_threads();
     if (o->json) {
       std::printf("%s\n", r.to_json(o->config, threads).c_str());

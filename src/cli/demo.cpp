@@ -1,5 +1,5 @@
-// `vit demo`: a forward and backward pass through a ViT-sized stack (patch embedding, CLS
-// token, position embedding, pre-norm encoder blocks, final norm, head, cross-entropy) on
+// `vit demo`: a forward and backward pass through a model::VisionTransformer (patch embedding,
+// CLS token, position embedding, pre-norm encoder blocks, final norm, head, cross-entropy) on
 // random images, reporting shapes, loss, gradient norm and timing. Real work for every layer.
 #include <omp.h>
 
@@ -8,8 +8,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "nn/init.h"
-#include "nn/transformer.h"
+#include "model/vision_transformer.h"
 
 namespace vit::cli {
 namespace {
@@ -23,24 +22,20 @@ struct DemoConfig {
 
 void run_demo(const DemoConfig& c) {
   set_threads(c.threads);
+  model::ViTConfig config;  // timm's ViT with CLS pooling, sized by the flags
+  config.name = "demo";
+  config.image_size = c.image_size;
+  config.patch_size = c.patch_size;
+  config.in_channels = c.channels;
+  config.num_classes = c.classes;
+  config.dim = c.dim;
+  config.depth = c.depth;
+  config.num_heads = c.heads;
   auto gen = std::make_shared<Generator>(c.seed);
-  nn::PatchEmbed patch_embed(c.image_size, c.patch_size, c.channels, c.dim, *gen);
-  const int64_t tokens = patch_embed.num_patches() + 1;
-  Tensor cls_init = Tensor::empty({1, 1, c.dim}), pos_init = Tensor::empty({1, tokens, c.dim});
-  nn::init::trunc_normal_(cls_init, 0.02, *gen);
-  nn::init::trunc_normal_(pos_init, 0.02, *gen);
-  Variable cls_token(cls_init, true), pos_embed(pos_init, true);
-  nn::Sequential blocks;
-  nn::EncoderBlockConfig bc;
-  bc.dim = c.dim;
-  bc.num_heads = c.heads;
-  for (int64_t i = 0; i < c.depth; ++i) blocks.push_back(std::make_shared<nn::EncoderBlock>(bc, gen));
-  nn::LayerNorm norm({c.dim}, 1e-6);
-  nn::Linear head(c.dim, c.classes, true, *gen);
-  const int64_t params = patch_embed.num_parameters() + cls_init.numel() + pos_init.numel() + blocks.num_parameters() +
-                         norm.num_parameters() + head.num_parameters();
+  model::VisionTransformer vit(config, gen);  // validates the config
   std::printf("ViT stack: image %ldx%ld, patch %ld, dim %ld, depth %ld, heads %ld, %ld tokens, %ld parameters\n",
-              c.image_size, c.image_size, c.patch_size, c.dim, c.depth, c.heads, tokens, params);
+              c.image_size, c.image_size, c.patch_size, c.dim, c.depth, c.heads, config.num_tokens(),
+              vit.num_parameters());
 
   Variable images(Tensor::randn({c.batch, c.channels, c.image_size, c.image_size}, *gen));
   std::vector<int64_t> labels;
@@ -48,10 +43,7 @@ void run_demo(const DemoConfig& c) {
   const Tensor targets = Tensor::from_data(labels, {c.batch});
 
   const auto t0 = std::chrono::steady_clock::now();
-  Variable x = patch_embed(images);                                      // (B, N-1, D)
-  x = cat({cls_token.expand({c.batch, 1, c.dim}), x}, 1) + pos_embed;    // (B, N, D)
-  x = blocks(x);                                                         // (B, N, D)
-  Variable logits = head(norm(x).select(1, 0));                          // (B, K)
+  Variable logits = vit(images);  // (B, K)
   Variable loss = cross_entropy(logits, targets);
   const auto t1 = std::chrono::steady_clock::now();
   loss.backward();
@@ -59,18 +51,11 @@ void run_demo(const DemoConfig& c) {
 
   double grad_sq = 0.0;
   int64_t with_grad = 0;
-  auto add_grads = [&](const std::vector<Variable>& ps) {
-    for (const Variable& p : ps) {
-      if (!p.grad().defined()) continue;
-      ++with_grad;
-      for (double v : p.grad().to_vector()) grad_sq += v * v;
-    }
-  };
-  add_grads(patch_embed.parameters());
-  add_grads({cls_token, pos_embed});
-  add_grads(blocks.parameters());
-  add_grads(norm.parameters());
-  add_grads(head.parameters());
+  for (const Variable& p : vit.parameters()) {
+    if (!p.grad().defined()) continue;
+    ++with_grad;
+    for (double v : p.grad().to_vector()) grad_sq += v * v;
+  }
   using ms = std::chrono::duration<double, std::milli>;
   std::printf("batch %ld: logits %s, loss %.4f (ln %ld = %.4f), gradient norm %.4f over %ld tensors\n", c.batch,
               shape_str(logits.shape()).c_str(), loss.item(), c.classes, std::log(static_cast<double>(c.classes)),

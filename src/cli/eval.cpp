@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "train/checkpoint.h"
+#include "infer/checkpoint.h"
 #include "train/evaluate.h"
 
 namespace vit::cli {
@@ -29,8 +29,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([o] {
     set_threads(o->threads);
-    const train::LoadedCheckpoint ckpt = train::load_checkpoint(o->checkpoint);
-    auto model = train::model_from_checkpoint(ckpt, o->ema);
+    const infer::LoadedCheckpoint ckpt = infer::load_checkpoint(o->checkpoint);
+    auto model = infer::model_from_checkpoint(ckpt, o->ema);
     const model::ViTConfig& mc = ckpt.info.model;
     model::check_memory(mc, o->batch, false);
     const data::Dataset d = data::load_dataset(o->data, o->split == "test" ? data::Split::Test : data::Split::Train,

@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "train/checkpoint.h"
+#include "infer/checkpoint.h"
 
 namespace vit::cli {
 
@@ -18,7 +18,7 @@ void add_info_command(CLI::App& app) {
               fmt::join(model::preset_names(), ", "));
     std::unique_ptr<model::VisionTransformer> model;
     if (!checkpoint->empty()) {
-      model = train::model_from_checkpoint(train::load_checkpoint(*checkpoint));
+      model = infer::model_from_checkpoint(infer::load_checkpoint(*checkpoint));
     } else {
       model = std::make_unique<model::VisionTransformer>(model::preset(*preset), std::make_shared<Generator>(0));
     }

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "io/npy.h"
-#include "model/inference.h"
+#include "infer/inference.h"
 
 namespace vit::cli {
 
@@ -33,7 +33,7 @@ void add_predict_command(CLI::App& app) {
     const model::ViTConfig& c = m.model->config();
     model::check_memory(c, std::min<int64_t>(o->batch, std::max<size_t>(o->images.size(), 1)), false);
     NoGradGuard no_grad;
-    model::InferenceSession session(*m.model);  // the graph-free path (loaded weights are float32)
+    infer::InferenceSession session(*m.model);  // the graph-free path (loaded weights are float32)
     if (!o->tensor.empty()) {
       const Tensor input = io::load_npy(o->tensor).to(DType::F32).contiguous();
       VIT_CHECK(input.dim() == 4 && input.size(1) == c.in_channels && input.size(2) == c.image_size &&

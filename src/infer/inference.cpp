@@ -1,34 +1,24 @@
 // The graph-free inference path (see inference.h).
-#include "model/inference.h"
+#include "infer/inference.h"
 
 #include <omp.h>
 
 #include <cstring>
 
 #include "kernels/fused.h"
-#include "kernels/gemm.h"
 #include "kernels/im2row.h"
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
 
-namespace vit::model {
+namespace vit::infer {
 namespace {
 
 const float* ptr(const Variable& v) { return v.defined() ? v.data().data<float>() : nullptr; }
 
-// y (rows, out) = epilogue(x (rows, in) @ W^T + bias): the fused AVX2 kernel, or BLAS plus a
-// separate pass where the CPU lacks AVX2 / FMA.
+// y (rows, out) = epilogue(x (rows, in) @ W^T + bias) for one of the model's Linear layers.
 void linear(const float* x, int64_t rows, const nn::Linear& layer, float* y, kernels::Epilogue epilogue) {
-  const int64_t in = layer.in_features, out = layer.out_features;
-  if (kernels::linear_supported()) {
-    kernels::linear_forward(x, rows, in, in, ptr(layer.weight), out, ptr(layer.bias), y, out, epilogue);
-    return;
-  }
-  if (epilogue == kernels::Epilogue::Accumulate) kernels::add_bias_rows(y, ptr(layer.bias), rows, out);
-  kernels::gemm<float>(false, true, rows, out, in, 1.0f, x, in, ptr(layer.weight), in,
-                       epilogue == kernels::Epilogue::Accumulate ? 1.0f : 0.0f, y, out);
-  if (epilogue == kernels::Epilogue::Store) kernels::add_bias_rows(y, ptr(layer.bias), rows, out);
-  if (epilogue == kernels::Epilogue::Gelu) kernels::bias_gelu_inplace(y, ptr(layer.bias), rows, out, false);
+  kernels::linear_forward<float>(x, rows, layer.in_features, layer.in_features, ptr(layer.weight), layer.out_features,
+                                 ptr(layer.bias), y, layer.out_features, epilogue);
 }
 
 // LayerNorm of float32 rows (in place allowed): the training kernel, without saving statistics.
@@ -40,11 +30,11 @@ enum Buffer : size_t { kRows, kX, kH, kQkv, kAttn, kHidden, kPooled, kCount };
 
 }  // namespace
 
-InferenceSession::InferenceSession(const VisionTransformer& model) : model_(model), buffers_(kCount) {
+InferenceSession::InferenceSession(const model::VisionTransformer& model) : model_(model), buffers_(kCount) {
   VIT_CHECK(supports(model), "inference", "the inference path needs float32 parameters with contiguous storage");
 }
 
-bool InferenceSession::supports(const VisionTransformer& model) {
+bool InferenceSession::supports(const model::VisionTransformer& model) {
   for (const auto& [name, p] : model.named_parameters()) {
     if (p.data().dtype() != DType::F32 || !p.data().is_contiguous()) return false;
   }
@@ -70,7 +60,7 @@ Tensor InferenceSession::forward_features(const Tensor& images) {
 }
 
 void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) {
-  const ViTConfig& c = model_.config();
+  const model::ViTConfig& c = model_.config();
   VIT_CHECK(input.dim() == 4 && input.size(1) == c.in_channels && input.size(2) == c.image_size &&
                 input.size(3) == c.image_size,
             "vit", "input {}: expected (B, {}, {}, {})", shape_str(input.shape()), c.in_channels, c.image_size,
@@ -92,13 +82,8 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   float* patch_rows = buffer(kRows, static_cast<size_t>(B * P * K));
   kernels::im2row<float>(cs, images.data<float>(), patch_rows);
   float* h = buffer(kH, static_cast<size_t>(rows * std::max(D, F)));
-  const float* conv_bias = ptr(conv.bias);
-  if (kernels::linear_supported()) {  // h = patches @ W^T + bias
-    kernels::linear_forward(patch_rows, B * P, K, K, ptr(conv.weight), D, conv_bias, h, D, kernels::Epilogue::Store);
-  } else {
-    kernels::gemm<float>(false, true, B * P, D, K, 1.0f, patch_rows, K, ptr(conv.weight), K, 0.0f, h, D);
-    kernels::add_bias_rows(h, conv_bias, B * P, D);
-  }
+  kernels::linear_forward<float>(patch_rows, B * P, K, K, ptr(conv.weight), D, ptr(conv.bias), h, D,
+                                 kernels::Epilogue::Store);  // h = patches @ W^T + bias
   float* x = buffer(kX, static_cast<size_t>(rows * D));
   const float* pos = ptr(model_.pos_embed);
   const float* cls_token = ptr(model_.cls_token);
@@ -133,12 +118,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
     linear(attn, rows, *a.proj, x, kernels::Epilogue::Accumulate);  // x += proj(attn): the residual
     const nn::Mlp& mlp = *block.mlp;
     layernorm_rows(x, ptr(block.norm2->weight), ptr(block.norm2->bias), h, rows, D, block.norm2->eps);
-    if (mlp.act->tanh_approximation) {  // the fused epilogue is exact GELU only
-      linear(h, rows, *mlp.fc1, hidden, kernels::Epilogue::Store);
-      kernels::bias_gelu_inplace(hidden, nullptr, rows, F, true);
-    } else {
-      linear(h, rows, *mlp.fc1, hidden, kernels::Epilogue::Gelu);
-    }
+    linear(h, rows, *mlp.fc1, hidden, mlp.act->tanh_approximation ? kernels::Epilogue::GeluTanh : kernels::Epilogue::Gelu);
     linear(hidden, rows, *mlp.fc2, x, kernels::Epilogue::Accumulate);
   }
 
@@ -181,4 +161,4 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   linear(features, B, head, result.data<float>(), kernels::Epilogue::Store);
 }
 
-}  // namespace vit::model
+}  // namespace vit::infer

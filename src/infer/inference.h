@@ -14,13 +14,13 @@
 #include "core/tensor.h"
 #include "model/vision_transformer.h"
 
-namespace vit::model {
+namespace vit::infer {
 
 class InferenceSession {
  public:
   // The model must outlive the session; its parameters are read at every call.
-  explicit InferenceSession(const VisionTransformer& model);
-  static bool supports(const VisionTransformer& model);  // float32 parameters
+  explicit InferenceSession(const model::VisionTransformer& model);
+  static bool supports(const model::VisionTransformer& model);  // float32 parameters
 
   // images (B, C, H, W) float32 -> logits (B, num_classes).
   Tensor forward(const Tensor& images);
@@ -30,8 +30,8 @@ class InferenceSession {
  private:
   void run(const Tensor& images, bool with_head, Tensor& result);
   float* buffer(size_t index, size_t floats);
-  const VisionTransformer& model_;
+  const model::VisionTransformer& model_;
   std::vector<std::vector<float>> buffers_;  // the arena: one vector per role, grown on demand
 };
 
-}  // namespace vit::model
+}  // namespace vit::infer

@@ -3,7 +3,7 @@
 
 #include <optional>
 
-#include "infer/checkpoint_format.h"
+#include "infer/checkpoint.h"
 #include "io/safetensors.h"
 #include "nn/init.h"
 

@@ -1,21 +1,20 @@
-// Model benchmark (see benchmark.h).
-#include "infer/pretrained.h"
-#include "model/inference.h"
-#include "train/benchmark.h"
+// Model benchmark (see model_benchmark.h).
+#include "perf/model_benchmark.h"
 
+#include <omp.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "infer/inference.h"
+#include "infer/pretrained.h"
 #include "model/vision_transformer.h"
 #include "optim/optimizer.h"
 #include "train/data_parallel.h"
 
-#include <omp.h>
-
-namespace vit::train {
+namespace vit::perf {
 
 double peak_rss_mb() {
   struct rusage usage {};
@@ -47,7 +46,7 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   for (int64_t b = 0; b < config.batch; ++b) labels.push_back(static_cast<int64_t>(gen->integer(c.num_classes)));
   const Tensor targets = Tensor::from_data(labels, {config.batch});
   std::unique_ptr<optim::AdamW> opt;
-  DataParallel parallel(model, config.train ? omp_get_max_threads() : 1);  // the trainer's step
+  train::DataParallel parallel(model, config.train ? omp_get_max_threads() : 1);  // the trainer's step
   data::Batch batch;
   batch.images = images;
   batch.targets = targets;
@@ -57,8 +56,8 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   } else {
     model.eval();
   }
-  std::unique_ptr<model::InferenceSession> session;
-  if (!config.train && !config.graph) session = std::make_unique<model::InferenceSession>(model);
+  std::unique_ptr<infer::InferenceSession> session;
+  if (!config.train && !config.graph) session = std::make_unique<infer::InferenceSession>(model);
   auto step = [&] {
     if (config.train) {
       parallel.forward_backward(batch, 0.0);
@@ -102,4 +101,4 @@ std::string BenchmarkResult::to_json(const BenchmarkConfig& config, int threads)
   return j.dump();
 }
 
-}  // namespace vit::train
+}  // namespace vit::perf

@@ -1,6 +1,8 @@
-// Timing a model: inference (no autograd) or a full training step as the trainer runs it
-// (data-parallel forward, cross-entropy, backward, AdamW), after warm-up, reporting latency percentiles, throughput, achieved GFLOP/s
+// Timing a model: inference (the graph-free infer::InferenceSession, or the autograd graph) or
+// a full training step as the trainer runs it (train::DataParallel forward, cross-entropy,
+// backward, AdamW), after warm-up, reporting latency percentiles, throughput, achieved GFLOP/s
 // (2 x multiply-accumulates of the forward; x3 for a training step) and peak resident memory.
+// Its own room (perf) because it times both paths: it sits above train and infer.
 #pragma once
 
 #include <string>
@@ -8,7 +10,7 @@
 
 #include "model/vit_config.h"
 
-namespace vit::train {
+namespace vit::perf {
 
 struct BenchmarkConfig {
   model::ViTConfig model;
@@ -34,4 +36,4 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config);
 // Peak resident set size of this process so far, in MiB.
 double peak_rss_mb();
 
-}  // namespace vit::train
+}  // namespace vit::perf

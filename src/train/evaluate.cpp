@@ -6,7 +6,7 @@
 #include <memory>
 #include <numeric>
 
-#include "model/inference.h"
+#include "infer/inference.h"
 
 namespace vit::train {
 
@@ -27,8 +27,8 @@ EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, 
   int64_t correct1 = 0, correct5 = 0;
   Generator unused(0);
   // The graph-free inference path when the model allows it (float32), else the graph.
-  std::unique_ptr<model::InferenceSession> session;
-  if (model::InferenceSession::supports(model)) session = std::make_unique<model::InferenceSession>(model);
+  std::unique_ptr<infer::InferenceSession> session;
+  if (infer::InferenceSession::supports(model)) session = std::make_unique<infer::InferenceSession>(model);
   for (const auto& indices : data::epoch_batches(data.size(), batch_size, false, false, 0, 0)) {
     const data::Batch batch = data::make_batch(data, indices, {}, norm, false, unused);
     const Variable logits = session ? Variable(session->forward(batch.images)) : model(Variable(batch.images));

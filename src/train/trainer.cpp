@@ -16,7 +16,8 @@
 
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
-#include "train/checkpoint.h"
+#include "infer/checkpoint.h"
+#include "optim/optimizer.h"
 #include "train/data_parallel.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
@@ -272,10 +273,10 @@ TrainResult train(TrainConfig config) {
   auto last_good = [&last_path] { return fs::exists(last_path) ? last_path : std::string("(none written yet)"); };
 
   // ---- resume: configs, weights, optimiser, EMA and position come from the checkpoint ----
-  std::optional<LoadedCheckpoint> resumed;
+  std::optional<infer::LoadedCheckpoint> resumed;
   if (config.resume) {
     VIT_CHECK(fs::exists(last_path), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir, last_path);
-    resumed = load_checkpoint(last_path);
+    resumed = infer::load_checkpoint(last_path);
     TrainConfig saved = TrainConfig::from_json(resumed->info.train_config_json);
     VIT_CHECK(!config.model_explicit || resumed->info.model.same_architecture(config.model),
               "train", "{}: checkpoint is a different model ({} dim {} depth {} heads {}) than requested ({} dim {} depth {} "
@@ -384,9 +385,11 @@ TrainResult train(TrainConfig config) {
   };
   auto elapsed_now = [&] { return elapsed_before + std::chrono::duration<double>(Clock::now() - train_start).count(); };
   // Every save goes through here: a failed write (disk full, ...) leaves the previous file intact.
-  auto save = [&](const std::string& path, const CheckpointInfo& info) {
+  auto save = [&](const std::string& path, const infer::CheckpointInfo& info) {
     try {
-      save_checkpoint(path, model, opt.get(), ema.get(), info);
+      infer::TrainingState state{config.optimizer, opt->state(), {}};
+      if (ema) state.ema = ema->averages();
+      infer::save_checkpoint(path, model, info, state);
     } catch (const Error& e) {
       fail("train", "could not save a checkpoint: {}. Stopping; {} is unchanged", e.what(),
            fs::exists(path) ? "the previous " + path : std::string("no earlier checkpoint exists, so nothing"));
@@ -407,7 +410,7 @@ TrainResult train(TrainConfig config) {
       return stats.seconds + std::chrono::duration<double>(Clock::now() - epoch_start).count();
     };
     auto mid_epoch_info = [&] {
-      CheckpointInfo info{mc, config.to_json(), epoch, step, elapsed_now(), train_data.class_names, norm, batch_index, {}};
+      infer::CheckpointInfo info{mc, config.to_json(), epoch, step, elapsed_now(), train_data.class_names, norm, batch_index, {}};
       info.epoch_stats_json = stats.to_json(std::chrono::duration<double>(Clock::now() - epoch_start).count());
       return info;
     };
@@ -507,7 +510,7 @@ TrainResult train(TrainConfig config) {
         std::printf("reached %.1f%% test accuracy after %.1f s of training (epoch %ld)\n", 100 * t, elapsed, epoch + 1);
       }
     }
-    CheckpointInfo info{mc, config.to_json(), epoch + 1, step, elapsed, train_data.class_names, norm, 0, "{}"};
+    infer::CheckpointInfo info{mc, config.to_json(), epoch + 1, step, elapsed, train_data.class_names, norm, 0, "{}"};
     save(last_path, info);
     if (eval.top1 > result.best_test_accuracy) {
       result.best_test_accuracy = eval.top1;

@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "infer/checkpoint_format.h"
+#include "infer/checkpoint.h"
 #include "support/files.h"
 
 namespace vit {

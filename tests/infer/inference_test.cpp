@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/variable.h"
-#include "model/inference.h"
+#include "infer/inference.h"
 
 namespace vit::model {
 namespace {
@@ -27,7 +27,7 @@ void expect_matches_graph(const ViTConfig& config, int64_t batch, uint64_t seed)
     NoGradGuard no_grad;
     expected = model(Variable(images)).data();
   }
-  InferenceSession session(model);
+  infer::InferenceSession session(model);
   for (int repeat = 0; repeat < 2; ++repeat) {  // the second call reuses the arena
     const Tensor got = session.forward(images);
     ASSERT_EQ(got.shape(), expected.shape());
@@ -64,14 +64,14 @@ TEST(InferenceSession, MatchesTheGraphForEveryVariant) {
 TEST(InferenceSession, RefusesBadInputsAndHandlesAnEmptyBatch) {
   VisionTransformer model(preset("vit_digits"), std::make_shared<Generator>(0));
   model.eval();
-  InferenceSession session(model);
+  infer::InferenceSession session(model);
   EXPECT_THROW(session.forward(Tensor::zeros({1, 3, 28, 28})), Error);
   EXPECT_THROW(session.forward(Tensor::zeros({28, 28})), Error);
   EXPECT_EQ(session.forward(Tensor::zeros({0, 1, 28, 28})).shape(), (Shape{0, 10}));
   VisionTransformer f64(preset("vit_digits"), std::make_shared<Generator>(0));
   f64.to(DType::F64);
-  EXPECT_FALSE(InferenceSession::supports(f64));
-  EXPECT_THROW(InferenceSession{f64}, Error);
+  EXPECT_FALSE(infer::InferenceSession::supports(f64));
+  EXPECT_THROW(infer::InferenceSession{f64}, Error);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/files.h"
-#include "train/checkpoint.h"
+#include "infer/checkpoint.h"
 #include "train/trainer.h"
 
 namespace vit::train {
@@ -66,7 +66,7 @@ TEST(Trainer, LearnsAndWritesMetricsReportAndCheckpoints) {
   for (const char* remote : {"src=\"http", "href=\"http", "<script", "<link", "url("}) {
     EXPECT_EQ(report.find(remote), std::string::npos) << "the report must not need the network: " << remote;
   }
-  const LoadedCheckpoint ckpt = load_checkpoint(dir.file("run/last.safetensors"));
+  const infer::LoadedCheckpoint ckpt = infer::load_checkpoint(dir.file("run/last.safetensors"));
   EXPECT_EQ(ckpt.info.epoch, 6);
   EXPECT_EQ(ckpt.info.model.dim, 16);
   EXPECT_EQ(ckpt.info.class_names.size(), 10u);
@@ -93,8 +93,8 @@ TEST(Trainer, ResumeEndsWithBitIdenticalWeights) {
   resumed.out_dir = dir.file("b");
   resumed.resume = true;
   train(resumed);
-  const LoadedCheckpoint a = load_checkpoint(dir.file("a/last.safetensors"));
-  const LoadedCheckpoint b = load_checkpoint(dir.file("b/last.safetensors"));
+  const infer::LoadedCheckpoint a = infer::load_checkpoint(dir.file("a/last.safetensors"));
+  const infer::LoadedCheckpoint b = infer::load_checkpoint(dir.file("b/last.safetensors"));
   ASSERT_EQ(a.weights.size(), b.weights.size());
   for (size_t i = 0; i < a.weights.size(); ++i) {
     EXPECT_EQ(a.weights[i].second.to_vector(), b.weights[i].second.to_vector()) << a.weights[i].first;
@@ -130,7 +130,7 @@ TEST(Trainer, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
     EXPECT_NE(what.find("at epoch 1 step 1;"), std::string::npos) << what;
   }
   EXPECT_EQ(testing::read_bytes(dir.file("run/last.safetensors")), before);
-  EXPECT_NO_THROW(load_checkpoint(dir.file("run/last.safetensors")));
+  EXPECT_NO_THROW(infer::load_checkpoint(dir.file("run/last.safetensors")));
   // An update that overflows the weights themselves is caught at that step, naming the parameter.
   exploding.lr = 1e39;  // infinite in float32
   try {

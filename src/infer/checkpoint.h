@@ -1,0 +1,65 @@
+// vit's own checkpoint format, written and read here: one safetensors file with the model
+// weights under timm's names, optimiser state as "optimizer.*", EMA weights as "ema.*", and in
+// __metadata__ "format" = "vit-checkpoint-1", the model and training configs, epoch, step, class
+// names and normalisation, so `vit eval`, `vit predict` and `vit train --resume` need only the
+// file. Writes are atomic (temporary file, fsync, rename: io::save_safetensors). The training
+// state is passed as plain tensors, so this room needs no optimiser: `train` hands them over.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "io/safetensors.h"
+#include "model/checkpoint_layout.h"
+#include "model/vision_transformer.h"
+#include "model/vit_config.h"
+
+namespace vit::infer {
+
+inline constexpr const char* kCheckpointFormat = "vit-checkpoint-1";
+
+struct CheckpointInfo {
+  model::ViTConfig model;
+  std::string train_config_json;  // the TrainConfig as JSON ("{}" when unknown)
+  int64_t epoch = 0, step = 0;  // completed epochs; optimiser steps taken
+  double elapsed_seconds = 0.0;
+  std::vector<std::string> class_names;
+  data::Normalization normalization;
+  // Batches of epoch `epoch` (0-based, i.e. the next one) already trained on: > 0 for a
+  // checkpoint saved mid-epoch (Ctrl-C, --checkpoint-every), with that epoch's running
+  // statistics so far as JSON in epoch_stats_json.
+  int64_t batch = 0;
+  std::string epoch_stats_json;
+};
+
+// The training state saved beside the weights (all empty for a model alone).
+struct TrainingState {
+  std::string optimizer = "none";  // "adamw", "sgd" or "none" (metadata only)
+  model::NamedTensors optimizer_state;  // saved as "optimizer.<name>"
+  model::NamedTensors ema;              // saved as "ema.<name>"
+};
+
+void save_checkpoint(const std::string& path, const model::VisionTransformer& model, const CheckpointInfo& info,
+                     const TrainingState& state = {});
+
+struct LoadedCheckpoint {
+  std::string path;  // the file it came from (for messages)
+  CheckpointInfo info;
+  model::NamedTensors weights;    // model parameters (timm names)
+  model::NamedTensors optimizer;  // without the "optimizer." prefix
+  model::NamedTensors ema;        // without the "ema." prefix
+};
+
+// True when the file's metadata says it is a vit checkpoint.
+bool is_vit_checkpoint(const io::SafetensorsFile& file);
+// Throws "[checkpoint] FILE: ..." when the file is not a (valid) vit checkpoint.
+LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file);
+LoadedCheckpoint load_checkpoint(const std::string& path);
+
+// Builds the model a checkpoint describes and loads its weights (its EMA weights when asked; an
+// error if it has none).
+std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint, bool use_ema = false);
+
+}  // namespace vit::infer
