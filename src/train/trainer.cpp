@@ -15,13 +15,15 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/gemm.h"
-#include "kernels/optim.h"
 #include "infer/checkpoint.h"
 #include "optim/optimizer.h"
 #include "train/data_parallel.h"
 #include "train/evaluate.h"
+#include "train/health.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/run_files.h"
+#include "train/stop_signals.h"
 
 namespace vit::train {
 namespace fs = std::filesystem;
@@ -146,104 +148,31 @@ struct EpochStats {
   }
 };
 
-// SIGINT / SIGTERM while training: the handler only records the signal; the loop saves a
-// checkpoint after the current step and stops. SA_RESETHAND: a second Ctrl-C kills at once
-// (safe, since checkpoints are replaced atomically).
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void record_stop_signal(int sig) { g_stop_signal = sig; }
+// Everything a run holds between its phases.
+struct Run {
+  explicit Run(const TrainConfig& c) : config(c), files(c.out_dir) {}
+  TrainConfig config;
+  RunFiles files;
+  int threads = 1;
+  bool bar = false;  // a redrawn progress bar (terminal) instead of plain lines
+  std::optional<infer::LoadedCheckpoint> resumed;
+  data::Dataset train_data, test_data;
+  data::Normalization norm;
+  std::unique_ptr<model::VisionTransformer> model;
+  optim::NamedParameters params;
+  std::unique_ptr<optim::Optimizer> opt;
+  std::unique_ptr<optim::ModelEma> ema;
+  // Where training continues: the epoch, the optimiser step, and for a mid-epoch checkpoint the
+  // batches of that epoch already trained on with their statistics.
+  int64_t start_epoch = 0, step = 0, first_batch = 0;
+  EpochStats carried;
+  int64_t steps_per_epoch = 0, total_steps = 0, warmup_steps = 0;
+  double elapsed_before = 0.0;  // training seconds of earlier processes (resume)
+  Clock::time_point start;
+  TrainResult result;
 
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_signal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = record_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-  int pending() const { return g_stop_signal; }
-
- private:
-  struct sigaction old_int_ {}, old_term_ {};
+  double elapsed() const { return elapsed_before + std::chrono::duration<double>(Clock::now() - start).count(); }
 };
-
-void append_line(const std::string& path, const std::string& line) {
-  std::ofstream out(path, std::ios::app);
-  out << line << "\n";
-  VIT_CHECK(out.good(), "train", "{}: cannot write", path);
-}
-
-// Keeps the first `epochs` lines of metrics.jsonl (a resumed run rewrites what follows). The
-// new file replaces the old by rename, so a kill at any moment leaves one or the other whole
-// (found by the SIGKILL test: truncating in place could lose every line).
-void truncate_metrics(const std::string& path, int64_t epochs) {
-  if (!fs::exists(path)) return;
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line) && static_cast<int64_t>(lines.size()) < epochs;) lines.push_back(line);
-  in.close();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& line : lines) out << line << "\n";
-    out.flush();
-    VIT_CHECK(out.good(), "train", "{}: cannot write", tmp);
-  }
-  fs::rename(tmp, path);
-}
-
-// The first parameter (model order) holding a NaN or infinity, or "" if all are finite.
-std::string first_nonfinite(const optim::NamedParameters& params) {
-  for (const auto& [name, p] : params) {
-    if (!std::isfinite(kernels::sum_squares(p.data().data<float>(), p.numel()))) return name;
-  }
-  return "";
-}
-
-// "'name' (|w| up to X)" for the parameter with the largest magnitude: where to look when the
-// forward pass overflowed with finite weights.
-std::string largest_parameter(const optim::NamedParameters& params) {
-  std::string best;
-  float best_abs = -1.0f;
-  for (const auto& [name, p] : params) {
-    const Tensor t = p.data().contiguous();
-    const float* v = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (std::fabs(v[i]) > best_abs) {
-        best_abs = std::fabs(v[i]);
-        best = name;
-      }
-    }
-  }
-  return fmt::format("'{}' (|w| up to {:.3g})", best, best_abs);
-}
-
-// The parameter whose gradient went non-finite first during backpropagation: backward runs
-// from the head to the patch embedding, so that is the last one in model order; "" if none.
-std::string first_nonfinite_grad(const optim::NamedParameters& params) {
-  for (auto it = params.rbegin(); it != params.rend(); ++it) {
-    const Tensor& g = it->second.grad();
-    if (g.defined() && !std::isfinite(kernels::sum_squares(g.contiguous().data<float>(), g.numel()))) return it->first;
-  }
-  return "";
-}
-
-std::vector<nlohmann::json> read_metrics(const std::string& path) {
-  std::vector<nlohmann::json> rows;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
-  }
-  return rows;
-}
 
 // Copies tensors into the model's parameters (same names, same order).
 void assign(const optim::NamedParameters& params, const optim::NamedTensors& values) {
@@ -253,289 +182,330 @@ void assign(const optim::NamedParameters& params, const optim::NamedTensors& val
   }
 }
 
-}  // namespace
+// ---- start or resume ----
 
-TrainResult train(TrainConfig config) {
-  if (!config.resume) config.validate();
-  if (config.threads > 0) {
-    omp_set_num_threads(config.threads);
-    kernels::set_blas_threads(config.threads);
-  }
-  const int threads = omp_get_max_threads();
-  const fs::path out_dir(config.out_dir);
-  VIT_CHECK(!fs::exists(out_dir) || fs::is_directory(out_dir), "train", "--out {}: exists and is not a directory",
-            config.out_dir);
-  const std::string last_path = (out_dir / "last.safetensors").string();
-  const std::string best_path = (out_dir / "best.safetensors").string();
-  const std::string metrics_path = (out_dir / "metrics.jsonl").string();
-  const std::string report_path = (out_dir / "report.html").string();
-  // What a failure message points the user back to.
-  auto last_good = [&last_path] { return fs::exists(last_path) ? last_path : std::string("(none written yet)"); };
+// With --resume the configs come from the checkpoint; the flags that only steer this process
+// (where, how fast, how verbose, when to stop) come from the command line.
+TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoint& checkpoint, const RunFiles& files) {
+  TrainConfig saved = TrainConfig::from_json(checkpoint.info.train_config_json);
+  const model::ViTConfig& m = checkpoint.info.model;
+  VIT_CHECK(!asked.model_explicit || m.same_architecture(asked.model), "train",
+            "{}: checkpoint is a different model ({} dim {} depth {} heads {}) than requested ({} dim {} depth {} "
+            "heads {})", files.last, m.name, m.dim, m.depth, m.num_heads, asked.model.name, asked.model.dim,
+            asked.model.depth, asked.model.num_heads);
+  saved.model = m;
+  // --epochs on resume extends (or keeps) the schedule; without it the saved one continues.
+  if (asked.epochs > 0) saved.epochs = std::max(asked.epochs, checkpoint.info.epoch);
+  saved.out_dir = asked.out_dir;
+  saved.threads = asked.threads;
+  saved.progress = asked.progress;
+  saved.stop_after_epoch = asked.stop_after_epoch;
+  saved.checkpoint_every = asked.checkpoint_every;
+  saved.max_pixels = asked.max_pixels;
+  saved.resume = true;
+  saved.validate();
+  return saved;
+}
 
-  // ---- resume: configs, weights, optimiser, EMA and position come from the checkpoint ----
-  std::optional<infer::LoadedCheckpoint> resumed;
-  if (config.resume) {
-    VIT_CHECK(fs::exists(last_path), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir, last_path);
-    resumed = infer::load_checkpoint(last_path);
-    TrainConfig saved = TrainConfig::from_json(resumed->info.train_config_json);
-    VIT_CHECK(!config.model_explicit || resumed->info.model.same_architecture(config.model),
-              "train", "{}: checkpoint is a different model ({} dim {} depth {} heads {}) than requested ({} dim {} depth {} "
-              "heads {})", last_path, resumed->info.model.name, resumed->info.model.dim, resumed->info.model.depth,
-              resumed->info.model.num_heads, config.model.name, config.model.dim, config.model.depth,
-              config.model.num_heads);
-    saved.model = resumed->info.model;
-    // --epochs on resume extends (or keeps) the schedule; without it the saved one continues.
-    if (config.epochs > 0) saved.epochs = std::max(config.epochs, resumed->info.epoch);
-    saved.out_dir = config.out_dir;
-    saved.threads = config.threads;
-    saved.progress = config.progress;
-    saved.stop_after_epoch = config.stop_after_epoch;
-    saved.checkpoint_every = config.checkpoint_every;
-    saved.max_pixels = config.max_pixels;
-    saved.resume = true;
-    config = saved;
-    config.validate();
-  }
-
-  // ---- refuse what cannot fit, before any large allocation ----
-  const model::ViTConfig& mc = config.model;
-  model::check_memory(mc, config.batch_size, true);
-  model::check_memory(mc, config.eval_batch_size, false);
-
-  // ---- data ----
-  data::Dataset train_data =
-      data::load_dataset(config.data_dir, data::Split::Train, mc.in_channels, mc.image_size, config.max_pixels);
-  data::Dataset test_data =
-      data::load_dataset(config.data_dir, data::Split::Test, mc.in_channels, mc.image_size, config.max_pixels);
-  for (const data::Dataset* d : {&train_data, &test_data}) {
+void load_data(Run& run) {
+  const TrainConfig& c = run.config;
+  const model::ViTConfig& mc = c.model;
+  run.train_data = data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels);
+  run.test_data = data::load_dataset(c.data_dir, data::Split::Test, mc.in_channels, mc.image_size, c.max_pixels);
+  for (const data::Dataset* d : {&run.train_data, &run.test_data}) {
     VIT_CHECK(d->channels == mc.in_channels && d->height == mc.image_size && d->width == mc.image_size, "train",
               "{}: images are {}x{}x{} but the model expects {}x{}x{}", d->source, d->channels, d->height, d->width,
               mc.in_channels, mc.image_size, mc.image_size);
     VIT_CHECK(d->num_classes() <= mc.num_classes, "train", "{}: {} classes but the model has {} outputs", d->source,
               d->num_classes(), mc.num_classes);
   }
-  const bool digits = train_data.class_names == std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
-  const data::Normalization norm =
-      resumed ? resumed->info.normalization : data::default_normalization(mc.in_channels, digits);
+  const bool digits =
+      run.train_data.class_names == std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+  run.norm = run.resumed ? run.resumed->info.normalization : data::default_normalization(mc.in_channels, digits);
+}
 
-  // ---- model, optimiser, EMA ----
-  auto gen = std::make_shared<Generator>(config.seed);
-  model::VisionTransformer model(mc, gen);
-  const optim::NamedParameters params = model.named_parameters();
-  std::unique_ptr<optim::Optimizer> opt;
-  if (config.optimizer == "adamw") {
-    opt = std::make_unique<optim::AdamW>(params, config.lr, config.weight_decay);
+// The model, optimiser and EMA, restored from the checkpoint when resuming; metrics.jsonl kept
+// up to the checkpoint's epoch (or started empty).
+void build_model(Run& run) {
+  const TrainConfig& c = run.config;
+  run.model = std::make_unique<model::VisionTransformer>(c.model, std::make_shared<Generator>(c.seed));
+  run.params = run.model->named_parameters();
+  if (c.optimizer == "adamw") {
+    run.opt = std::make_unique<optim::AdamW>(run.params, c.lr, c.weight_decay);
   } else {
-    opt = std::make_unique<optim::SGD>(params, config.lr, config.momentum, config.weight_decay);
+    run.opt = std::make_unique<optim::SGD>(run.params, c.lr, c.momentum, c.weight_decay);
   }
-  std::unique_ptr<optim::ModelEma> ema;
-  if (config.ema_decay > 0) ema = std::make_unique<optim::ModelEma>(params, config.ema_decay);
-  int64_t start_epoch = 0;
-  double elapsed_before = 0.0;
-  if (resumed) {
-    model.load_state_dict(resumed->weights);
-    opt->load_state(resumed->optimizer);
-    if (ema) {
-      VIT_CHECK(resumed->ema.size() == params.size(), "train", "{}: EMA weights missing from the checkpoint", last_path);
-      for (size_t i = 0; i < params.size(); ++i) ema->averages()[i].second.copy_(resumed->ema[i].second);
-    }
-    start_epoch = resumed->info.epoch;
-    elapsed_before = resumed->info.elapsed_seconds;
-    truncate_metrics(metrics_path, start_epoch);
-  } else {
-    fs::create_directories(out_dir);
-    std::ofstream(metrics_path, std::ios::trunc).close();
+  if (c.ema_decay > 0) run.ema = std::make_unique<optim::ModelEma>(run.params, c.ema_decay);
+  if (!run.resumed) {
+    fs::create_directories(run.files.dir);
+    std::ofstream(run.files.metrics, std::ios::trunc).close();
+    return;
   }
+  const infer::LoadedCheckpoint& r = *run.resumed;
+  run.model->load_state_dict(r.weights);
+  run.opt->load_state(r.optimizer);
+  if (run.ema) {
+    VIT_CHECK(r.ema.size() == run.params.size(), "train", "{}: EMA weights missing from the checkpoint", run.files.last);
+    for (size_t i = 0; i < run.params.size(); ++i) run.ema->averages()[i].second.copy_(r.ema[i].second);
+  }
+  run.start_epoch = r.info.epoch;
+  run.step = r.info.step;
+  run.first_batch = r.info.batch;
+  if (run.first_batch > 0) run.carried = EpochStats::from_json(r.info.epoch_stats_json, run.files.last);
+  run.elapsed_before = r.info.elapsed_seconds;
+  truncate_metrics(run.files.metrics, run.start_epoch);
+}
 
-  const int64_t steps_per_epoch = static_cast<int64_t>(
-      data::epoch_batches(train_data.size(), config.batch_size, true, true, config.seed, 0).size());
-  const int64_t total_steps = steps_per_epoch * config.epochs;
-  const auto warmup_steps = static_cast<int64_t>(std::llround(config.warmup_epochs * static_cast<double>(steps_per_epoch)));
-  const model::ComputeCost cost = model::macs_per_image(mc);
+// The learning-rate schedule's length in steps, and what the run is about to do.
+void plan(Run& run) {
+  const TrainConfig& c = run.config;
+  run.steps_per_epoch = static_cast<int64_t>(
+      data::epoch_batches(run.train_data.size(), c.batch_size, true, true, c.seed, 0).size());
+  run.total_steps = run.steps_per_epoch * c.epochs;
+  run.warmup_steps = static_cast<int64_t>(std::llround(c.warmup_epochs * static_cast<double>(run.steps_per_epoch)));
+  const model::ComputeCost cost = model::macs_per_image(c.model);
   std::printf("model %s: %ld parameters, %.2f MMACs per image; %ld training / %ld test images from %s\n",
-              mc.name.c_str(), model.num_parameters(), static_cast<double>(cost.total()) / 1e6, train_data.size(),
-              test_data.size(), config.data_dir.c_str());
-  std::printf("training %ld epochs x %ld steps (batch %ld, %s lr %g, %d threads) -> %s\n", config.epochs,
-              steps_per_epoch, config.batch_size, config.optimizer.c_str(), config.lr, threads, config.out_dir.c_str());
-  if (resumed) std::printf("resumed from %s at epoch %ld\n", last_path.c_str(), start_epoch);
+              c.model.name.c_str(), run.model->num_parameters(), static_cast<double>(cost.total()) / 1e6,
+              run.train_data.size(), run.test_data.size(), c.data_dir.c_str());
+  std::printf("training %ld epochs x %ld steps (batch %ld, %s lr %g, %d threads) -> %s\n", c.epochs,
+              run.steps_per_epoch, c.batch_size, c.optimizer.c_str(), c.lr, run.threads, c.out_dir.c_str());
+  if (run.resumed) std::printf("resumed from %s at epoch %ld\n", run.files.last.c_str(), run.start_epoch);
   std::fflush(stdout);
-
-  const bool bar = config.progress == 1 || (config.progress < 0 && ::isatty(STDOUT_FILENO));
-  TrainResult result;
-  const std::vector<double> thresholds = {0.97, 0.985};
-  for (double t : thresholds) result.milestones.emplace_back(t, -1.0);
-  for (const auto& row : read_metrics(metrics_path)) {  // milestones already passed before a resume
+  // Milestones (and the best accuracy) already passed before a resume.
+  for (double t : {0.97, 0.985}) run.result.milestones.emplace_back(t, -1.0);
+  for (const auto& row : read_metrics(run.files.metrics)) {
     const double acc = metric(row, "test_acc");
-    if (acc > result.best_test_accuracy) result.best_test_accuracy = acc;
-    for (auto& [t, at] : result.milestones) {
+    if (acc > run.result.best_test_accuracy) run.result.best_test_accuracy = acc;
+    for (auto& [t, at] : run.result.milestones) {
       if (at < 0 && acc >= t) at = metric(row, "elapsed");
     }
   }
-  DataParallel parallel(model, threads);
-  const auto train_start = Clock::now();
-  int64_t step = resumed ? resumed->info.step : 0;
-  // Mid-epoch resume: skip the batches already trained on and carry the epoch's statistics.
-  int64_t first_batch = resumed ? resumed->info.batch : 0;
-  EpochStats carried;
-  if (resumed && first_batch > 0) carried = EpochStats::from_json(resumed->info.epoch_stats_json, last_path);
-  const StopSignals signals;
-  auto interrupted_message = [&] {
-    return fmt::format("interrupted by {} at step {}: saved {}; continue with: vit train --resume {}",
-                       signals.pending() == SIGINT ? "Ctrl-C (SIGINT)" : "SIGTERM", step, last_path, config.out_dir);
-  };
-  auto elapsed_now = [&] { return elapsed_before + std::chrono::duration<double>(Clock::now() - train_start).count(); };
-  // Every save goes through here: a failed write (disk full, ...) leaves the previous file intact.
-  auto save = [&](const std::string& path, const infer::CheckpointInfo& info) {
-    try {
-      infer::TrainingState state{config.optimizer, opt->state(), {}};
-      if (ema) state.ema = ema->averages();
-      infer::save_checkpoint(path, model, info, state);
-    } catch (const Error& e) {
-      fail("train", "could not save a checkpoint: {}. Stopping; {} is unchanged", e.what(),
-           fs::exists(path) ? "the previous " + path : std::string("no earlier checkpoint exists, so nothing"));
-    }
-  };
+}
 
-  for (int64_t epoch = start_epoch; epoch < config.epochs; ++epoch) {
-    const auto epoch_start = Clock::now();
-    model.train();
-    data::BatchLoader loader(train_data, data::epoch_batches(train_data.size(), config.batch_size, true, true,
-                                                             config.seed, epoch),
-                             config.augment, norm, true, config.seed, epoch, 3, static_cast<size_t>(first_batch));
-    Progress progress(bar, fmt::format("epoch {}/{}", epoch + 1, config.epochs), loader.num_batches());
-    EpochStats stats = first_batch > 0 ? carried : EpochStats{};
-    int64_t batch_index = first_batch;
-    first_batch = 0;
-    auto epoch_seconds_so_far = [&] {
-      return stats.seconds + std::chrono::duration<double>(Clock::now() - epoch_start).count();
-    };
-    auto mid_epoch_info = [&] {
-      infer::CheckpointInfo info{mc, config.to_json(), epoch, step, elapsed_now(), train_data.class_names, norm, batch_index, {}};
-      info.epoch_stats_json = stats.to_json(std::chrono::duration<double>(Clock::now() - epoch_start).count());
-      return info;
-    };
-    while (auto batch = loader.next()) {
-      // Dropout masks depend on (seed, step) only, so a resumed run draws the same ones.
-      parallel.reseed(config.seed, step);
-      opt->lr = optim::warmup_cosine_lr(step, warmup_steps, total_steps, config.lr, config.min_lr);
-      const DataParallel::StepResult step_result = parallel.forward_backward(*batch, config.label_smoothing);
-      const double loss_value = step_result.loss;
-      // A NaN/Inf loss or gradient: skip the step (--skip-nonfinite) or stop before any update.
-      const std::string bad_grad = first_nonfinite_grad(params);
-      if (!std::isfinite(loss_value) || !bad_grad.empty()) {
-        // (Weights are checked after every update, so here they are finite.)
-        const std::string what =
-            !std::isfinite(loss_value)
-                ? fmt::format("loss is {} (the forward pass overflowed; all weights are finite, the largest is {})",
-                              number_str(loss_value), largest_parameter(params))
-                : fmt::format("gradient of '{}' went non-finite first in backpropagation (loss {})", bad_grad,
-                              number_str(loss_value));
-        if (config.skip_nonfinite) {
-          progress.finish();
-          std::printf("skipping epoch %ld step %ld: %s\n", epoch + 1, step, what.c_str());
-          ++stats.skipped;
-          ++step;
-          ++batch_index;
-          continue;
-        }
-        progress.finish();
-        fail("train", "{} at epoch {} step {}; stopping without saving. The last good checkpoint is {}", what,
-             epoch + 1, step, last_good());
-      }
-      if (config.clip_grad > 0) optim::clip_grad_norm(params, config.clip_grad);
-      opt->step();
-      if (const std::string bad = first_nonfinite(params); !bad.empty()) {
-        progress.finish();
-        fail("train", "parameter '{}' became non-finite in the update of epoch {} step {} (learning rate too high?); "
-             "stopping without saving. The last good checkpoint is {}", bad, epoch + 1, step, last_good());
-      }
-      if (ema) ema->update(params);
-      ++step;
-      ++batch_index;
-      const auto B = batch->targets.numel();
-      stats.correct += step_result.correct;
-      stats.seen += B;
-      stats.loss_sum += loss_value * static_cast<double>(B);
-      ++stats.steps;
-      const double seconds = epoch_seconds_so_far();
-      progress.update(batch_index, stats.loss_sum / static_cast<double>(stats.seen),
-                      static_cast<double>(stats.correct) / static_cast<double>(stats.seen),
-                      static_cast<double>(stats.seen) / seconds, seconds);
-      // After the epoch's last batch the epoch-end checkpoint below serves both purposes.
-      const bool more_batches = batch_index < static_cast<int64_t>(loader.num_batches());
-      if (more_batches && signals.pending()) {
-        progress.finish();
-        save(last_path, mid_epoch_info());
-        throw Interrupted(interrupted_message());
-      }
-      if (more_batches && config.checkpoint_every > 0 && step % config.checkpoint_every == 0) {
-        save(last_path, mid_epoch_info());
-      }
-    }
-    const double train_seconds = epoch_seconds_so_far();
+Run start_or_resume(TrainConfig config) {
+  if (!config.resume) config.validate();
+  if (config.threads > 0) {
+    omp_set_num_threads(config.threads);
+    kernels::set_blas_threads(config.threads);
+  }
+  Run run(config);
+  run.threads = omp_get_max_threads();
+  VIT_CHECK(!fs::exists(run.files.dir) || fs::is_directory(run.files.dir), "train",
+            "--out {}: exists and is not a directory", config.out_dir);
+  if (config.resume) {
+    VIT_CHECK(fs::exists(run.files.last), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir,
+              run.files.last);
+    run.resumed = infer::load_checkpoint(run.files.last);
+    run.config = resume_config(config, *run.resumed, run.files);
+  }
+  // Refuse what cannot fit, before any large allocation.
+  model::check_memory(run.config.model, run.config.batch_size, true);
+  model::check_memory(run.config.model, run.config.eval_batch_size, false);
+  load_data(run);
+  build_model(run);
+  plan(run);
+  run.bar = run.config.progress == 1 || (run.config.progress < 0 && ::isatty(STDOUT_FILENO));
+  return run;
+}
 
-    // ---- evaluate (EMA weights when enabled), record, checkpoint ----
-    EvalResult eval;
-    if (ema) {
-      optim::NamedTensors current;
-      for (const auto& [name, p] : params) current.emplace_back(name, p.data().clone());
-      assign(params, ema->averages());
-      eval = evaluate(model, test_data, norm, config.eval_batch_size);
-      assign(params, current);
-    } else {
-      eval = evaluate(model, test_data, norm, config.eval_batch_size);
-    }
-    if (!std::isfinite(eval.loss)) {
-      progress.finish();
-      fail("train", "test loss is {} after epoch {}: the weights are unusable; stopping without saving. The last good "
-           "checkpoint is {}", number_str(eval.loss), epoch + 1, last_good());
-    }
-    const double epoch_seconds = epoch_seconds_so_far();
-    const double elapsed = elapsed_now();
-    const double train_loss = stats.seen ? stats.loss_sum / static_cast<double>(stats.seen) : NAN;
-    const double train_acc = stats.seen ? static_cast<double>(stats.correct) / static_cast<double>(stats.seen) : NAN;
-    const double images_per_s = static_cast<double>(stats.seen) / train_seconds;
+// ---- checkpoints ----
+
+infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t batch, std::string epoch_stats_json) {
+  return {run.config.model, run.config.to_json(), epoch, run.step, run.elapsed(), run.train_data.class_names,
+          run.norm, batch, std::move(epoch_stats_json)};
+}
+
+// Every save goes through here: a failed write (disk full, ...) leaves the previous file intact.
+void save(const Run& run, const std::string& path, const infer::CheckpointInfo& info) {
+  infer::TrainingState state{run.config.optimizer, run.opt->state(), {}};
+  if (run.ema) state.ema = run.ema->averages();
+  try {
+    infer::save_checkpoint(path, *run.model, info, state);
+  } catch (const Error& e) {
+    fail("train", "could not save a checkpoint: {}. Stopping; {} is unchanged", e.what(),
+         fs::exists(path) ? "the previous " + path : std::string("no earlier checkpoint exists, so nothing"));
+  }
+}
+
+std::string interrupted_message(const Run& run, const StopSignals& signals) {
+  return fmt::format("interrupted by {} at step {}: saved {}; continue with: vit train --resume {}", signals.describe(),
+                     run.step, run.files.last, run.config.out_dir);
+}
+
+// ---- one epoch ----
+
+struct EpochResult {
+  EpochStats stats;
+  Clock::time_point start;     // of this process's part of the epoch
+  double train_seconds = 0.0;  // the epoch's training time (without evaluation)
+  double seconds() const { return stats.seconds + std::chrono::duration<double>(Clock::now() - start).count(); }
+};
+
+// One optimiser step on a batch: forward, backward, finiteness checks, clipping, update, EMA.
+// Returns false when the step was skipped (--skip-nonfinite).
+bool train_step(Run& run, DataParallel& parallel, const data::Batch& batch, int64_t epoch, Progress& progress,
+                EpochResult& e) {
+  const TrainConfig& c = run.config;
+  // Dropout masks depend on (seed, step) only, so a resumed run draws the same ones.
+  parallel.reseed(c.seed, run.step);
+  run.opt->lr = optim::warmup_cosine_lr(run.step, run.warmup_steps, run.total_steps, c.lr, c.min_lr);
+  const DataParallel::StepResult r = parallel.forward_backward(batch, c.label_smoothing);
+  // A NaN/Inf loss or gradient: skip the step (--skip-nonfinite) or stop before any update.
+  if (const std::string what = step_problem(r.loss, run.params); !what.empty()) {
     progress.finish();
-    nlohmann::ordered_json row = {{"epoch", epoch + 1},      {"train_loss", train_loss}, {"train_acc", train_acc},
-                                  {"test_loss", eval.loss},  {"test_acc", eval.top1},    {"test_top5", eval.top5},
-                                  {"lr", opt->lr},           {"images_per_s", images_per_s},
-                                  {"seconds", epoch_seconds}, {"elapsed", elapsed},      {"skipped_steps", stats.skipped}};
-    append_line(metrics_path, row.dump());
-    std::printf("epoch %ld/%ld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.0f img/s  %.1fs (total %.1fs)\n",
-                epoch + 1, config.epochs, train_loss, 100 * train_acc, eval.loss, 100 * eval.top1, images_per_s,
-                epoch_seconds, elapsed);
-    for (auto& [t, at] : result.milestones) {
-      if (at < 0 && eval.top1 >= t) {
-        at = elapsed;
-        std::printf("reached %.1f%% test accuracy after %.1f s of training (epoch %ld)\n", 100 * t, elapsed, epoch + 1);
-      }
+    if (c.skip_nonfinite) {
+      std::printf("skipping epoch %ld step %ld: %s\n", epoch + 1, run.step, what.c_str());
+      ++e.stats.skipped;
+      ++run.step;
+      return false;
     }
-    infer::CheckpointInfo info{mc, config.to_json(), epoch + 1, step, elapsed, train_data.class_names, norm, 0, "{}"};
-    save(last_path, info);
-    if (eval.top1 > result.best_test_accuracy) {
-      result.best_test_accuracy = eval.top1;
-      save(best_path, info);
+    fail("train", "{} at epoch {} step {}; stopping without saving. The last good checkpoint is {}", what, epoch + 1,
+         run.step, run.files.last_good());
+  }
+  if (c.clip_grad > 0) optim::clip_grad_norm(run.params, c.clip_grad);
+  run.opt->step();
+  if (const std::string bad = first_nonfinite(run.params); !bad.empty()) {
+    progress.finish();
+    fail("train", "parameter '{}' became non-finite in the update of epoch {} step {} (learning rate too high?); "
+         "stopping without saving. The last good checkpoint is {}", bad, epoch + 1, run.step, run.files.last_good());
+  }
+  if (run.ema) run.ema->update(run.params);
+  ++run.step;
+  const auto B = batch.targets.numel();
+  e.stats.correct += r.correct;
+  e.stats.seen += B;
+  e.stats.loss_sum += r.loss * static_cast<double>(B);
+  ++e.stats.steps;
+  return true;
+}
+
+// Trains on every remaining batch of the epoch. On SIGINT/SIGTERM it saves a mid-epoch
+// checkpoint and throws Interrupted; --checkpoint-every saves one every N steps.
+EpochResult train_epoch(Run& run, DataParallel& parallel, const StopSignals& signals, int64_t epoch) {
+  const TrainConfig& c = run.config;
+  EpochResult e{.stats = run.first_batch > 0 ? run.carried : EpochStats{}, .start = Clock::now()};
+  int64_t batch_index = run.first_batch;
+  run.first_batch = 0;
+  run.model->train();
+  data::BatchLoader loader(run.train_data,
+                           data::epoch_batches(run.train_data.size(), c.batch_size, true, true, c.seed, epoch),
+                           c.augment, run.norm, true, c.seed, epoch, 3, static_cast<size_t>(batch_index));
+  Progress progress(run.bar, fmt::format("epoch {}/{}", epoch + 1, c.epochs), loader.num_batches());
+  auto mid_epoch_info = [&] {
+    return checkpoint_info(run, epoch, batch_index,
+                           e.stats.to_json(std::chrono::duration<double>(Clock::now() - e.start).count()));
+  };
+  while (auto batch = loader.next()) {
+    const bool stepped = train_step(run, parallel, *batch, epoch, progress, e);
+    ++batch_index;
+    if (!stepped) continue;
+    const double seconds = e.seconds();
+    const auto seen = static_cast<double>(e.stats.seen);
+    progress.update(batch_index, e.stats.loss_sum / seen, static_cast<double>(e.stats.correct) / seen, seen / seconds,
+                    seconds);
+    // After the epoch's last batch the epoch-end checkpoint serves both purposes.
+    const bool more_batches = batch_index < static_cast<int64_t>(loader.num_batches());
+    if (more_batches && signals.pending()) {
+      progress.finish();
+      save(run, run.files.last, mid_epoch_info());
+      throw Interrupted(interrupted_message(run, signals));
     }
-    write_report(report_path, mc, config.to_json(), read_metrics(metrics_path), eval, test_data);
-    std::fflush(stdout);
-    result.epochs_run = epoch + 1;
-    result.final_test_accuracy = eval.top1;
-    result.seconds = elapsed;
-    if (signals.pending() && epoch + 1 < config.epochs) throw Interrupted(interrupted_message());
-    if (config.stop_after_epoch > 0 && epoch + 1 >= config.stop_after_epoch && epoch + 1 < config.epochs) {
-      std::printf("stopping after epoch %ld of %ld as asked; continue with --resume %s\n", epoch + 1, config.epochs,
-                  config.out_dir.c_str());
-      return result;
+    if (more_batches && c.checkpoint_every > 0 && run.step % c.checkpoint_every == 0) {
+      save(run, run.files.last, mid_epoch_info());
     }
   }
+  progress.finish();
+  e.train_seconds = e.seconds();
+  return e;
+}
+
+// ---- end of epoch: evaluate, metrics, checkpoints, report ----
+
+// On the test set, with the EMA weights when enabled; a non-finite loss stops the run.
+EvalResult evaluate_epoch(Run& run, int64_t epoch) {
+  EvalResult eval;
+  if (run.ema) {
+    optim::NamedTensors current;
+    for (const auto& [name, p] : run.params) current.emplace_back(name, p.data().clone());
+    assign(run.params, run.ema->averages());
+    eval = evaluate(*run.model, run.test_data, run.norm, run.config.eval_batch_size);
+    assign(run.params, current);
+  } else {
+    eval = evaluate(*run.model, run.test_data, run.norm, run.config.eval_batch_size);
+  }
+  if (!std::isfinite(eval.loss)) {
+    fail("train", "test loss is {} after epoch {}: the weights are unusable; stopping without saving. The last good "
+         "checkpoint is {}", number_str(eval.loss), epoch + 1, run.files.last_good());
+  }
+  return eval;
+}
+
+void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& eval) {
+  const TrainConfig& c = run.config;
+  const EpochStats& s = e.stats;
+  const double epoch_seconds = e.seconds();
+  const double elapsed = run.elapsed();
+  const double train_loss = s.seen ? s.loss_sum / static_cast<double>(s.seen) : NAN;
+  const double train_acc = s.seen ? static_cast<double>(s.correct) / static_cast<double>(s.seen) : NAN;
+  const double images_per_s = static_cast<double>(s.seen) / e.train_seconds;
+  nlohmann::ordered_json row = {{"epoch", epoch + 1},      {"train_loss", train_loss}, {"train_acc", train_acc},
+                                {"test_loss", eval.loss},  {"test_acc", eval.top1},    {"test_top5", eval.top5},
+                                {"lr", run.opt->lr},       {"images_per_s", images_per_s},
+                                {"seconds", epoch_seconds}, {"elapsed", elapsed},      {"skipped_steps", s.skipped}};
+  append_line(run.files.metrics, row.dump());
+  std::printf("epoch %ld/%ld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.0f img/s  %.1fs (total %.1fs)\n",
+              epoch + 1, c.epochs, train_loss, 100 * train_acc, eval.loss, 100 * eval.top1, images_per_s,
+              epoch_seconds, elapsed);
+  for (auto& [t, at] : run.result.milestones) {
+    if (at < 0 && eval.top1 >= t) {
+      at = elapsed;
+      std::printf("reached %.1f%% test accuracy after %.1f s of training (epoch %ld)\n", 100 * t, elapsed, epoch + 1);
+    }
+  }
+  const infer::CheckpointInfo info = checkpoint_info(run, epoch + 1, 0, "{}");
+  save(run, run.files.last, info);
+  if (eval.top1 > run.result.best_test_accuracy) {
+    run.result.best_test_accuracy = eval.top1;
+    save(run, run.files.best, info);
+  }
+  write_report(run.files.report, c.model, c.to_json(), read_metrics(run.files.metrics), eval, run.test_data);
+  std::fflush(stdout);
+  run.result.epochs_run = epoch + 1;
+  run.result.final_test_accuracy = eval.top1;
+  run.result.seconds = elapsed;
+}
+
+void print_summary(const TrainResult& result, const std::string& out_dir) {
   std::printf("done: test accuracy %.2f%% (best %.2f%%) after %.1f s;", 100 * result.final_test_accuracy,
               100 * result.best_test_accuracy, result.seconds);
   for (const auto& [t, at] : result.milestones) {
     if (at >= 0) std::printf(" %.1f%% at %.1f s;", 100 * t, at);
     else std::printf(" %.1f%% not reached;", 100 * t);
   }
-  std::printf(" wrote %s\n", config.out_dir.c_str());
-  return result;
+  std::printf(" wrote %s\n", out_dir.c_str());
+}
+
+}  // namespace
+
+TrainResult train(TrainConfig config) {
+  Run run = start_or_resume(std::move(config));  // configs, data, model, optimiser, schedule, position
+  const TrainConfig& c = run.config;
+  DataParallel parallel(*run.model, run.threads);
+  run.start = Clock::now();
+  const StopSignals signals;
+  for (int64_t epoch = run.start_epoch; epoch < c.epochs; ++epoch) {
+    const EpochResult trained = train_epoch(run, parallel, signals, epoch);  // Interrupted: saved mid-epoch
+    const EvalResult eval = evaluate_epoch(run, epoch);
+    end_epoch(run, epoch, trained, eval);  // metrics, checkpoints, report
+    if (signals.pending() && epoch + 1 < c.epochs) throw Interrupted(interrupted_message(run, signals));
+    if (c.stop_after_epoch > 0 && epoch + 1 >= c.stop_after_epoch && epoch + 1 < c.epochs) {
+      std::printf("stopping after epoch %ld of %ld as asked; continue with --resume %s\n", epoch + 1, c.epochs,
+                  c.out_dir.c_str());
+      return run.result;
+    }
+  }
+  print_summary(run.result, c.out_dir);
+  return run.result;
 }
 
 }  // namespace vit::train

@@ -1,0 +1,56 @@
+// Finiteness checks (see health.h).
+#include "train/health.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/check.h"
+#include "kernels/optim.h"
+
+namespace vit::train {
+
+std::string first_nonfinite(const optim::NamedParameters& params) {
+  for (const auto& [name, p] : params) {
+    if (!std::isfinite(kernels::sum_squares(p.data().data<float>(), p.numel()))) return name;
+  }
+  return "";
+}
+
+std::string first_nonfinite_grad(const optim::NamedParameters& params) {
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    const Tensor& g = it->second.grad();
+    if (g.defined() && !std::isfinite(kernels::sum_squares(g.contiguous().data<float>(), g.numel()))) return it->first;
+  }
+  return "";
+}
+
+std::string largest_parameter(const optim::NamedParameters& params) {
+  std::string best;
+  float best_abs = -1.0f;
+  for (const auto& [name, p] : params) {
+    const Tensor t = p.data().contiguous();
+    const float* v = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (std::fabs(v[i]) > best_abs) {
+        best_abs = std::fabs(v[i]);
+        best = name;
+      }
+    }
+  }
+  return fmt::format("'{}' (|w| up to {:.3g})", best, best_abs);
+}
+
+std::string step_problem(double loss, const optim::NamedParameters& params) {
+  const std::string bad_grad = first_nonfinite_grad(params);
+  if (std::isfinite(loss) && bad_grad.empty()) return "";
+  // (Weights are checked after every update, so here they are finite.)
+  if (!std::isfinite(loss)) {
+    return fmt::format("loss is {} (the forward pass overflowed; all weights are finite, the largest is {})",
+                       number_str(loss), largest_parameter(params));
+  }
+  return fmt::format("gradient of '{}' went non-finite first in backpropagation (loss {})", bad_grad,
+                     number_str(loss));
+}
+
+}  // namespace vit::train

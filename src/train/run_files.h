@@ -1,0 +1,27 @@
+// The files of a training run in its --out folder: last.safetensors, best.safetensors,
+// metrics.jsonl (one JSON object per epoch) and report.html, and the small helpers that keep
+// metrics.jsonl consistent with the checkpoint a run resumes from.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace vit::train {
+
+struct RunFiles {
+  explicit RunFiles(const std::string& out_dir);
+  std::string dir, last, best, metrics, report;
+  // What a failure message points the user back to: the last checkpoint, if one exists.
+  std::string last_good() const;
+};
+
+// Appends one line to a file (metrics.jsonl); throws "[train] FILE: cannot write".
+void append_line(const std::string& path, const std::string& line);
+// Keeps the first `epochs` lines of metrics.jsonl (a resumed run rewrites what follows). The
+// new file replaces the old by rename, so a kill at any moment leaves one or the other whole.
+void truncate_metrics(const std::string& path, int64_t epochs);
+// Every row of metrics.jsonl (none when the file is missing).
+std::vector<nlohmann::json> read_metrics(const std::string& path);
+
+}  // namespace vit::train
