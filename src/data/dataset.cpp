@@ -201,6 +201,23 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
   return d;
 }
 
+// Class names from a text file, one per line (blank lines ignored), replacing the format's
+// default names ("0".."9" for IDX); the file must name exactly as many classes as the format has.
+void read_class_names(const fs::path& file, Dataset& d) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return;
+  std::ifstream in(file);
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    if (!line.empty()) names.push_back(line);
+  }
+  VIT_CHECK(!in.bad(), "data", "{}: cannot read", file.string());
+  VIT_CHECK(names.size() == d.class_names.size(), "data", "{}: {} class names, but {} has {} classes (one name per line)",
+            file.string(), names.size(), d.source, d.class_names.size());
+  d.class_names = std::move(names);
+}
+
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size, int64_t max_pixels) {
   std::error_code ec;
   VIT_CHECK(fs::exists(dir, ec), "data", "{}: no such directory", dir);
@@ -216,7 +233,9 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
                                          (root / (prefix + "-labels-idx1-ubyte.gz")).string(),
                                          (root / (prefix + "-labels.idx1-ubyte")).string()});
     VIT_CHECK(!labels.empty(), "data", "{}: found {} but no {}-labels-idx1-ubyte[.gz]", dir, images, prefix);
-    return load_mnist_idx(images, labels);
+    Dataset d = load_mnist_idx(images, labels);
+    read_class_names(root / "classes.txt", d);  // e.g. Fashion-MNIST's names instead of "0".."9"
+    return d;
   }
   for (const fs::path& base : {root, root / "cifar-10-batches-bin"}) {
     if (fs::exists(base / "data_batch_1.bin") || fs::exists(base / "test_batch.bin")) {
@@ -228,7 +247,10 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
       } else {
         files.push_back((base / "test_batch.bin").string());
       }
-      return load_cifar10(files);
+      Dataset d = load_cifar10(files);
+      read_class_names(base / "batches.meta.txt", d);  // the names file of the official CIFAR-10 archive
+      read_class_names(root / "classes.txt", d);
+      return d;
     }
   }
   const std::string folder = train ? (root / "train").string()

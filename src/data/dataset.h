@@ -47,6 +47,9 @@ enum class Split { Train, Test };
 //   MNIST:   {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
 //   CIFAR:   data_batch_{1..5}.bin / test_batch.bin (optionally under cifar-10-batches-bin/)
 //   folders: train/<class>/... and test/<class>/... (or val/)
+// Class names: the folder names; for IDX and CIFAR a `classes.txt` in dir (one name per line,
+// e.g. Fashion-MNIST's) replaces the defaults ("0".."9"; CIFAR-10's names, or its archive's
+// batches.meta.txt).
 // `channels`/`size` apply to image folders (decoded images are converted and resized).
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size,
                      int64_t max_pixels = kDefaultMaxPixels);

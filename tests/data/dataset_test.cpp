@@ -78,6 +78,27 @@ TEST(Mnist, BadFilesNameTheFileAndProblem) {
             std::string::npos);
 }
 
+// IDX files carry no class names: a classes.txt beside them (Fashion-MNIST's, say) names them;
+// a file naming a different number of classes is refused with both counts.
+TEST(Mnist, ClassNamesComeFromClassesTxt) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.path(), 20, 10, 8);
+  EXPECT_EQ(load_dataset(dir.path(), Split::Train, 1, 8).class_names[3], "3");  // default: the digits
+  const std::vector<std::string> names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                          "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  std::string text;
+  for (const auto& n : names) text += n + "\r\n";  // CRLF and a trailing blank line are fine
+  text += "\n";
+  testing::write_bytes(dir.file("classes.txt"), std::vector<uint8_t>(text.begin(), text.end()));
+  EXPECT_EQ(load_dataset(dir.path(), Split::Train, 1, 8).class_names, names);
+  EXPECT_EQ(load_dataset(dir.path(), Split::Test, 1, 8).class_names, names);
+  const std::string nine = "a\nb\nc\nd\ne\nf\ng\nh\ni\n";
+  testing::write_bytes(dir.file("classes.txt"), std::vector<uint8_t>(nine.begin(), nine.end()));
+  const std::string e = error_of([&] { load_dataset(dir.path(), Split::Train, 1, 8); });
+  EXPECT_NE(e.find("classes.txt: 9 class names, but"), std::string::npos) << e;
+  EXPECT_NE(e.find("has 10 classes"), std::string::npos) << e;
+}
+
 TEST(Cifar10, ReadsRecordsAndRefusesWrongLengths) {
   TempDir dir;
   std::vector<uint8_t> bytes;
@@ -100,6 +121,11 @@ TEST(Cifar10, ReadsRecordsAndRefusesWrongLengths) {
   std::filesystem::copy_file(dir.file("data_batch_1.bin"), dir.file("test_batch.bin"));
   EXPECT_EQ(load_dataset(dir.path(), Split::Train, 3, 32).size(), 2);
   EXPECT_EQ(load_dataset(dir.path(), Split::Test, 3, 32).size(), 2);
+  // The official archive's batches.meta.txt names the classes.
+  std::string meta;
+  for (int k = 0; k < 10; ++k) meta += "class" + std::to_string(k) + "\n";
+  testing::write_bytes(dir.file("batches.meta.txt"), std::vector<uint8_t>(meta.begin(), meta.end()));
+  EXPECT_EQ(load_dataset(dir.path(), Split::Test, 3, 32).class_names[5], "class5");
 }
 
 TEST(ImageFolder, ReadsConvertsResizesAndRefusesBadImages) {
