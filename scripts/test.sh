@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The README's test command (what CI runs): install dependencies, then build (warnings are
-# errors) and run every test twice: a Release build, and the same suite under AddressSanitizer
-# + UndefinedBehaviorSanitizer (the `asan` CMake preset; leaks are errors too). ctest replays the
-# fuzz corpus (tests/fuzz/corpus) in both. VIT_SANITIZERS=0 skips the sanitizer pass.
+# The README's test command (what CI runs): install dependencies, check that the C/C++ sources
+# are clang-formatted (scripts/format.sh --check; scripts/format.sh fixes them), then build
+# (warnings are errors) and run every test twice: a Release build, and the same suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer (the `asan` CMake preset; leaks are errors too).
+# ctest replays the fuzz corpus (tests/fuzz/corpus) in both. VIT_SANITIZERS=0 skips the
+# sanitizer pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+echo "[test] format check"
+./scripts/format.sh --check
 BUILD_DIR="${BUILD_DIR:-build}"
 echo "[test] Release build and tests"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
