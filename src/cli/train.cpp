@@ -23,8 +23,14 @@ void add_train_command(CLI::App& app) {
   auto plain = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "train", "train a ViT (default: the bundled MNIST digits, vit_digits preset, a recipe tuned for 2 CPU cores)");
-  cmd->add_option("--data", c->data_dir, "dataset directory: MNIST IDX files, CIFAR-10 batches, or train/ and test/ "
+  auto* data = cmd->add_option("--data", c->data_dir, "dataset directory: MNIST IDX files, CIFAR-10 batches, or train/ and test/ "
                                          "image folders")->capture_default_str();
+  auto* mean = cmd->add_option("--mean", c->normalization.mean,
+                               "per-channel normalisation mean (default: the recipe's for its own data, else computed "
+                               "from the training images)");
+  auto* std = cmd->add_option("--std", c->normalization.std, "per-channel normalisation std (with --mean)");
+  mean->needs(std);
+  std->needs(mean);
   cmd->add_option("--preset", *preset, "model preset: vit_digits, vit_cifar, vit_tiny_patch16_224, ...");
   // Model flags override the preset's values; each remembers which config field it sets.
   std::vector<std::pair<CLI::Option*, std::function<void(model::ViTConfig&)>>> model_flags;
@@ -89,6 +95,10 @@ void add_train_command(CLI::App& app) {
     c->model_explicit = !preset->empty() || flags_given;
     if (*no_augment) c->augment = {};
     if (*plain) c->progress = 0;
+    // The recipe's normalisation belongs to its own data: other data gets its own statistics.
+    if (data->count() > 0 && mean->count() == 0 && c->data_dir != train::digits_recipe().data_dir) {
+      c->normalization = {};
+    }
     c->resume = resume->count() > 0;
     if (c->resume && epochs->count() == 0) c->epochs = 0;  // continue the checkpoint's schedule
     train::train(*c);

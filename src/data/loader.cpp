@@ -1,6 +1,7 @@
 // Batch preparation and the background loader (see loader.h).
 #include "data/loader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -83,9 +84,33 @@ void fill_image(const Dataset& d, int64_t index, const AugmentConfig& aug, const
 
 }  // namespace
 
-Normalization default_normalization(int64_t channels, bool digits) {
-  if (digits && channels == 1) return {{0.1307}, {0.3081}};
-  return {std::vector<double>(channels, 0.5), std::vector<double>(channels, 0.5)};
+Normalization compute_normalization(const Dataset& data) {
+  VIT_CHECK(data.size() > 0 && data.channels > 0, "data", "{}: no images to compute the normalisation from",
+            data.source);
+  const int64_t C = data.channels, HW = data.height * data.width;
+  std::vector<double> sum(C, 0.0), sum_sq(C, 0.0);
+  for (int64_t i = 0; i < data.size(); ++i) {
+    const uint8_t* image = data.image(i);  // (C, H, W)
+    for (int64_t c = 0; c < C; ++c) {
+      uint64_t s = 0, sq = 0;  // exact integer sums per image and channel
+      for (int64_t p = 0; p < HW; ++p) {
+        const uint64_t v = image[c * HW + p];
+        s += v;
+        sq += v * v;
+      }
+      sum[c] += static_cast<double>(s);
+      sum_sq[c] += static_cast<double>(sq);
+    }
+  }
+  Normalization norm;
+  const double n = static_cast<double>(data.size() * HW);
+  for (int64_t c = 0; c < C; ++c) {
+    const double mean = sum[c] / n / 255.0;
+    const double var = std::max(0.0, sum_sq[c] / n / (255.0 * 255.0) - mean * mean);
+    norm.mean.push_back(mean);
+    norm.std.push_back(var > 0 ? std::sqrt(var) : 1.0);  // a constant channel: leave its scale alone
+  }
+  return norm;
 }
 
 uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b) {

@@ -44,8 +44,9 @@ struct AugmentConfig {
 struct Normalization {
   std::vector<double> mean, std;  // per channel, applied to pixels scaled to [0, 1]
 };
-// MNIST's statistics for grey digits, 0.5/0.5 otherwise.
-Normalization default_normalization(int64_t channels, bool digits);
+// Per-channel mean and standard deviation of a dataset's pixels (scaled to [0, 1]), computed
+// in double over every image: the normalisation when a recipe does not fix one.
+Normalization compute_normalization(const Dataset& data);
 
 struct Batch {
   Tensor images;     // (B, C, H, W) float32, normalised

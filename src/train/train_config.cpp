@@ -41,6 +41,18 @@ void TrainConfig::validate() const {
   VIT_CHECK(threads >= 0, op, "--threads must be >= 0, got {}", threads);
   VIT_CHECK(max_pixels > 0, op, "--max-pixels must be positive, got {}", max_pixels);
   VIT_CHECK(checkpoint_every >= 0, op, "--checkpoint-every must be >= 0, got {}", checkpoint_every);
+  for (double m : milestones) VIT_CHECK(m > 0 && m <= 1, op, "milestones must be accuracies in (0, 1], got {}", m);
+  const auto& [mean, std] = normalization;
+  if (!mean.empty() || !std.empty()) {
+    const auto C = static_cast<size_t>(model.in_channels);
+    VIT_CHECK(mean.size() == C && std.size() == C, op,
+              "--mean and --std need {} values each (one per input channel), got {} and {}", C, mean.size(),
+              std.size());
+    for (size_t c = 0; c < C; ++c) {
+      VIT_CHECK(std::isfinite(mean[c]) && std::isfinite(std[c]) && std[c] > 0, op,
+                "--mean must be finite and --std positive, got mean {} std {}", mean[c], std[c]);
+    }
+  }
 }
 
 TrainConfig digits_recipe() {
@@ -59,6 +71,8 @@ TrainConfig digits_recipe() {
   c.augment.translate = 0.08;
   c.augment.scale_min = 0.92;
   c.augment.scale_max = 1.08;
+  c.milestones = {0.97, 0.985};
+  c.normalization = {{0.1307}, {0.3081}};  // MNIST's statistics
   return c;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/fields.h"
 #include "data/loader.h"
@@ -37,11 +38,14 @@ struct TrainConfig {
   int64_t stop_after_epoch = 0;  // > 0: stop after this epoch as if interrupted (resume continues the same schedule)
   int64_t checkpoint_every = 0;  // > 0: also save last.safetensors every this many steps (mid-epoch)
   int64_t max_pixels = data::kDefaultMaxPixels;  // image folders: refuse larger images (decompression bombs)
+  // What belongs to a recipe rather than to the engine:
+  std::vector<double> milestones;  // test accuracies whose first crossing is reported (e.g. 0.97, 0.985)
+  data::Normalization normalization;  // per-channel mean/std; empty: computed from the training images
 
-  // The fields saved in a checkpoint's "train_config", in its JSON order, all required. The model
-  // is saved on its own ("model_config"); the rest (threads, out_dir, resume, progress,
-  // model_explicit, stop_after_epoch, checkpoint_every, max_pixels) belongs to one process's run
-  // and is not saved.
+  // The fields saved in a checkpoint's "train_config", in its JSON order, all required but the
+  // milestones (added later). The model is saved on its own ("model_config"), and so is the
+  // normalisation in use; the rest (threads, out_dir, resume, progress, model_explicit,
+  // stop_after_epoch, checkpoint_every, max_pixels) belongs to one process's run and is not saved.
   template <class Visitor>
   void visit_fields(Visitor& visit) {
     visit("data_dir", data_dir);
@@ -60,6 +64,7 @@ struct TrainConfig {
     visit("skip_nonfinite", skip_nonfinite);
     visit("eval_batch_size", eval_batch_size);
     visit("augment", augment);
+    visit("milestones", milestones, Presence::Optional);
   }
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);  // throws on invalid JSON

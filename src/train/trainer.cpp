@@ -130,9 +130,10 @@ void load_data(Run& run) {
     VIT_CHECK(d->num_classes() <= mc.num_classes, "train", "{}: {} classes but the model has {} outputs", d->source,
               d->num_classes(), mc.num_classes);
   }
-  const bool digits =
-      run.train_data.class_names == std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
-  run.norm = run.resumed ? run.resumed->info.normalization : data::default_normalization(mc.in_channels, digits);
+  // The normalisation: the checkpoint's when resuming, else the recipe's, else the data's own.
+  if (run.resumed) run.norm = run.resumed->info.normalization;
+  else if (!c.normalization.mean.empty()) run.norm = c.normalization;
+  else run.norm = data::compute_normalization(run.train_data);
 }
 
 // The model, optimiser and EMA, restored from the checkpoint when resuming; metrics.jsonl kept
@@ -183,7 +184,7 @@ void plan(Run& run) {
   if (run.resumed) std::printf("resumed from %s at epoch %ld\n", run.files.last.c_str(), run.start_epoch);
   std::fflush(stdout);
   // Milestones (and the best accuracy) already passed before a resume.
-  for (double t : {0.97, 0.985}) run.result.milestones.emplace_back(t, -1.0);
+  for (double t : c.milestones) run.result.milestones.emplace_back(t, -1.0);
   for (const auto& row : read_metrics(run.files.metrics)) {
     const double acc = metric(row, "test_acc");
     if (acc > run.result.best_test_accuracy) run.result.best_test_accuracy = acc;

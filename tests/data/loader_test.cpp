@@ -2,8 +2,10 @@
 // background loader producing exactly what make_batch computes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
+#include "core/check.h"
 #include "data/loader.h"
 #include "support/files.h"
 
@@ -14,6 +16,29 @@ Dataset toy(int64_t n) {
   testing::TempDir dir;
   testing::write_toy_mnist(dir.path(), n, 10);
   return load_dataset(dir.path(), Split::Train, 1, 28);
+}
+
+// Per-channel statistics of the pixels scaled to [0, 1], against a direct double computation;
+// a constant channel keeps std 1 (no division by zero).
+TEST(Normalization, ComputedPerChannelFromTheData) {
+  Dataset d;
+  d.channels = 2;
+  d.height = 1;
+  d.width = 3;
+  d.pixels = {0, 255, 51, 7, 7, 7, 255, 255, 102, 7, 7, 7};  // two images (C, H, W)
+  d.labels = {0, 1};
+  d.class_names = {"a", "b"};
+  const Normalization n = compute_normalization(d);
+  const std::vector<double> first = {0, 1, 0.2, 1, 1, 0.4};
+  double mean = 0, var = 0;
+  for (double v : first) mean += v / 6;
+  for (double v : first) var += (v - mean) * (v - mean) / 6;
+  ASSERT_EQ(n.mean.size(), 2u);
+  EXPECT_NEAR(n.mean[0], mean, 1e-12);
+  EXPECT_NEAR(n.std[0], std::sqrt(var), 1e-12);
+  EXPECT_NEAR(n.mean[1], 7.0 / 255, 1e-12);
+  EXPECT_EQ(n.std[1], 1.0);
+  EXPECT_THROW(compute_normalization(Dataset{}), Error);
 }
 
 TEST(Batches, EpochOrderIsASeededPermutation) {

@@ -24,7 +24,7 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("weight_decay":0.05,"momentum":0.9,"warmup_epochs":1.0,"label_smoothing":0.1,"clip_grad":1.0,)"
       R"("ema_decay":0.995,"seed":0,"skip_nonfinite":false,"eval_batch_size":500,"augment":{"crop_padding":0,)"
       R"("hflip":false,"rotate_degrees":8.0,"translate":0.08,"scale_min":0.92,"scale_max":1.08,"mixup_alpha":0.0,)"
-      R"("cutmix_alpha":0.0}})";
+      R"("cutmix_alpha":0.0},"milestones":[0.97,0.985]})";
   EXPECT_EQ(digits_recipe().to_json(), recipe);
   TrainConfig c;
   c.seed = 18446744073709551615ull;
@@ -43,13 +43,19 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("weight_decay":0.05,"momentum":0.9,"warmup_epochs":1.0,"label_smoothing":0.1,"clip_grad":0.0,)"
       R"("ema_decay":0.0,"seed":18446744073709551615,"skip_nonfinite":true,"eval_batch_size":500,)"
       R"("augment":{"crop_padding":4,"hflip":true,"rotate_degrees":0.0,"translate":0.0,"scale_min":1.0,)"
-      R"("scale_max":1.0,"mixup_alpha":0.8,"cutmix_alpha":1.0}})";
+      R"("scale_max":1.0,"mixup_alpha":0.8,"cutmix_alpha":1.0},"milestones":[]})";
   EXPECT_EQ(c.to_json(), custom);
   for (const std::string& json : {recipe, custom}) EXPECT_EQ(TrainConfig::from_json(json).to_json(), json);
   const TrainConfig back = TrainConfig::from_json(custom);
   EXPECT_EQ(back.seed, 18446744073709551615ull);
   EXPECT_EQ(back.threads, 0);
   EXPECT_EQ(back.out_dir, "runs/digits");
+  // Checkpoints written before milestones were part of the recipe load with none; the recipe's
+  // normalisation is not part of the text (the checkpoint saves the one in use on its own).
+  const std::string before_milestones = recipe.substr(0, recipe.find(",\"milestones\"")) + "}";
+  EXPECT_TRUE(TrainConfig::from_json(before_milestones).milestones.empty());
+  EXPECT_EQ(TrainConfig::from_json(before_milestones).augment.rotate_degrees, 8.0);
+  EXPECT_TRUE(TrainConfig::from_json(recipe).normalization.mean.empty());
 }
 
 TEST(TrainConfigJson, EveryKeyIsRequired) {
@@ -66,6 +72,36 @@ TEST(TrainConfigJson, EveryKeyIsRequired) {
   EXPECT_EQ(error_of(top + "}"), prefix + "out_of_range.403] key 'augment' not found");
   EXPECT_EQ(error_of(top + R"(,"augment":{"crop_padding":1}})"), prefix + "out_of_range.403] key 'hflip' not found");
   EXPECT_EQ(error_of(top + R"(,"augment":3})"), prefix + "type_error.304] cannot use at() with number");
+}
+
+}  // namespace
+}  // namespace vit::train
+
+namespace vit::train {
+namespace {
+
+std::string validation_error(const TrainConfig& c) {
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A recipe's normalisation needs one mean and one positive std per input channel; milestones are
+// accuracies.
+TEST(TrainConfigValidate, NormalisationAndMilestones) {
+  TrainConfig c = digits_recipe();
+  EXPECT_EQ(validation_error(c), "(no error)");
+  c.normalization = {{0.5, 0.5, 0.5}, {0.2, 0.2, 0.2}};
+  EXPECT_EQ(validation_error(c), "[train] --mean and --std need 1 values each (one per input channel), got 3 and 3");
+  c.normalization = {{0.5}, {0.0}};
+  EXPECT_EQ(validation_error(c), "[train] --mean must be finite and --std positive, got mean 0.5 std 0");
+  c.normalization = {};
+  EXPECT_EQ(validation_error(c), "(no error)");
+  c.milestones = {0.9, 98.5};
+  EXPECT_EQ(validation_error(c), "[train] milestones must be accuracies in (0, 1], got 98.5");
 }
 
 }  // namespace

@@ -73,6 +73,19 @@ TEST(Trainer, LearnsAndWritesMetricsReportAndCheckpoints) {
   EXPECT_FALSE(ckpt.optimizer.empty());
   EXPECT_EQ(ckpt.weights.front().first, "pos_embed");  // timm names (mean pooling: no cls_token)
   EXPECT_TRUE(std::filesystem::exists(dir.file("run/best.safetensors")));
+  // The recipe's normalisation and milestones; without them, the data's statistics and none.
+  EXPECT_EQ(ckpt.info.normalization.mean, std::vector<double>{0.1307});
+  ASSERT_EQ(r.milestones.size(), 2u);
+  EXPECT_EQ(r.milestones[0].first, 0.97);
+  c.out_dir = dir.file("plain");
+  c.epochs = 1;
+  c.milestones.clear();
+  c.normalization = {};
+  EXPECT_TRUE(train(c).milestones.empty());
+  const data::Dataset train_data = data::load_dataset(dir.file("data"), data::Split::Train, 1, 28);
+  const data::Normalization computed = data::compute_normalization(train_data);
+  EXPECT_EQ(infer::load_checkpoint(dir.file("plain/last.safetensors")).info.normalization.mean, computed.mean);
+  EXPECT_NE(computed.mean[0], 0.1307);
 }
 
 TEST(Trainer, ResumeEndsWithBitIdenticalWeights) {
