@@ -181,7 +181,7 @@ TEST(FusedBiasTanh, ReferenceKnownValues) {
   bias_tanh_ref<double>(y.data(), bias.data(), 2, 2);
   // tanh(0.75), tanh(0), tanh(2.25), tanh(1)
   const std::vector<double> expected = {0.63514895238728731, 0.0, 0.97802611473881363, 0.76159415595576489};
-  EXPECT_TRUE(close(y, expected, test::kF64, "bias_tanh_ref known values"));
+  EXPECT_TRUE(close(y, expected, test::kDoubleKernelTol, "bias_tanh_ref known values"));
 }
 
 }  // namespace

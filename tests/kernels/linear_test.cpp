@@ -41,8 +41,8 @@ void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, i
       worst = std::max(worst, std::abs(got - want) / (1.0 + scale));
     }
   }
-  EXPECT_LT(worst, 2e-6) << "M=" << M << " K=" << K << " N=" << N << " epilogue " << static_cast<int>(epilogue)
-                         << " bias " << with_bias;
+  EXPECT_LT(worst, test::kLinearKernelTol) << "M=" << M << " K=" << K << " N=" << N << " epilogue "
+                                           << static_cast<int>(epilogue) << " bias " << with_bias;
 }
 
 TEST(Linear, MatchesReferenceAroundPanelAndBlockEdges) {
