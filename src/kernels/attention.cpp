@@ -1,6 +1,7 @@
 // Fused attention kernels (see attention.h).
 #include "kernels/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -115,11 +116,64 @@ void attention_forward_ref(const AttentionShape& s, const T* qkv, const T* mask,
   }
 }
 
+template <typename T>
+void attention_backward_ref(const AttentionShape& s, const T* qkv, const T* mask, double scale, const T* dout,
+                            T* dqkv) {
+  const int64_t N = s.tokens, NH = s.num_heads, HD = s.head_dim, D = s.dim(), row = 3 * D;
+  // Offsets of element (token j, feature d) of head h's q, k, v in qkv / dqkv (B, N, 3, NH, HD).
+  auto q_at = [&](int64_t b, int64_t j, int64_t h, int64_t d) { return (b * N + j) * row + h * HD + d; };
+  auto k_at = [&](int64_t b, int64_t j, int64_t h, int64_t d) { return q_at(b, j, h, d) + D; };
+  auto v_at = [&](int64_t b, int64_t j, int64_t h, int64_t d) { return q_at(b, j, h, d) + 2 * D; };
+  std::vector<double> grad(static_cast<size_t>(s.batch * N * row), 0.0);  // (B, N, 3D), summed in double
+  std::vector<double> p(N), dp(N);                                        // one query row i: P[i, :], dP[i, :]
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < NH; ++h) {
+      for (int64_t i = 0; i < N; ++i) {
+        // P[i, j] = softmax_j(scale * q_i . k_j), recomputed as the forward does.
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < N; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < HD; ++d) dot += static_cast<double>(qkv[q_at(b, i, h, d)]) * qkv[k_at(b, j, h, d)];
+          p[j] = dot * scale;
+          mx = std::max(mx, p[j]);
+        }
+        for (int64_t j = 0; j < N; ++j) sum += (p[j] = std::exp(p[j] - mx));
+        for (int64_t j = 0; j < N; ++j) p[j] /= sum;
+        // out_i = sum_j P[i, j] m[i, j] v_j, so with dO_i = dout[b, i, h, :]:
+        //   dv_j += P[i, j] m[i, j] dO_i;   dP[i, j] = m[i, j] (dO_i . v_j).
+        const T* dO = dout + (b * N + i) * D + h * HD;  // (HD)
+        for (int64_t j = 0; j < N; ++j) {
+          const double m = mask ? static_cast<double>(mask[((b * NH + h) * N + i) * N + j]) : 1.0;
+          double dot = 0;
+          for (int64_t d = 0; d < HD; ++d) {
+            dot += static_cast<double>(dO[d]) * qkv[v_at(b, j, h, d)];
+            grad[v_at(b, j, h, d)] += p[j] * m * dO[d];
+          }
+          dp[j] = dot * m;
+        }
+        // Softmax backward: dS[i, j] = P[i, j] (dP[i, j] - sum_l dP[i, l] P[i, l]).
+        // S[i, j] = scale q_i . k_j:  dq_i += scale dS[i, j] k_j;  dk_j += scale dS[i, j] q_i.
+        double row_dot = 0;
+        for (int64_t j = 0; j < N; ++j) row_dot += dp[j] * p[j];
+        for (int64_t j = 0; j < N; ++j) {
+          const double ds = p[j] * (dp[j] - row_dot);
+          for (int64_t d = 0; d < HD; ++d) {
+            grad[q_at(b, i, h, d)] += scale * ds * qkv[k_at(b, j, h, d)];
+            grad[k_at(b, j, h, d)] += scale * ds * qkv[q_at(b, i, h, d)];
+          }
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < grad.size(); ++i) dqkv[i] = static_cast<T>(dqkv[i] + grad[i]);  // accumulate, rounding once
+}
+
 #define VIT_INSTANTIATE(T)                                                                                 \
   template void attention_forward<T>(const AttentionShape&, const T*, const T*, double, T*, T*);           \
   template void attention_backward<T>(const AttentionShape&, const T*, const T*, const T*, double, const T*, \
                                       T*);                                                                 \
-  template void attention_forward_ref<T>(const AttentionShape&, const T*, const T*, double, T*);
+  template void attention_forward_ref<T>(const AttentionShape&, const T*, const T*, double, T*);         \
+  template void attention_backward_ref<T>(const AttentionShape&, const T*, const T*, double, const T*, T*);
 VIT_INSTANTIATE(float)
 VIT_INSTANTIATE(double)
 #undef VIT_INSTANTIATE

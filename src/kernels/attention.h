@@ -27,8 +27,14 @@ template <typename T>
 void attention_backward(const AttentionShape& s, const T* qkv, const T* probs, const T* mask, double scale,
                         const T* dout, T* dqkv);
 
-// Reference: loops over every (b, h, i, j) in double; no BLAS.
+// References, written for reading: loops over every (b, h, i, j) in double; no BLAS, no threads.
+// out (B, N, D) from qkv (B, N, 3D), mask (B, NH, N, N) or null.
 template <typename T>
 void attention_forward_ref(const AttentionShape& s, const T* qkv, const T* mask, double scale, T* out);
+// dqkv (B, N, 3D) += the gradient of sum(dout * out) with dout (B, N, D). The same arguments as
+// attention_backward less the saved probabilities, which the reference recomputes from qkv.
+template <typename T>
+void attention_backward_ref(const AttentionShape& s, const T* qkv, const T* mask, double scale, const T* dout,
+                            T* dqkv);
 
 }  // namespace vit::kernels

@@ -15,4 +15,15 @@ template <typename T>
 void cross_entropy_backward(const T* probs, const int64_t* targets, int64_t rows, int64_t classes, double smoothing,
                             double dloss, T* dlogits);
 
+// References, written for reading: the definition in double, one row at a time.
+// Forward: the mean loss over rows (NaN for no rows), probs (R, K) written as the forward does.
+template <typename T>
+double cross_entropy_forward_ref(const T* logits, const int64_t* targets, int64_t rows, int64_t classes,
+                                 double smoothing, T* probs);
+// dlogits (R, K) += dloss / R * (p - q). The same arguments as cross_entropy_backward, except
+// that it takes the logits (R, K) and recomputes p in double instead of reading saved probs.
+template <typename T>
+void cross_entropy_backward_ref(const T* logits, const int64_t* targets, int64_t rows, int64_t classes,
+                                double smoothing, double dloss, T* dlogits);
+
 }  // namespace vit::kernels

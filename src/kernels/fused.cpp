@@ -53,3 +53,20 @@ void attention_inference(const AttentionShape& s, const float* qkv, double scale
 }
 
 }  // namespace vit::kernels
+
+namespace vit::kernels {
+
+template <typename T>
+void bias_tanh_ref(T* y, const T* bias, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = static_cast<double>(y[r * n + i]) + (bias ? static_cast<double>(bias[i]) : 0.0);
+      y[r * n + i] = static_cast<T>(std::tanh(x));
+    }
+  }
+}
+
+template void bias_tanh_ref<float>(float*, const float*, int64_t, int64_t);
+template void bias_tanh_ref<double>(double*, const double*, int64_t, int64_t);
+
+}  // namespace vit::kernels

@@ -19,3 +19,12 @@ void bias_tanh_inplace(float* y, const float* bias, int64_t rows, int64_t n);
 void attention_inference(const AttentionShape& s, const float* qkv, double scale, float* out);
 
 }  // namespace vit::kernels
+
+namespace vit::kernels {
+
+// Reference for bias_tanh_inplace, written for reading: y (rows, n) = tanh(y + bias) in double,
+// in place; bias (n) broadcast over rows, or null for none.
+template <typename T>
+void bias_tanh_ref(T* y, const T* bias, int64_t rows, int64_t n);
+
+}  // namespace vit::kernels

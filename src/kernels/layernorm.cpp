@@ -99,11 +99,45 @@ void layernorm_forward_ref(const T* x, const T* weight, const T* bias, T* y, int
   }
 }
 
+// With xhat = (x - mean) * rstd and g = dy * w (per row, means over the row's n elements):
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dw = sum_rows dy * xhat,  db = sum_rows dy.
+template <typename T>
+void layernorm_backward_ref(const T* x, const T* weight, const T* dy, T* dx, T* dweight, T* dbias, int64_t rows,
+                            int64_t n, double eps) {
+  std::vector<double> xhat(n), g(n);           // one row (n)
+  std::vector<double> dw(n, 0.0), db(n, 0.0);  // (n), summed over rows in double
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < n; ++i) mean += x[r * n + i];
+    mean /= static_cast<double>(n);
+    for (int64_t i = 0; i < n; ++i) var += (x[r * n + i] - mean) * (x[r * n + i] - mean);
+    var /= static_cast<double>(n);
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    double g_mean = 0.0, gx_mean = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      xhat[i] = (x[r * n + i] - mean) * rstd;
+      g[i] = dy[r * n + i] * (weight ? static_cast<double>(weight[i]) : 1.0);
+      g_mean += g[i] / static_cast<double>(n);
+      gx_mean += g[i] * xhat[i] / static_cast<double>(n);
+      dw[i] += dy[r * n + i] * xhat[i];
+      db[i] += dy[r * n + i];
+    }
+    for (int64_t i = 0; dx && i < n; ++i) {
+      dx[r * n + i] = static_cast<T>(dx[r * n + i] + rstd * (g[i] - g_mean - xhat[i] * gx_mean));
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (dweight) dweight[i] = static_cast<T>(dweight[i] + dw[i]);
+    if (dbias) dbias[i] = static_cast<T>(dbias[i] + db[i]);
+  }
+}
+
 #define VIT_INSTANTIATE(T)                                                                                   \
   template void layernorm_forward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, double);    \
   template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, int64_t, \
                                       int64_t);                                                              \
-  template void layernorm_forward_ref<T>(const T*, const T*, const T*, T*, int64_t, int64_t, double);
+  template void layernorm_forward_ref<T>(const T*, const T*, const T*, T*, int64_t, int64_t, double);         \
+  template void layernorm_backward_ref<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, double);
 VIT_INSTANTIATE(float)
 VIT_INSTANTIATE(double)
 #undef VIT_INSTANTIATE

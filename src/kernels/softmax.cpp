@@ -1,9 +1,11 @@
 // Softmax kernels (see softmax.h): max-subtracted, rows split across threads.
 #include "kernels/softmax.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/vmath.h"
 
@@ -95,12 +97,66 @@ void softmax_forward_ref(const T* x, T* y, int64_t rows, int64_t n) {
   }
 }
 
+// Row r of x (n) -> its softmax p (n) in double, max-subtracted.
+template <typename T>
+static void softmax_row_double(const T* x, int64_t n, std::vector<double>& p) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max<double>(m, x[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += (p[i] = std::exp(static_cast<double>(x[i]) - m));
+  for (int64_t i = 0; i < n; ++i) p[i] /= sum;
+}
+
+// Softmax Jacobian dy_i/dx_j = p_i (delta_ij - p_j): dx_j += sum_i dy_i p_i (delta_ij - p_j).
+template <typename T>
+void softmax_backward_ref(const T* x, const T* dy, T* dx, int64_t rows, int64_t n) {
+  std::vector<double> p(n);
+  for (int64_t r = 0; r < rows; ++r) {
+    softmax_row_double(x + r * n, n, p);
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += dy[r * n + i] * p[i] * ((i == j ? 1.0 : 0.0) - p[j]);
+      dx[r * n + j] = static_cast<T>(dx[r * n + j] + acc);
+    }
+  }
+}
+
+// log p_i = (x_i - max) - log(sum_j exp(x_j - max)).
+template <typename T>
+void log_softmax_forward_ref(const T* x, T* y, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < n; ++i) m = std::max<double>(m, x[r * n + i]);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[r * n + i]) - m);
+    const double log_sum = std::log(sum);
+    for (int64_t i = 0; i < n; ++i) y[r * n + i] = static_cast<T>((static_cast<double>(x[r * n + i]) - m) - log_sum);
+  }
+}
+
+// Log-softmax Jacobian dy_i/dx_j = delta_ij - p_j: dx_j += sum_i dy_i (delta_ij - p_j).
+template <typename T>
+void log_softmax_backward_ref(const T* x, const T* dy, T* dx, int64_t rows, int64_t n) {
+  std::vector<double> p(n);
+  for (int64_t r = 0; r < rows; ++r) {
+    softmax_row_double(x + r * n, n, p);
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += dy[r * n + i] * ((i == j ? 1.0 : 0.0) - p[j]);
+      dx[r * n + j] = static_cast<T>(dx[r * n + j] + acc);
+    }
+  }
+}
+
 #define VIT_INSTANTIATE(T)                                                        \
   template void softmax_forward<T>(const T*, T*, int64_t, int64_t);               \
   template void softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t);    \
   template void log_softmax_forward<T>(const T*, T*, int64_t, int64_t);           \
   template void log_softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t); \
-  template void softmax_forward_ref<T>(const T*, T*, int64_t, int64_t);
+  template void softmax_forward_ref<T>(const T*, T*, int64_t, int64_t);            \
+  template void softmax_backward_ref<T>(const T*, const T*, T*, int64_t, int64_t);  \
+  template void log_softmax_forward_ref<T>(const T*, T*, int64_t, int64_t);        \
+  template void log_softmax_backward_ref<T>(const T*, const T*, T*, int64_t, int64_t);
 VIT_INSTANTIATE(float)
 VIT_INSTANTIATE(double)
 #undef VIT_INSTANTIATE

@@ -18,7 +18,7 @@ using testing::Tolerance;
 class GoldenOps : public ::testing::TestWithParam<DType> {
  protected:
   DType dtype() const { return GetParam(); }
-  Tolerance tol() const { return dtype() == DType::F32 ? testing::kGoldenF32 : testing::kGoldenF64; }
+  Tolerance tol() const { return dtype() == DType::F32 ? testing::kGoldenFloatTol : testing::kGoldenDoubleTol; }
   Variable input(const io::SafetensorsFile& f, const std::string& key) { return Variable(golden(f, key, dtype()), true); }
   Tensor expected(const io::SafetensorsFile& f, const std::string& key) { return golden(f, key, DType::F64); }
   void check(const Tensor& actual, const io::SafetensorsFile& f, const std::string& key) {

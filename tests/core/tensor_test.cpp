@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/tensor.h"
+#include "support/tolerances.h"
 
 namespace vit {
 namespace {
@@ -30,8 +31,8 @@ TEST(Tensor, SeededRandomIsReproducibleAndPlausible) {
   EXPECT_NE(values(x), values(z));
   double mean = 0, sq = 0;
   for (double v : values(x)) mean += v / 1000, sq += v * v / 1000;
-  EXPECT_NEAR(mean, 0.0, 0.1);
-  EXPECT_NEAR(sq, 1.0, 0.15);
+  EXPECT_NEAR(mean, 0.0, testing::kRandnMeanTol);
+  EXPECT_NEAR(sq, 1.0, testing::kRandnSecondMomentTol);
   Generator u(1);
   for (double v : values(Tensor::rand({1000}, u))) {
     EXPECT_GE(v, 0.0);

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "data/loader.h"
 #include "support/files.h"
+#include "support/tolerances.h"
 
 namespace vit::data {
 namespace {
@@ -34,9 +35,9 @@ TEST(Normalization, ComputedPerChannelFromTheData) {
   for (double v : first) mean += v / 6;
   for (double v : first) var += (v - mean) * (v - mean) / 6;
   ASSERT_EQ(n.mean.size(), 2u);
-  EXPECT_NEAR(n.mean[0], mean, 1e-12);
-  EXPECT_NEAR(n.std[0], std::sqrt(var), 1e-12);
-  EXPECT_NEAR(n.mean[1], 7.0 / 255, 1e-12);
+  EXPECT_NEAR(n.mean[0], mean, testing::kDoubleFormulaTol);
+  EXPECT_NEAR(n.std[0], std::sqrt(var), testing::kDoubleFormulaTol);
+  EXPECT_NEAR(n.mean[1], 7.0 / 255, testing::kDoubleFormulaTol);
   EXPECT_EQ(n.std[1], 1.0);
   EXPECT_THROW(compute_normalization(Dataset{}), Error);
 }
@@ -62,7 +63,7 @@ TEST(Batches, NormalisesWithoutAugmentation) {
   const Batch b = make_batch(d, {2, 0}, {}, {{0.5}, {0.25}}, true, gen);
   EXPECT_EQ(b.images.shape(), (Shape{2, 1, 28, 28}));
   EXPECT_EQ(b.targets.to_vector(), (std::vector<double>{static_cast<double>(d.labels[2]), static_cast<double>(d.labels[0])}));
-  EXPECT_NEAR(b.images.at({0, 0, 5, 7}), (d.image(2)[5 * 28 + 7] / 255.0 - 0.5) / 0.25, 1e-6);
+  EXPECT_NEAR(b.images.at({0, 0, 5, 7}), (d.image(2)[5 * 28 + 7] / 255.0 - 0.5) / 0.25, testing::kFloatValueTol);
   EXPECT_FALSE(b.targets_b.defined());
   EXPECT_EQ(b.lam, 1.0);
   EXPECT_THROW(make_batch(d, {0}, {}, {{0.5, 0.5}, {1, 1}}, false, gen), Error);
@@ -87,7 +88,7 @@ TEST(Batches, AugmentationIsSeededAndOnlyInTraining) {
   EXPECT_EQ(a.images.to_vector(), b.images.to_vector());
   EXPECT_NE(a.images.to_vector(), c.images.to_vector());
   EXPECT_NE(a.images.to_vector(), plain.images.to_vector());
-  EXPECT_NEAR(plain.images.at({1, 0, 3, 4}), d.image(1)[3 * 28 + 4] / 255.0, 1e-6);
+  EXPECT_NEAR(plain.images.at({1, 0, 3, 4}), d.image(1)[3 * 28 + 4] / 255.0, testing::kFloatValueTol);
   for (double v : a.images.to_vector()) EXPECT_TRUE(v >= 0.0 && v <= 1.0);
 }
 
@@ -104,7 +105,7 @@ TEST(Batches, MixupAndCutmixPairWithTheFlippedBatch) {
   EXPECT_LT(m.lam, 1.0);
   EXPECT_EQ(m.targets_b.at({0}), clean.targets.at({3}));
   EXPECT_NEAR(m.images.at({0, 0, 10, 10}), m.lam * clean.images.at({0, 0, 10, 10}) + (1 - m.lam) * clean.images.at({3, 0, 10, 10}),
-              1e-5);
+              testing::kFloatSumTol);
   AugmentConfig cutmix;
   cutmix.cutmix_alpha = 1.0;
   Generator gen2(4);
@@ -120,7 +121,7 @@ TEST(Batches, MixupAndCutmixPairWithTheFlippedBatch) {
       kept += own;
     }
   }
-  EXPECT_NEAR(c.lam, static_cast<double>(kept) / 784.0, 0.1);
+  EXPECT_NEAR(c.lam, static_cast<double>(kept) / 784.0, testing::kCutmixLamTol);
 }
 
 TEST(Loader, BackgroundBatchesEqualDirectOnesAndErrorsPropagate) {

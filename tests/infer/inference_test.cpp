@@ -4,6 +4,7 @@
 
 #include "autograd/variable.h"
 #include "infer/inference.h"
+#include "support/tolerances.h"
 
 namespace vit::model {
 namespace {
@@ -35,7 +36,7 @@ void expect_matches_graph(const ViTConfig& config, int64_t batch, uint64_t seed)
     double scale = 0;
     for (double v : e) scale = std::max(scale, std::abs(v));
     for (size_t i = 0; i < g.size(); ++i) {
-      ASSERT_NEAR(g[i], e[i], 2e-5 * std::max(1.0, scale)) << config.name << " batch " << batch << " logit " << i;
+      ASSERT_NEAR(g[i], e[i], testing::kInferenceLogitTol * std::max(1.0, scale)) << config.name << " batch " << batch << " logit " << i;
     }
   }
 }

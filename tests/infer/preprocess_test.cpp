@@ -7,6 +7,7 @@
 
 #include "infer/preprocess.h"
 #include "io/safetensors.h"
+#include "support/tolerances.h"
 
 namespace vit::infer {
 namespace {
@@ -34,15 +35,15 @@ TEST(Preprocess, MatchesTorchvisionOnRealPhotos) {
       const Tensor ours = to_tensor(photo, p);
       const Tensor theirs = expected.get(name + key);
       ASSERT_EQ(ours.shape(), theirs.shape());
-      EXPECT_LE(mean_abs_diff(ours, theirs), 1.0 / 255.0) << key;
-      EXPECT_LE(mean_abs_diff(ours, theirs), 0.25 / 255.0) << key << " (PIL-exact resampling should be much closer)";
+      EXPECT_LE(mean_abs_diff(ours, theirs), testing::kPreprocessMeanAbsTol) << key;
+      EXPECT_LE(mean_abs_diff(ours, theirs), testing::kPilExactMeanAbsTol) << key << " (PIL-exact resampling should be much closer)";
     }
     Preprocess square;
     square.resize = 64;
     square.square = true;
     square.crop = 0;
     square.filter = Filter::Bilinear;
-    EXPECT_LE(mean_abs_diff(to_tensor(photo, square), expected.get(name + ".square_bilinear")), 1.0 / 255.0);
+    EXPECT_LE(mean_abs_diff(to_tensor(photo, square), expected.get(name + ".square_bilinear")), testing::kPreprocessMeanAbsTol);
   }
 }
 

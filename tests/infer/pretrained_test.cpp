@@ -18,14 +18,14 @@ namespace {
 
 const std::string kDir = std::string(VIT_GOLDEN_DIR) + "/layouts/";
 
-// |ours - theirs| <= 1e-4 * max|theirs| for every logit (the parity target).
+// |ours - theirs| <= kPretrainedLogitTol (1e-4) * max|theirs| for every logit (the parity target).
 void expect_logits_match(const Tensor& ours, const Tensor& theirs, const std::string& what) {
   ASSERT_EQ(ours.shape(), theirs.shape()) << what;
   const auto a = ours.to_vector(), b = theirs.to_vector();
   double top = 0.0, worst = 0.0;
   for (double v : b) top = std::max(top, std::fabs(v));
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  EXPECT_LE(worst, 1e-4 * top) << what << ": max |diff| " << worst << " vs largest logit " << top;
+  EXPECT_LE(worst, testing::kPretrainedLogitTol * top) << what << ": max |diff| " << worst << " vs largest logit " << top;
 }
 
 // The fixtures are 48 wide with 4 heads; 48 is no standard width, so (as a user would) the head
@@ -88,9 +88,9 @@ TEST(Layouts, DetectionDefaultsAndForcing) {
 TEST(PosEmbed, ResamplingMatchesTimmAndTorchvision) {
   const io::SafetensorsFile f = io::load_safetensors(kDir + "posembed.safetensors");
   const Tensor pos = io::load_safetensors(kDir + "timm.safetensors").get("pos_embed");
-  EXPECT_CLOSE(model::resample_pos_embed(pos, 1, 6, 6, false), f.get("resample_timm"), testing::Tolerance{1e-5});
-  EXPECT_CLOSE(model::resample_pos_embed(pos, 1, 6, 6, true), f.get("resample_torchvision"), testing::Tolerance{1e-5});
-  EXPECT_CLOSE(model::resample_pos_embed(pos, 1, 3, 3, false), f.get("resample_timm_down"), testing::Tolerance{1e-5});
+  EXPECT_CLOSE(model::resample_pos_embed(pos, 1, 6, 6, false), f.get("resample_timm"), testing::kGoldenFloatTol);
+  EXPECT_CLOSE(model::resample_pos_embed(pos, 1, 6, 6, true), f.get("resample_torchvision"), testing::kGoldenFloatTol);
+  EXPECT_CLOSE(model::resample_pos_embed(pos, 1, 3, 3, false), f.get("resample_timm_down"), testing::kGoldenFloatTol);
   // The whole model at 48x48 (6x6 patches) against timm run with the resampled embedding.
   LoadOptions at48 = with_heads();
   at48.image_size = 48;

@@ -118,9 +118,10 @@ TEST(ActivationReference, MatchesIndependentFormulasAndFiniteDifferences) {
       const double x = positive_domain(op) ? std::fabs(p) + 0.05 : p;
       const double h = test::kFiniteDiffStep;
       const double numeric = (unary_ref(op, x + h) - unary_ref(op, x - h)) / (2 * h);
-      EXPECT_NEAR(unary_ref(op, x), exact_value(op, x), 1e-12 * (1 + std::fabs(exact_value(op, x))))
+      EXPECT_NEAR(unary_ref(op, x), exact_value(op, x),
+                  test::kDoubleFormulaTol * (1 + std::fabs(exact_value(op, x))))
           << unary_name(op) << " at " << x;
-      EXPECT_NEAR(unary_grad_ref(op, x), numeric, test::kFiniteDiffTol * (1 + std::fabs(numeric)))
+      EXPECT_NEAR(unary_grad_ref(op, x), numeric, test::kKernelGradcheckTol * (1 + std::fabs(numeric)))
           << unary_name(op) << "' at " << x;
     }
   }
@@ -132,7 +133,6 @@ TYPED_TEST(Activation, ExtremeInputsStayFiniteAndExact) {
   using T = TypeParam;
   const std::vector<T> x = {T(-300), T(-20), T(-1e-30), T(-1e-7), T(0), T(1e-30), T(1e-7), T(20), T(300)};
   const int64_t n = static_cast<int64_t>(x.size());
-  constexpr double kAbsFloor = 1e-40;  // below any tiny expected value we check relatively
   for (Unary op : {Unary::Gelu, Unary::GeluTanh, Unary::Sigmoid, Unary::Tanh, Unary::Relu, Unary::Abs, Unary::Neg}) {
     std::vector<T> y(n), dx(n, T(0));
     const std::vector<T> dy(n, T(1));
@@ -142,7 +142,8 @@ TYPED_TEST(Activation, ExtremeInputsStayFiniteAndExact) {
       const double xi = x[i];
       const double value = exact_value(op, xi), slope = exact_slope(op, xi);
       ASSERT_TRUE(std::isfinite(y[i]) && std::isfinite(dx[i])) << unary_name(op) << " at " << xi;
-      EXPECT_NEAR(y[i], value, test::tolerance_for<T>() * std::fabs(value) + kAbsFloor) << unary_name(op) << " at " << xi;
+      EXPECT_NEAR(y[i], value, test::tolerance_for<T>() * std::fabs(value) + test::kFloatTinyAbsTol)
+          << unary_name(op) << " at " << xi;
       EXPECT_NEAR(dx[i], slope, test::tolerance_for<T>() * (1 + std::fabs(slope))) << unary_name(op) << "' at " << xi;
     }
   }

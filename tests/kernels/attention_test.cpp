@@ -1,7 +1,7 @@
 // Fused attention kernels: forward (output and saved probabilities) against attention_forward_ref
-// and a naive double loop, with and without a dropout-like mask; backward against a naive double
-// backward on ViT-like shapes and against central differences in double on tiny shapes,
-// accumulating into a non-zero dqkv.
+// and a naive double loop, with and without a dropout-like mask; backward against
+// attention_backward_ref on awkward and ViT-like shapes, accumulating into a non-zero dqkv; the
+// kernel pair and the reference pair each against central differences in double on tiny shapes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,41 +63,6 @@ NaiveAttention naive_forward(const AttentionShape& s, const std::vector<double>&
   return a;
 }
 
-// dqkv of L = sum(dout * out), written out loop by loop from the chain rule.
-std::vector<double> naive_backward(const AttentionShape& s, const std::vector<double>& qkv,
-                                   const std::vector<double>* mask, double scale, const std::vector<double>& dout) {
-  const int64_t N = s.tokens, NH = s.num_heads, HD = s.head_dim;
-  const NaiveAttention a = naive_forward(s, qkv, mask, scale);
-  std::vector<double> dqkv(qkv.size(), 0.0), dp(N), ds(N);
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < NH; ++h) {
-      for (int64_t i = 0; i < N; ++i) {
-        const double* p = &a.probs[((b * NH + h) * N + i) * N];
-        const double* dO = &dout[((b * N + i) * NH + h) * HD];
-        for (int64_t j = 0; j < N; ++j) {
-          const double m = mask ? (*mask)[((b * NH + h) * N + i) * N + j] : 1.0;
-          double dot = 0;
-          for (int64_t d = 0; d < HD; ++d) {
-            dot += dO[d] * qkv[qkv_index(s, b, j, 2, h, d)];
-            dqkv[qkv_index(s, b, j, 2, h, d)] += p[j] * m * dO[d];  // dv
-          }
-          dp[j] = dot * m;
-        }
-        double row = 0;
-        for (int64_t j = 0; j < N; ++j) row += dp[j] * p[j];
-        for (int64_t j = 0; j < N; ++j) ds[j] = p[j] * (dp[j] - row);
-        for (int64_t j = 0; j < N; ++j) {
-          for (int64_t d = 0; d < HD; ++d) {
-            dqkv[qkv_index(s, b, i, 0, h, d)] += scale * ds[j] * qkv[qkv_index(s, b, j, 1, h, d)];  // dq
-            dqkv[qkv_index(s, b, j, 1, h, d)] += scale * ds[j] * qkv[qkv_index(s, b, i, 0, h, d)];  // dk
-          }
-        }
-      }
-    }
-  }
-  return dqkv;
-}
-
 template <typename T>
 std::vector<T> dropout_like_mask(const AttentionShape& s, uint64_t seed) {
   std::vector<T> mask(s.batch * s.num_heads * s.tokens * s.tokens);
@@ -106,7 +71,10 @@ std::vector<T> dropout_like_mask(const AttentionShape& s, uint64_t seed) {
   return mask;
 }
 
-const std::vector<AttentionShape> kShapes = {{2, 7, 3, 5}, {1, 197, 3, 4}, {1, 1, 2, 3}, {3, 33, 2, 8}};
+// Tokens N from 1, 3, 7, 31, 33, 65, 197; batch 1 and > 1; several head counts and head dims.
+const std::vector<AttentionShape> kShapes = {{2, 7, 3, 5},  {1, 197, 3, 4}, {1, 1, 2, 3},
+                                             {3, 33, 2, 8}, {2, 3, 1, 7},   {1, 31, 4, 2},
+                                             {2, 65, 2, 16}};
 
 template <typename T>
 class Attention : public ::testing::Test {};
@@ -137,7 +105,7 @@ TYPED_TEST(Attention, ForwardMatchesReferenceAndNaive) {
   }
 }
 
-TYPED_TEST(Attention, BackwardMatchesNaiveAndAccumulates) {
+TYPED_TEST(Attention, BackwardMatchesReferenceAndAccumulates) {
   using T = TypeParam;
   for (const AttentionShape& s : kShapes) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
@@ -151,11 +119,17 @@ TYPED_TEST(Attention, BackwardMatchesNaiveAndAccumulates) {
       std::vector<T> probs(s.batch * s.num_heads * s.tokens * s.tokens), out(s.batch * s.tokens * s.dim());
       attention_forward<T>(s, qkv.data(), mask, scale, probs.data(), out.data());
       std::vector<T> dqkv = random_vector<T>(qkv_size, 6, 0.5);  // non-zero: backward accumulates
-      std::vector<double> expected =
-          naive_backward(s, to_double(qkv), masked ? &mask_double : nullptr, scale, to_double(dout));
-      for (int64_t i = 0; i < qkv_size; ++i) expected[i] += dqkv[i];
+      // The reference accumulates in double into a double copy: one rounding, to double.
+      std::vector<double> expected = to_double(dqkv);
+      attention_backward_ref<double>(s, to_double(qkv).data(), masked ? mask_double.data() : nullptr, scale,
+                                     to_double(dout).data(), expected.data());
       attention_backward<T>(s, qkv.data(), probs.data(), mask, scale, dout.data(), dqkv.data());
       EXPECT_TRUE(close(dqkv, expected, test::tolerance_for<T>(), "attention dqkv" + shape_str(s, masked)));
+      // The reference in T (its own inputs as T) agrees with itself in double.
+      std::vector<T> dqkv_ref = random_vector<T>(qkv_size, 6, 0.5);
+      attention_backward_ref<T>(s, qkv.data(), mask, scale, dout.data(), dqkv_ref.data());
+      EXPECT_TRUE(
+          close(dqkv_ref, expected, test::tolerance_for<T>(), "attention_backward_ref dqkv" + shape_str(s, masked)));
     }
   }
 }
@@ -189,6 +163,35 @@ TEST(AttentionGradient, MatchesFiniteDifferences) {
   }
 }
 
+// The reference pair in double: attention_backward_ref against central differences of
+// L = sum(c * attention_forward_ref(qkv)), accumulating into a non-zero dqkv.
+TEST(AttentionReferenceGradient, MatchesFiniteDifferences) {
+  for (const AttentionShape& s : {AttentionShape{1, 1, 1, 2}, AttentionShape{1, 3, 2, 3}, AttentionShape{2, 4, 2, 3},
+                                  AttentionShape{2, 7, 1, 4}}) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+    const int64_t qkv_size = s.batch * s.tokens * 3 * s.dim(), out_size = s.batch * s.tokens * s.dim();
+    const std::vector<double> qkv = random_vector<double>(qkv_size, 12 + static_cast<uint64_t>(s.tokens));
+    const std::vector<double> c = random_vector<double>(out_size, 13);
+    const std::vector<double> mask_values = dropout_like_mask<double>(s, 14);
+    for (bool masked : {false, true}) {
+      const double* mask = masked ? mask_values.data() : nullptr;
+      auto loss = [&](const std::vector<double>& v) {
+        std::vector<double> o(out_size);
+        attention_forward_ref<double>(s, v.data(), mask, scale, o.data());
+        double l = 0;
+        for (int64_t i = 0; i < out_size; ++i) l += c[i] * o[i];
+        return l;
+      };
+      const std::vector<double> init = random_vector<double>(qkv_size, 15);
+      std::vector<double> dqkv = init;
+      attention_backward_ref<double>(s, qkv.data(), mask, scale, c.data(), dqkv.data());
+      std::vector<double> numeric = test::numeric_gradient(loss, qkv);
+      for (int64_t i = 0; i < qkv_size; ++i) numeric[i] += init[i];
+      EXPECT_TRUE(test::gradient_close(dqkv, numeric, "attention_backward_ref dqkv" + shape_str(s, masked)));
+    }
+  }
+}
+
 // Probabilities are a distribution per row even for large scores (no overflow).
 TYPED_TEST(Attention, LargeScoresGiveFiniteProbabilities) {
   using T = TypeParam;
@@ -205,7 +208,7 @@ TYPED_TEST(Attention, LargeScoresGiveFiniteProbabilities) {
   EXPECT_TRUE(close(sums, std::vector<double>(sums.size(), 1.0), test::tolerance_for<T>(), "attention prob sums"));
   // In float, scores of ~1e3 carry rounding of ~1e-4 into exp: compare values only in double.
   if constexpr (std::is_same_v<T, double>) {
-    EXPECT_TRUE(close(out, to_double(out_ref), test::kF64, "attention out, large scores"));
+    EXPECT_TRUE(close(out, to_double(out_ref), test::kDoubleKernelTol, "attention out, large scores"));
   }
 }
 

@@ -13,7 +13,6 @@ namespace vit::kernels {
 namespace {
 
 constexpr int64_t kSamples = 100000;
-constexpr double kSigmas = 5.0;  // binomial fluctuation allowed: 5 standard deviations
 
 template <typename T>
 class Dropout : public ::testing::Test {};
@@ -36,9 +35,9 @@ TYPED_TEST(Dropout, ValuesAndDroppedFraction) {
     }
     const double fraction = static_cast<double>(dropped) / kSamples;
     const double sigma = std::sqrt(p * (1 - p) / kSamples);
-    EXPECT_NEAR(fraction, p, kSigmas * sigma) << "dropped fraction for p=" << p;
+    EXPECT_NEAR(fraction, p, test::kSamplingSigmas * sigma) << "dropped fraction for p=" << p;
     // E[mask] = 1 (inverted dropout keeps the expected activation).
-    EXPECT_NEAR(sum / kSamples, 1.0, kSigmas * sigma / (1 - p)) << "mean mask for p=" << p;
+    EXPECT_NEAR(sum / kSamples, 1.0, test::kSamplingSigmas * sigma / (1 - p)) << "mean mask for p=" << p;
   }
 }
 

@@ -104,7 +104,7 @@ TEST(Im2RowAdjoint, InnerProductsAgree) {
       magnitude += std::fabs(rows[i] * r[i]);
     }
     for (size_t i = 0; i < x.size(); ++i) rhs += x[i] * back[i];
-    EXPECT_NEAR(lhs, rhs, test::kF64 * magnitude) << shape_str(s);
+    EXPECT_NEAR(lhs, rhs, test::kDoubleKernelTol * magnitude) << shape_str(s);
   }
 }
 
@@ -137,7 +137,7 @@ TEST(Im2RowConvolution, GemmOfRowsEqualsDirectConvolution) {
       }
     }
   }
-  EXPECT_TRUE(close(out, direct, test::kF64, "conv via im2row"));
+  EXPECT_TRUE(close(out, direct, test::kDoubleKernelTol, "conv via im2row"));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Helpers shared by the kernel tests: named tolerances, seeded random vectors, an element-wise
-// comparison that names the tensor, the worst element and the first values, and central finite
-// differences in double.
+// Helpers shared by the kernel tests: the tolerances they use (from support/tolerances.h),
+// seeded random vectors, an element-wise comparison that names the tensor, the worst element and
+// the first values, and central finite differences in double.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,21 +15,26 @@
 #include <vector>
 
 #include "core/random.h"
+#include "support/tolerances.h"
 
 namespace vit::kernels::test {
 
-// |actual - expected| <= rtol * (|expected| + max finite |expected|) (the scale term keeps
-// near-zero entries of a large tensor from being held to an impossible bound).
-inline constexpr double kF32 = 1e-5;   // float32 fast kernel vs a double reference
-inline constexpr double kF64 = 1e-12;  // float64 fast kernel vs a double reference
-inline constexpr double kExactTol = 0.0;
-// Central differences in double: step and tolerance |analytic - numeric| <= tol * (1 + |numeric|).
-inline constexpr double kFiniteDiffStep = 1e-6;
-inline constexpr double kFiniteDiffTol = 1e-7;
+using vit::testing::kDoubleFormulaTol;
+using vit::testing::kDoubleKernelTol;
+using vit::testing::kDoubleUlpTol;
+using vit::testing::kExactTol;
+using vit::testing::kFiniteDiffStep;
+using vit::testing::kFloatKernelTol;
+using vit::testing::kFloatTinyAbsTol;
+using vit::testing::kKernelGradcheckTol;
+using vit::testing::kLargeOffsetVarianceTol;
+using vit::testing::kLinearKernelTol;
+using vit::testing::kSamplingSigmas;
 
+// A fast kernel in T vs a double reference (scaled, as close() applies it).
 template <typename T>
 constexpr double tolerance_for() {
-  return std::is_same_v<T, float> ? kF32 : kF64;
+  return std::is_same_v<T, float> ? kFloatKernelTol : kDoubleKernelTol;
 }
 
 template <typename T>
@@ -45,7 +50,9 @@ std::vector<double> to_double(const std::vector<T>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
-// NaN must meet NaN and an infinity the same infinity; finite values meet the bound above.
+// |actual - expected| <= rtol * (|expected| + max finite |expected|) (the scale term keeps
+// near-zero entries of a large tensor from being held to an impossible bound). NaN must meet NaN
+// and an infinity the same infinity.
 // scale_floor raises the scale where a result's natural magnitude exceeds its values (e.g. a
 // gradient that cancels to ~0 out of large terms).
 template <typename T>
@@ -106,10 +113,10 @@ inline std::vector<double> numeric_gradient(const std::function<double(const std
   return grad;
 }
 
-// |analytic - numeric| <= kFiniteDiffTol * (1 + |numeric|) for every element.
+// |analytic - numeric| <= kKernelGradcheckTol * (1 + |numeric|) for every element.
 inline ::testing::AssertionResult gradient_close(const std::vector<double>& analytic,
                                                  const std::vector<double>& numeric, const std::string& name,
-                                                 double tol = kFiniteDiffTol) {
+                                                 double tol = kKernelGradcheckTol) {
   if (analytic.size() != numeric.size()) {
     return ::testing::AssertionFailure() << name << ": size " << analytic.size() << " != " << numeric.size();
   }

@@ -1,7 +1,7 @@
 // LayerNorm kernels: forward against layernorm_forward_ref and a naive double formula (with and
-// without weight/bias, saved mean/rstd), backward against the naive formula and central
-// differences in double, accumulation into non-zero dx/dweight/dbias, and rows * n on both
-// sides of the threading threshold (1 << 14 elements).
+// without weight/bias, saved mean/rstd), backward against layernorm_backward_ref, accumulation
+// into non-zero dx/dweight/dbias, and rows * n on both sides of the threading threshold (1 << 14
+// elements); the kernel pair and the reference pair each against central differences in double.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,8 +24,9 @@ constexpr double kEps = 1e-5;
 struct RowsN {
   int64_t rows, n;
 };
-// 3x7, 4x197 and 1x1 are below the threshold; 100x197 and 40x1000 above it.
-const std::vector<RowsN> kSizes = {{1, 1}, {3, 7}, {4, 197}, {100, 197}, {40, 1000}, {2, 33}};
+// n from 1, 3, 7, 31, 33, 65, 197, 1000; 100x197 and 40x1000 are above the threshold, the rest below.
+const std::vector<RowsN> kSizes = {{1, 1},  {3, 7},  {4, 197}, {100, 197}, {40, 1000},
+                                   {2, 33}, {5, 3}, {7, 31},  {3, 65}};
 
 std::string size_str(const RowsN& s) { return " " + std::to_string(s.rows) + "x" + std::to_string(s.n); }
 
@@ -91,10 +92,9 @@ TYPED_TEST(LayerNorm, ForwardWithoutSavedStatistics) {
   EXPECT_TRUE(close(y, to_double(y_ref), test::tolerance_for<T>(), "layernorm y (no mean/rstd)"));
 }
 
-// Backward against the naive formula in double: with g = dy * w and xhat = (x - mean) * rstd,
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), dw = sum_rows dy * xhat, db = sum_rows dy.
-// Gradients start non-zero: the kernel must accumulate.
-TYPED_TEST(LayerNorm, BackwardMatchesNaiveFormulaAndAccumulates) {
+// Backward against layernorm_backward_ref (run in double on the same values). Gradients start
+// non-zero: the kernel must accumulate.
+TYPED_TEST(LayerNorm, BackwardMatchesReferenceAndAccumulates) {
   using T = TypeParam;
   for (const RowsN& s : kSizes) {
     const int64_t total = s.rows * s.n;
@@ -107,25 +107,18 @@ TYPED_TEST(LayerNorm, BackwardMatchesNaiveFormulaAndAccumulates) {
       layernorm_forward<T>(x.data(), wp, nullptr, y.data(), mean.data(), rstd.data(), s.rows, s.n, kEps);
       std::vector<T> dx = random_vector<T>(total, 8, 0.5), dw = random_vector<T>(s.n, 9), db = random_vector<T>(s.n, 10);
       std::vector<double> edx = to_double(dx), edw = to_double(dw), edb = to_double(db);
+      const std::vector<double> w_double = to_double(w);
+      layernorm_backward_ref<double>(to_double(x).data(), affine ? w_double.data() : nullptr, to_double(dy).data(),
+                                     edx.data(), edw.data(), edb.data(), s.rows, s.n, kEps);
       const NaiveStats st = naive_stats(to_double(x), s.rows, s.n);
       double dx_scale = 0;  // dx's natural magnitude rstd * |g|: its terms cancel (to 0 when n = 1)
       for (int64_t r = 0; r < s.rows; ++r) {
-        double g_mean = 0, gx_mean = 0;
         for (int64_t i = 0; i < s.n; ++i) {
-          const double xhat = (x[r * s.n + i] - st.mean[r]) * st.rstd[r];
           const double g = dy[r * s.n + i] * (affine ? static_cast<double>(w[i]) : 1.0);
           dx_scale = std::max(dx_scale, st.rstd[r] * std::fabs(g));
-          g_mean += g / static_cast<double>(s.n);
-          gx_mean += g * xhat / static_cast<double>(s.n);
-          edw[i] += dy[r * s.n + i] * xhat;
-          edb[i] += dy[r * s.n + i];
-        }
-        for (int64_t i = 0; i < s.n; ++i) {
-          const double xhat = (x[r * s.n + i] - st.mean[r]) * st.rstd[r];
-          const double g = dy[r * s.n + i] * (affine ? static_cast<double>(w[i]) : 1.0);
-          edx[r * s.n + i] += st.rstd[r] * (g - g_mean - xhat * gx_mean);
         }
       }
+      std::vector<T> dx_ref = dx, dw_ref = dw, db_ref = db;
       layernorm_backward<T>(x.data(), wp, mean.data(), rstd.data(), dy.data(), dx.data(), dw.data(), db.data(), s.rows,
                             s.n);
       const std::string name = (affine ? " affine" : " plain") + size_str(s);
@@ -133,6 +126,12 @@ TYPED_TEST(LayerNorm, BackwardMatchesNaiveFormulaAndAccumulates) {
       EXPECT_TRUE(close(dx, edx, tol, "layernorm dx" + name, dx_scale));
       EXPECT_TRUE(close(dw, edw, tol, "layernorm dweight" + name));
       EXPECT_TRUE(close(db, edb, tol, "layernorm dbias" + name));
+      // The reference in T agrees with itself in double.
+      layernorm_backward_ref<T>(x.data(), wp, dy.data(), dx_ref.data(), dw_ref.data(), db_ref.data(), s.rows, s.n,
+                                kEps);
+      EXPECT_TRUE(close(dx_ref, edx, tol, "layernorm_backward_ref dx" + name, dx_scale));
+      EXPECT_TRUE(close(dw_ref, edw, tol, "layernorm_backward_ref dweight" + name));
+      EXPECT_TRUE(close(db_ref, edb, tol, "layernorm_backward_ref dbias" + name));
     }
   }
 }
@@ -181,6 +180,53 @@ TEST(LayerNormGradient, MatchesFiniteDifferences) {
   EXPECT_TRUE(test::gradient_close(dx, test::numeric_gradient([&](const V& v) { return loss(v, w, b); }, x), "dx"));
   EXPECT_TRUE(test::gradient_close(dw, test::numeric_gradient([&](const V& v) { return loss(x, v, b); }, w), "dw"));
   EXPECT_TRUE(test::gradient_close(db, test::numeric_gradient([&](const V& v) { return loss(x, w, v); }, b), "db"));
+}
+
+// The reference pair in double: layernorm_backward_ref against central differences of
+// L = sum(c * layernorm_forward_ref(x, w, b)), with and without weight/bias, accumulating, and
+// with null gradients skipped.
+TEST(LayerNormReferenceGradient, MatchesFiniteDifferences) {
+  using V = std::vector<double>;
+  for (const RowsN& s : {RowsN{3, 5}, RowsN{2, 1}, RowsN{1, 7}}) {
+    const int64_t total = s.rows * s.n;
+    const V x = random_vector<double>(total, 20 + static_cast<uint64_t>(total), 1.5, 0.2);
+    const V w = random_vector<double>(s.n, 21, 0.5, 1.0), b = random_vector<double>(s.n, 22);
+    const V c = random_vector<double>(total, 23);
+    for (bool affine : {true, false}) {
+      auto loss = [&](const V& xv, const V& wv, const V& bv) {
+        V y(total);
+        layernorm_forward_ref<double>(xv.data(), affine ? wv.data() : nullptr, affine ? bv.data() : nullptr, y.data(),
+                                      s.rows, s.n, kEps);
+        double l = 0;
+        for (int64_t i = 0; i < total; ++i) l += c[i] * y[i];
+        return l;
+      };
+      const V dx0 = random_vector<double>(total, 24), dw0 = random_vector<double>(s.n, 25),
+              db0 = random_vector<double>(s.n, 26);
+      V dx = dx0, dw = dw0, db = db0;
+      layernorm_backward_ref<double>(x.data(), affine ? w.data() : nullptr, c.data(), dx.data(), dw.data(), db.data(),
+                                     s.rows, s.n, kEps);
+      V ndx = test::numeric_gradient([&](const V& v) { return loss(v, w, b); }, x);
+      for (int64_t i = 0; i < total; ++i) ndx[i] += dx0[i];
+      const std::string name = (affine ? " affine" : " plain") + size_str(s);
+      EXPECT_TRUE(test::gradient_close(dx, ndx, "layernorm_backward_ref dx" + name));
+      if (affine) {
+        V ndw = test::numeric_gradient([&](const V& v) { return loss(x, v, b); }, w);
+        V ndb = test::numeric_gradient([&](const V& v) { return loss(x, w, v); }, b);
+        for (int64_t i = 0; i < s.n; ++i) {
+          ndw[i] += dw0[i];
+          ndb[i] += db0[i];
+        }
+        EXPECT_TRUE(test::gradient_close(dw, ndw, "layernorm_backward_ref dweight" + name));
+        EXPECT_TRUE(test::gradient_close(db, ndb, "layernorm_backward_ref dbias" + name));
+      }
+      // Null gradients are skipped; the others are unchanged by their absence.
+      V dx_only = dx0;
+      layernorm_backward_ref<double>(x.data(), affine ? w.data() : nullptr, c.data(), dx_only.data(), nullptr, nullptr,
+                                     s.rows, s.n, kEps);
+      EXPECT_TRUE(close(dx_only, dx, test::kExactTol, "layernorm_backward_ref dx alone" + name));
+    }
+  }
 }
 
 // A constant row has variance 0: y = bias, finite (rstd = 1 / sqrt(eps)), and dx finite.

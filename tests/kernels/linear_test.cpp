@@ -50,8 +50,9 @@ void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, i
       worst = std::max(worst, std::abs(got - want) / (1.0 + scale));
     }
   }
-  EXPECT_LT(worst, 2e-6) << "M=" << M << " K=" << K << " N=" << N << " epilogue " << static_cast<int>(epilogue)
-                         << " bias " << with_bias << " impl " << static_cast<int>(impl);
+  EXPECT_LT(worst, test::kLinearKernelTol) << "M=" << M << " K=" << K << " N=" << N << " epilogue "
+                                           << static_cast<int>(epilogue) << " bias " << with_bias << " impl "
+                                           << static_cast<int>(impl);
 }
 
 TEST(Linear, MatchesReferenceAroundPanelAndBlockEdges) {
@@ -79,7 +80,7 @@ TEST(Linear, DoubleMatchesReference) {
     std::vector<double> C = random_vector<double>(M * N, 14), R = C;
     linear_forward<double>(A.data(), M, K, K, W.data(), N, bias.data(), C.data(), N, e);
     linear_forward_ref<double>(A.data(), M, K, K, W.data(), N, bias.data(), R.data(), N, e);
-    for (size_t i = 0; i < C.size(); ++i) EXPECT_NEAR(C[i], R[i], 1e-12) << "epilogue " << static_cast<int>(e);
+    for (size_t i = 0; i < C.size(); ++i) EXPECT_NEAR(C[i], R[i], test::kDoubleKernelTol) << "epilogue " << static_cast<int>(e);
   }
 }
 

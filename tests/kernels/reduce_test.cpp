@@ -123,8 +123,8 @@ TEST(ReduceMoments, LargeOffsetKeepsVariance) {
   double m = 0, v = 0;
   for (double e : x) m += e / n;
   for (double e : x) v += (e - m) * (e - m) / (n - 1);
-  EXPECT_NEAR(var[0], v, 1e-6 * v);
-  EXPECT_NEAR(mean[0], m, 1e-12 * m);
+  EXPECT_NEAR(var[0], v, test::kLargeOffsetVarianceTol * v);
+  EXPECT_NEAR(mean[0], m, test::kDoubleFormulaTol * m);
 }
 
 TYPED_TEST(Reduce, MomentsWithNoDegreesOfFreedomGiveNaN) {

@@ -1,6 +1,7 @@
-// Softmax / log-softmax kernels: forward against softmax_forward_ref and naive double formulas,
-// backward against the explicit Jacobian and central differences, rows with -inf (partly: 0
-// there; entirely: NaN, as PyTorch), magnitudes of ±1e4, in-place use, threaded row counts.
+// Softmax / log-softmax kernels: forward against the _forward_ref kernels and naive double
+// formulas, backward against the _backward_ref kernels (explicit Jacobians), the kernel pairs and
+// the reference pairs against central differences, rows with -inf (partly: 0 there; entirely:
+// NaN, as PyTorch), magnitudes of ±1e4, in-place use, threaded row counts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,8 +22,8 @@ using test::to_double;
 struct RowsN {
   int64_t rows, n;
 };
-// n from {1, 7, 197}; 100 x 197 crosses the kernels' threading threshold (1 << 14 elements).
-const std::vector<RowsN> kSizes = {{3, 1}, {5, 7}, {4, 197}, {100, 197}, {1, 33}};
+// n from 1, 3, 7, 31, 33, 65, 197; 100 x 197 crosses the kernels' threading threshold (1 << 14 elements).
+const std::vector<RowsN> kSizes = {{3, 1}, {5, 7}, {4, 197}, {100, 197}, {1, 33}, {2, 3}, {3, 31}, {2, 65}};
 
 // Naive double softmax of one row (max-subtracted).
 std::vector<double> naive_softmax(const std::vector<double>& x, int64_t rows, int64_t n, bool use_log) {
@@ -47,10 +48,11 @@ TYPED_TEST(Softmax, ForwardMatchesReferenceAndNaive) {
   using T = TypeParam;
   for (const RowsN& s : kSizes) {
     const std::vector<T> x = random_vector<T>(s.rows * s.n, 1 + static_cast<uint64_t>(s.n), 3.0);
-    std::vector<T> y(x.size()), y_ref(x.size()), log_y(x.size()), in_place = x;
+    std::vector<T> y(x.size()), y_ref(x.size()), log_y(x.size()), log_y_ref(x.size()), in_place = x;
     softmax_forward<T>(x.data(), y.data(), s.rows, s.n);
     softmax_forward_ref<T>(x.data(), y_ref.data(), s.rows, s.n);
     log_softmax_forward<T>(x.data(), log_y.data(), s.rows, s.n);
+    log_softmax_forward_ref<T>(x.data(), log_y_ref.data(), s.rows, s.n);
     softmax_forward<T>(in_place.data(), in_place.data(), s.rows, s.n);  // as attention calls it
     const std::string size = " " + std::to_string(s.rows) + "x" + std::to_string(s.n);
     const double tol = test::tolerance_for<T>();
@@ -58,13 +60,16 @@ TYPED_TEST(Softmax, ForwardMatchesReferenceAndNaive) {
     EXPECT_TRUE(close(y, naive_softmax(to_double(x), s.rows, s.n, false), tol, "softmax vs naive" + size));
     EXPECT_TRUE(close(y_ref, naive_softmax(to_double(x), s.rows, s.n, false), tol, "softmax_ref vs naive" + size));
     EXPECT_TRUE(close(log_y, naive_softmax(to_double(x), s.rows, s.n, true), tol, "log_softmax vs naive" + size));
+    EXPECT_TRUE(close(log_y, to_double(log_y_ref), tol, "log_softmax vs ref" + size));
+    EXPECT_TRUE(
+        close(log_y_ref, naive_softmax(to_double(x), s.rows, s.n, true), tol, "log_softmax_ref vs naive" + size));
     EXPECT_TRUE(close(in_place, to_double(y), test::kExactTol, "softmax in place" + size));
   }
 }
 
-// dx += J^T dy with J the explicit Jacobian: softmax dy_i/dx_j = y_i (delta_ij - y_j),
-// log-softmax dy_i/dx_j = delta_ij - p_j. dx starts non-zero to check accumulation.
-TYPED_TEST(Softmax, BackwardMatchesExplicitJacobianAndAccumulates) {
+// dx += J^T dy against softmax_backward_ref / log_softmax_backward_ref (the explicit Jacobians,
+// in double from x). dx starts non-zero to check accumulation.
+TYPED_TEST(Softmax, BackwardMatchesReferenceAndAccumulates) {
   using T = TypeParam;
   for (const RowsN& s : kSizes) {
     const int64_t total = s.rows * s.n;
@@ -73,25 +78,20 @@ TYPED_TEST(Softmax, BackwardMatchesExplicitJacobianAndAccumulates) {
     std::vector<T> y(total), log_y(total);
     softmax_forward<T>(x.data(), y.data(), s.rows, s.n);
     log_softmax_forward<T>(x.data(), log_y.data(), s.rows, s.n);
-    std::vector<T> dx = random_vector<T>(total, 4, 0.5), log_dx = dx;
-    std::vector<double> expected(total), log_expected(total);
-    for (int64_t r = 0; r < s.rows; ++r) {
-      for (int64_t j = 0; j < s.n; ++j) {
-        double acc = 0, log_acc = 0;
-        for (int64_t i = 0; i < s.n; ++i) {
-          const double yi = y[r * s.n + i], yj = y[r * s.n + j], pj = std::exp(static_cast<double>(log_y[r * s.n + j]));
-          acc += dy[r * s.n + i] * yi * ((i == j) - yj);
-          log_acc += dy[r * s.n + i] * ((i == j) - pj);
-        }
-        expected[r * s.n + j] = dx[r * s.n + j] + acc;
-        log_expected[r * s.n + j] = log_dx[r * s.n + j] + log_acc;
-      }
-    }
+    std::vector<T> dx = random_vector<T>(total, 4, 0.5), log_dx = dx, dx_ref = dx, log_dx_ref = dx;
+    std::vector<double> expected = to_double(dx), log_expected = to_double(dx);
+    softmax_backward_ref<double>(to_double(x).data(), to_double(dy).data(), expected.data(), s.rows, s.n);
+    log_softmax_backward_ref<double>(to_double(x).data(), to_double(dy).data(), log_expected.data(), s.rows, s.n);
     softmax_backward<T>(y.data(), dy.data(), dx.data(), s.rows, s.n);
     log_softmax_backward<T>(log_y.data(), dy.data(), log_dx.data(), s.rows, s.n);
+    softmax_backward_ref<T>(x.data(), dy.data(), dx_ref.data(), s.rows, s.n);
+    log_softmax_backward_ref<T>(x.data(), dy.data(), log_dx_ref.data(), s.rows, s.n);
     const std::string size = " " + std::to_string(s.rows) + "x" + std::to_string(s.n);
-    EXPECT_TRUE(close(dx, expected, test::tolerance_for<T>(), "softmax dx" + size));
-    EXPECT_TRUE(close(log_dx, log_expected, test::tolerance_for<T>(), "log_softmax dx" + size));
+    const double tol = test::tolerance_for<T>();
+    EXPECT_TRUE(close(dx, expected, tol, "softmax dx" + size));
+    EXPECT_TRUE(close(log_dx, log_expected, tol, "log_softmax dx" + size));
+    EXPECT_TRUE(close(dx_ref, expected, tol, "softmax_backward_ref dx" + size));
+    EXPECT_TRUE(close(log_dx_ref, log_expected, tol, "log_softmax_backward_ref dx" + size));
   }
 }
 
@@ -120,6 +120,34 @@ TEST(SoftmaxGradient, MatchesFiniteDifferences) {
   }
 }
 
+// The reference pairs in double: dx from the _backward_ref kernels (accumulating into a non-zero
+// dx) against central differences of L = sum(w * f_ref(x)).
+TEST(SoftmaxReferenceGradient, MatchesFiniteDifferences) {
+  for (const RowsN& s : {RowsN{2, 7}, RowsN{3, 1}, RowsN{1, 3}}) {
+    const int64_t total = s.rows * s.n;
+    const std::vector<double> x = random_vector<double>(total, 7, 2.0), w = random_vector<double>(total, 8);
+    const std::vector<double> init = random_vector<double>(total, 9);
+    for (bool use_log : {false, true}) {
+      auto loss = [&](const std::vector<double>& v) {
+        std::vector<double> y(v.size());
+        if (use_log) log_softmax_forward_ref<double>(v.data(), y.data(), s.rows, s.n);
+        else softmax_forward_ref<double>(v.data(), y.data(), s.rows, s.n);
+        double l = 0;
+        for (size_t i = 0; i < y.size(); ++i) l += w[i] * y[i];
+        return l;
+      };
+      std::vector<double> dx = init;
+      if (use_log) log_softmax_backward_ref<double>(x.data(), w.data(), dx.data(), s.rows, s.n);
+      else softmax_backward_ref<double>(x.data(), w.data(), dx.data(), s.rows, s.n);
+      std::vector<double> numeric = test::numeric_gradient(loss, x);
+      for (int64_t i = 0; i < total; ++i) numeric[i] += init[i];
+      EXPECT_TRUE(test::gradient_close(dx, numeric, std::string(use_log ? "log_softmax" : "softmax") +
+                                                        "_backward_ref dx " + std::to_string(s.rows) + "x" +
+                                                        std::to_string(s.n)));
+    }
+  }
+}
+
 // Row 0 partly -inf: 0 (log: -inf) there, finite softmax elsewhere. Row 1 all -inf: NaN.
 // Row 2: magnitudes of 1e4 (no overflow; exp(-2e4) underflows to exactly 0).
 TYPED_TEST(Softmax, NegativeInfinityAndLargeMagnitudes) {
@@ -129,10 +157,11 @@ TYPED_TEST(Softmax, NegativeInfinityAndLargeMagnitudes) {
   const std::vector<T> x = {-kInf, T(1), T(2), -kInf, T(0),             // partly masked
                             -kInf, -kInf, -kInf, -kInf, -kInf,          // fully masked
                             T(1e4), T(-1e4), T(1e4 - 1), T(0), T(1e4)};  // large
-  std::vector<T> y(rows * n), y_ref(rows * n), log_y(rows * n);
+  std::vector<T> y(rows * n), y_ref(rows * n), log_y(rows * n), log_y_ref(rows * n);
   softmax_forward<T>(x.data(), y.data(), rows, n);
   softmax_forward_ref<T>(x.data(), y_ref.data(), rows, n);
   log_softmax_forward<T>(x.data(), log_y.data(), rows, n);
+  log_softmax_forward_ref<T>(x.data(), log_y_ref.data(), rows, n);
   const double e1 = std::exp(1.0), e2 = std::exp(2.0), z = 1 + e1 + e2;
   const double big = 2 + std::exp(-1.0);  // the row-2 partition function relative to exp(1e4)
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -146,13 +175,17 @@ TYPED_TEST(Softmax, NegativeInfinityAndLargeMagnitudes) {
   EXPECT_TRUE(close(y, expected, tol, "softmax with -inf / large"));
   EXPECT_TRUE(close(y_ref, expected, tol, "softmax_ref with -inf / large"));
   EXPECT_TRUE(close(log_y, log_expected, tol, "log_softmax with -inf / large"));
+  EXPECT_TRUE(close(log_y_ref, log_expected, tol, "log_softmax_ref with -inf / large"));
 
   // Backward through the partly masked and the large rows stays finite and matches the Jacobian.
   const std::vector<T> dy = {T(0.5), T(-1), T(2), T(3), T(0.25), T(1), T(1), T(1), T(1), T(1),
                              T(1), T(-2), T(0.5), T(4), T(-1)};
-  std::vector<T> dx(rows * n, T(0)), log_dx(rows * n, T(0));
+  std::vector<T> dx(rows * n, T(0)), log_dx(rows * n, T(0)), dx_ref(rows * n, T(0)), log_dx_ref(rows * n, T(0));
   softmax_backward<T>(y.data(), dy.data(), dx.data(), rows, n);
   log_softmax_backward<T>(log_y.data(), dy.data(), log_dx.data(), rows, n);
+  softmax_backward_ref<T>(x.data(), dy.data(), dx_ref.data(), rows, n);
+  log_softmax_backward_ref<T>(x.data(), dy.data(), log_dx_ref.data(), rows, n);
+  // Absolute bound: the kernel tolerance times the size of the terms (|dy| <= 4, 5 of them).
   for (int64_t r : {0, 2}) {
     for (int64_t j = 0; j < n; ++j) {
       double acc = 0, log_acc = 0;
@@ -162,6 +195,8 @@ TYPED_TEST(Softmax, NegativeInfinityAndLargeMagnitudes) {
       }
       EXPECT_NEAR(dx[r * n + j], acc, tol * 10) << "softmax dx row " << r << " col " << j;
       EXPECT_NEAR(log_dx[r * n + j], log_acc, tol * 10) << "log_softmax dx row " << r << " col " << j;
+      EXPECT_NEAR(dx_ref[r * n + j], acc, tol * 10) << "softmax_backward_ref dx row " << r << " col " << j;
+      EXPECT_NEAR(log_dx_ref[r * n + j], log_acc, tol * 10) << "log_softmax_backward_ref dx row " << r << " col " << j;
     }
   }
 }

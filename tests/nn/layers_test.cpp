@@ -21,12 +21,12 @@ TEST(LayerNorm, SeedExampleRowsHaveMeanZeroAndPopulationStdOne) {
   Variable y = ln(x);
   const Tensor mean = y.mean({1}).data(), std = y.std({1}, false).data();
   for (int64_t r = 0; r < 3; ++r) {
-    EXPECT_NEAR(mean.at({r}), 0.0, 1e-6);
-    EXPECT_NEAR(std.at({r}), 1.0, 1e-6);
+    EXPECT_NEAR(mean.at({r}), 0.0, testing::kFloatValueTol);
+    EXPECT_NEAR(std.at({r}), 1.0, testing::kFloatValueTol);
   }
   // std with unbiased=False of [[0,4],[-1,7],[3,5]] is [2, 4, 1].
   EXPECT_EQ(x.std({1}, false).data().to_vector(), (std::vector<double>{2, 4, 1}));
-  EXPECT_NEAR(x.std({1}).data().at({0}), 2.8284271, 1e-6);  // unbiased default
+  EXPECT_NEAR(x.std({1}).data().at({0}), 2.8284271, testing::kFloatValueTol);  // unbiased default
 }
 
 TEST(LayerNorm, ParameterCounts) {
@@ -62,7 +62,7 @@ TEST(PatchEmbed, EqualsUnfoldFlattenLinearWithTheSameWeights) {
   // unfold H and W into patches: (B, C, H/P, W/P, P, P) -> (B, H/P, W/P, C, P, P) -> (B, N, C*P*P)
   Variable patches = x.unfold(2, P, P).unfold(3, P, P).permute({0, 2, 3, 1, 4, 5}).reshape({B, 9, C * P * P});
   Variable via_linear = linear(patches, embed.proj->weight.reshape({D, C * P * P}), embed.proj->bias);
-  EXPECT_CLOSE(tokens.data(), via_linear.data(), testing::kKernelF32);
+  EXPECT_CLOSE(tokens.data(), via_linear.data(), testing::kFloatSameOpTol);
   EXPECT_THROW(embed(Variable(Tensor::zeros({1, 3, 10, 12}))), Error);
   EXPECT_THROW(embed(Variable(Tensor::zeros({1, 1, 12, 12}))), Error);
   EXPECT_THROW(nn::PatchEmbed(30, 7, 3, 8, gen), Error);
@@ -78,7 +78,7 @@ TEST(Dropout, InvertedScalingInTrainingIdentityInEval) {
     EXPECT_TRUE(v == 0.0 || v == 2.0) << v;  // survivors doubled
     kept += v == 2.0;
   }
-  EXPECT_NEAR(static_cast<double>(kept) / 10000.0, 0.5, 0.03);
+  EXPECT_NEAR(static_cast<double>(kept) / 10000.0, 0.5, testing::kDropoutFractionTol);
   drop.eval();
   EXPECT_EQ(drop(x).data().to_vector(), x.data().to_vector());
   EXPECT_THROW(nn::Dropout(1.5, gen), Error);
@@ -101,10 +101,10 @@ TEST(DropPath, DropsWholeSamples) {
 TEST(Activations, ModulesMatchFunctions) {
   Variable x = var_of({-2, -0.5, 0, 0.5, 2}, {5});
   EXPECT_EQ(nn::ReLU()(x).data().to_vector(), (std::vector<double>{0, 0, 0, 0.5, 2}));
-  EXPECT_NEAR(nn::GELU()(x).data().at({4}), 1.9544997, 1e-6);
-  EXPECT_NEAR(nn::GELU(true)(x).data().at({4}), 1.9545977, 1e-6);
-  EXPECT_NEAR(nn::Tanh()(x).data().at({0}), -0.9640276, 1e-6);
-  EXPECT_NEAR(nn::Softmax(0)(x).sum().item(), 1.0, 1e-6);
+  EXPECT_NEAR(nn::GELU()(x).data().at({4}), 1.9544997, testing::kFloatValueTol);
+  EXPECT_NEAR(nn::GELU(true)(x).data().at({4}), 1.9545977, testing::kFloatValueTol);
+  EXPECT_NEAR(nn::Tanh()(x).data().at({0}), -0.9640276, testing::kFloatValueTol);
+  EXPECT_NEAR(nn::Softmax(0)(x).sum().item(), 1.0, testing::kFloatValueTol);
 }
 
 TEST(Module, NamesCountsTrainEvalAndStateDict) {

@@ -32,9 +32,9 @@ TEST(Golden, PatchEmbed) {
   Variable x(golden(f, "x", DType::F32), true);
   Variable y = embed(x);
   y.backward(golden(f, "grad_out", DType::F32));
-  EXPECT_CLOSE(y.data(), golden(f, "out", DType::F64), testing::kGoldenF32);
-  EXPECT_CLOSE(x.grad(), golden(f, "grad.x", DType::F64), testing::kGoldenF32);
-  check_param_grads(embed, f, testing::kGoldenF32);
+  EXPECT_CLOSE(y.data(), golden(f, "out", DType::F64), testing::kGoldenFloatTol);
+  EXPECT_CLOSE(x.grad(), golden(f, "grad.x", DType::F64), testing::kGoldenFloatTol);
+  check_param_grads(embed, f, testing::kGoldenFloatTol);
 }
 
 TEST(Golden, Mlp) {
@@ -45,9 +45,9 @@ TEST(Golden, Mlp) {
   Variable x(golden(f, "x", DType::F32), true);
   Variable y = mlp(x);
   y.backward(golden(f, "grad_out", DType::F32));
-  EXPECT_CLOSE(y.data(), golden(f, "out", DType::F64), testing::kGoldenF32);
-  EXPECT_CLOSE(x.grad(), golden(f, "grad.x", DType::F64), testing::kGoldenF32);
-  check_param_grads(mlp, f, testing::kGoldenF32);
+  EXPECT_CLOSE(y.data(), golden(f, "out", DType::F64), testing::kGoldenFloatTol);
+  EXPECT_CLOSE(x.grad(), golden(f, "grad.x", DType::F64), testing::kGoldenFloatTol);
+  check_param_grads(mlp, f, testing::kGoldenFloatTol);
 }
 
 TEST(Golden, MultiHeadSelfAttentionModule) {
@@ -58,16 +58,16 @@ TEST(Golden, MultiHeadSelfAttentionModule) {
   Variable x(golden(f, "x", DType::F32), true);
   Variable y = attn(x);
   y.backward(golden(f, "grad_out", DType::F32));
-  EXPECT_CLOSE(y.data(), golden(f, "out", DType::F64), testing::kGoldenF32);
-  EXPECT_CLOSE(x.grad(), golden(f, "grad.x", DType::F64), testing::kGoldenF32);
-  check_param_grads(attn, f, testing::kGoldenF32);
+  EXPECT_CLOSE(y.data(), golden(f, "out", DType::F64), testing::kGoldenFloatTol);
+  EXPECT_CLOSE(x.grad(), golden(f, "grad.x", DType::F64), testing::kGoldenFloatTol);
+  check_param_grads(attn, f, testing::kGoldenFloatTol);
 }
 
 TEST(Golden, EncoderBlockPreNorm) {
   const auto f = load_golden("encoder_block.safetensors");
   for (DType dtype : {DType::F32, DType::F64}) {
     SCOPED_TRACE(dtype_name(dtype));
-    const auto tol = dtype == DType::F32 ? testing::kGoldenF32 : testing::kGoldenF64;
+    const auto tol = dtype == DType::F32 ? testing::kGoldenFloatTol : testing::kGoldenDoubleTol;
     nn::EncoderBlockConfig c;
     c.dim = 65;
     c.num_heads = std::stoll(f.metadata.at("num_heads"));
@@ -125,8 +125,8 @@ TEST(FusedAttention, MatchesComposedOpsForwardAndBackward) {
     Variable composed = composed_attention(b, 2, p, &gb);
     fused.backward(g);
     composed.backward(g);
-    EXPECT_CLOSE(fused.data(), composed.data(), testing::kGoldenF64);
-    EXPECT_CLOSE(a.grad(), b.grad(), testing::kGoldenF64);
+    EXPECT_CLOSE(fused.data(), composed.data(), testing::kGoldenDoubleTol);
+    EXPECT_CLOSE(a.grad(), b.grad(), testing::kGoldenDoubleTol);
   }
 }
 

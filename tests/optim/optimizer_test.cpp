@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "optim/optimizer.h"
+#include "support/tolerances.h"
 
 namespace vit::optim {
 namespace {
@@ -27,9 +28,9 @@ TEST(Schedule, LinearWarmupThenCosineToMin) {
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(0, 10, 110, 1.0, 0.0), 0.1);
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(9, 10, 110, 1.0, 0.0), 1.0);
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(10, 10, 110, 1.0, 0.0), 1.0);
-  EXPECT_NEAR(warmup_cosine_lr(60, 10, 110, 1.0, 0.0), 0.5, 1e-12);
-  EXPECT_NEAR(warmup_cosine_lr(110, 10, 110, 1.0, 0.01), 0.01, 1e-12);
-  EXPECT_NEAR(warmup_cosine_lr(500, 10, 110, 1.0, 0.01), 0.01, 1e-12);  // stays at min past the end
+  EXPECT_NEAR(warmup_cosine_lr(60, 10, 110, 1.0, 0.0), 0.5, testing::kDoubleFormulaTol);
+  EXPECT_NEAR(warmup_cosine_lr(110, 10, 110, 1.0, 0.01), 0.01, testing::kDoubleFormulaTol);
+  EXPECT_NEAR(warmup_cosine_lr(500, 10, 110, 1.0, 0.01), 0.01, testing::kDoubleFormulaTol);  // stays at min past the end
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(0, 0, 100, 2.0, 0.0), 2.0);
 }
 
@@ -38,11 +39,11 @@ TEST(Clipping, ScalesToMaxNormAndReportsNormBefore) {
   a.set_grad(Tensor::from_data(std::vector<float>{3, 0}, {2}));
   b.set_grad(Tensor::from_data(std::vector<float>{4}, {1}));
   const NamedParameters ps = {{"a", a}, {"b", b}};
-  EXPECT_NEAR(clip_grad_norm(ps, 1.0), 5.0, 1e-6);
-  EXPECT_NEAR(grad_norm(ps), 1.0, 1e-5);
-  EXPECT_NEAR(a.grad().at({0}), 0.6, 1e-6);
-  EXPECT_NEAR(clip_grad_norm(ps, 10.0), 1.0, 1e-5);  // below the bound: unchanged
-  EXPECT_NEAR(a.grad().at({0}), 0.6, 1e-6);
+  EXPECT_NEAR(clip_grad_norm(ps, 1.0), 5.0, testing::kFloatValueTol);
+  EXPECT_NEAR(grad_norm(ps), 1.0, testing::kFloatSumTol);
+  EXPECT_NEAR(a.grad().at({0}), 0.6, testing::kFloatValueTol);
+  EXPECT_NEAR(clip_grad_norm(ps, 10.0), 1.0, testing::kFloatSumTol);  // below the bound: unchanged
+  EXPECT_NEAR(a.grad().at({0}), 0.6, testing::kFloatValueTol);
   b.set_grad(Tensor::from_data(std::vector<float>{NAN}, {1}));
   EXPECT_TRUE(std::isnan(clip_grad_norm(ps, 1.0)));
 }
@@ -54,8 +55,8 @@ TEST(AdamW, FirstStepMovesEachWeightByLrAndDecaysOnlyMatrices) {
   bias.set_grad(Tensor::full({2}, -3.0f));
   opt.step();
   // Decoupled decay: w * (1 - lr * wd) = 0.95, then the bias-corrected Adam step of size lr.
-  EXPECT_NEAR(w.data().at({0, 0}), 0.95 - 0.1, 1e-6);
-  EXPECT_NEAR(bias.data().at({0}), 1.0 + 0.1, 1e-6);
+  EXPECT_NEAR(w.data().at({0, 0}), 0.95 - 0.1, testing::kFloatValueTol);
+  EXPECT_NEAR(bias.data().at({0}), 1.0 + 0.1, testing::kFloatValueTol);
   EXPECT_EQ(opt.steps(), 1);
 }
 
@@ -83,7 +84,7 @@ TEST(Sgd, MomentumMatchesTorchFormula) {
   w.set_grad(Tensor::full({1}, 1.0f));
   opt.step();  // buf = 1, w = 0.9
   opt.step();  // buf = 1.9, w = 0.71
-  EXPECT_NEAR(w.data().at({0}), 0.71, 1e-6);
+  EXPECT_NEAR(w.data().at({0}), 0.71, testing::kFloatValueTol);
 }
 
 TEST(Ema, TracksTheParameters) {
@@ -91,9 +92,9 @@ TEST(Ema, TracksTheParameters) {
   ModelEma ema({{"w", w}}, 0.5);
   w.data().fill_(1.0);
   ema.update({{"w", w}});
-  EXPECT_NEAR(ema.averages()[0].second.at({0}), 0.5, 1e-7);
+  EXPECT_NEAR(ema.averages()[0].second.at({0}), 0.5, testing::kFloatUlpTol);
   ema.update({{"w", w}});
-  EXPECT_NEAR(ema.averages()[0].second.at({0}), 0.75, 1e-7);
+  EXPECT_NEAR(ema.averages()[0].second.at({0}), 0.75, testing::kFloatUlpTol);
   EXPECT_THROW(ModelEma({{"w", w}}, 1.5), Error);
 }
 

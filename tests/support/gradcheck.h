@@ -9,23 +9,22 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "support/tolerances.h"
 
 namespace vit::testing {
 
-inline constexpr double kGradcheckEps = 1e-6;
-inline constexpr double kGradcheckTol = 1e-6;  // |analytic - numeric| <= tol * (1 + |numeric|)
-
 using GradFn = std::function<Variable(const std::vector<Variable>&)>;
 
-// inputs must be float64; only those with checked[i] (default all) are checked.
+// inputs must be float64; only those with checked[i] (default all) are checked. Passes when
+// |analytic - numeric| <= tol * (1 + |numeric|); eps is the step (support/tolerances.h).
 ::testing::AssertionResult gradcheck(const GradFn& f, const std::vector<Tensor>& inputs,
-                                     std::vector<bool> checked = {}, double eps = kGradcheckEps,
+                                     std::vector<bool> checked = {}, double eps = kFiniteDiffStep,
                                      double tol = kGradcheckTol);
 
 // As gradcheck, for a function of existing float64 leaves (a module's parameters and an
 // input): perturbs each leaf's data in place, so f sees the change through the module.
 ::testing::AssertionResult gradcheck_leaves(const std::function<Variable()>& f, const std::vector<Variable>& leaves,
-                                            double eps = kGradcheckEps, double tol = kGradcheckTol);
+                                            double eps = kFiniteDiffStep, double tol = kGradcheckTol);
 
 // Random float64 tensor (seeded), values N(0, 1) * scale + shift.
 Tensor random_f64(const Shape& shape, uint64_t seed, double scale = 1.0, double shift = 0.0);

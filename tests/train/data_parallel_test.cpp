@@ -48,11 +48,11 @@ TEST(DataParallel, TwoReplicasGiveTheFullBatchGradient) {
   const auto r2_again = two.forward_backward(batch, 0.1);
   const std::vector<Tensor> g2_again = gradients(model);
 
-  EXPECT_NEAR(r1.loss, r2.loss, 1e-5);
+  EXPECT_NEAR(r1.loss, r2.loss, testing::kFloatSumTol);
   EXPECT_EQ(r1.correct, r2.correct);
   const auto names = model.named_parameters();
   for (size_t i = 0; i < g1.size(); ++i) {
-    EXPECT_TRUE(testing::all_close(g2[i], g1[i], testing::Tolerance{2e-5}, names[i].first));
+    EXPECT_TRUE(testing::all_close(g2[i], g1[i], testing::kDataParallelGradTol, names[i].first));
     EXPECT_EQ(g2[i].to_vector(), g2_again[i].to_vector()) << names[i].first << " (determinism)";
   }
   EXPECT_EQ(r2.loss, r2_again.loss);
