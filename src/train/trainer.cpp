@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/gemm.h"
+#include "core/fields.h"
 #include "infer/checkpoint.h"
 #include "optim/optimizer.h"
 #include "train/data_parallel.h"
@@ -38,20 +39,24 @@ struct EpochStats {
   int64_t correct = 0, seen = 0, steps = 0, skipped = 0;
   double seconds = 0.0;  // training time spent on this epoch before the current process
 
+  template <class Visitor>
+  void visit_fields(Visitor& visit) {
+    visit("loss_sum", loss_sum);
+    visit("correct", correct);
+    visit("seen", seen);
+    visit("steps", steps);
+    visit("skipped", skipped);
+    visit("seconds", seconds);
+  }
   std::string to_json(double more_seconds) const {
-    return nlohmann::json{{"loss_sum", loss_sum}, {"correct", correct}, {"seen", seen}, {"steps", steps},
-                          {"skipped", skipped},   {"seconds", seconds + more_seconds}}.dump();
+    EpochStats s = *this;
+    s.seconds += more_seconds;
+    return fields_to_json<nlohmann::json>(s).dump();
   }
   static EpochStats from_json(const std::string& text, const std::string& path) {
     EpochStats s;
     try {
-      const auto j = nlohmann::json::parse(text);
-      s.loss_sum = j.at("loss_sum").get<double>();
-      s.correct = j.at("correct").get<int64_t>();
-      s.seen = j.at("seen").get<int64_t>();
-      s.steps = j.at("steps").get<int64_t>();
-      s.skipped = j.at("skipped").get<int64_t>();
-      s.seconds = j.at("seconds").get<double>();
+      fields_from_json(nlohmann::json::parse(text), s);
     } catch (const nlohmann::json::exception& e) {
       fail("train", "{}: corrupt epoch statistics in the checkpoint ({})", path, e.what());
     }
