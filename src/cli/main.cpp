@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/check.h"
@@ -23,13 +24,26 @@ int main(int argc, char** argv) {
   vit::cli::add_attention_command(app);
   vit::cli::add_bench_command(app);
   vit::cli::add_demo_command(app);
+  // CLI11 answers an unknown word with "A subcommand is required": name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+      found = found || sub->check_name(argv[1]);
+    }
+    if (!found) {
+      std::fprintf(stderr, "error: unknown command '%s' (commands: %s; vit --help says more)\n", argv[1], known.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const vit::train::Interrupted& e) {
     std::fprintf(stderr, "%s\n", e.what());
-    return 130;
+    return 128 + e.signal();  // the shell's convention: 130 after SIGINT, 143 after SIGTERM
   } catch (const vit::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -1,6 +1,7 @@
 // Shared inference flags (see model_options.h).
 #include "cli/model_options.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -50,7 +51,10 @@ infer::LoadedModel load_for_inference(const ModelOptions& o) {
   if (!o.interpolation.empty()) p.filter = infer::parse_filter(o.interpolation);
   const auto channels = static_cast<size_t>(m.model->config().in_channels);
   auto per_channel = [channels](const std::vector<double>& v, const char* name) {
-    VIT_CHECK(v.size() == 1 || v.size() == channels, "predict", "--{} needs 1 or {} values, got {}", name, channels, v.size());
+    VIT_CHECK(v.size() == 1 || v.size() == channels, "predict", "--{} needs {} (one value for all channels, or one per channel), got {}",
+              name, channels == 1 ? std::string("1 value (the model takes grey images)")
+                                  : fmt::format("1 or {} values", channels), v.size());
+    for (double x : v) VIT_CHECK(std::isfinite(x), "predict", "--{} values must be finite numbers, got {}", name, x);
     return v.size() == 1 ? std::vector<double>(channels, v[0]) : v;
   };
   if (!o.mean.empty()) p.mean = per_channel(o.mean, "mean");

@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <numeric>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "io/npy.h"
@@ -54,31 +57,45 @@ void add_predict_command(CLI::App& app) {
       }
       return;
     }
-    // Decode and preprocess everything first: a bad file stops the command before any output.
-    const int64_t n = static_cast<int64_t>(o->images.size()), C = c.in_channels, S = c.image_size;
-    Tensor batch = Tensor::empty({n, C, S, S});
-    for (int64_t i = 0; i < n; ++i) {
-      data::Image image = data::read_image(o->images[i], o->max_pixels);
-      if (o->invert) {
-        for (auto& px : image.pixels) px = static_cast<uint8_t>(255 - px);
+    // Every image gets its answer or its error; a bad file does not hide the good ones, and the
+    // command exits non-zero at the end if any image failed.
+    const int64_t C = c.in_channels, S = c.image_size;
+    std::vector<std::string> failed;
+    for (size_t start = 0; start < o->images.size(); start += static_cast<size_t>(o->batch)) {
+      const size_t end = std::min(o->images.size(), start + static_cast<size_t>(o->batch));
+      std::vector<size_t> ok;  // indices of the images of this chunk that decoded
+      Tensor batch = Tensor::empty({static_cast<int64_t>(end - start), C, S, S});
+      for (size_t i = start; i < end; ++i) {
+        try {
+          data::Image image = data::read_image(o->images[i], o->max_pixels);
+          if (o->invert) {
+            for (auto& px : image.pixels) px = static_cast<uint8_t>(255 - px);
+          }
+          infer::preprocess_into(image, m.preprocess, C, batch.data<float>() + static_cast<int64_t>(ok.size()) * C * S * S);
+          ok.push_back(i);
+        } catch (const Error& e) {
+          std::printf("%s\n  error: %s\n", o->images[i].c_str(), e.what());
+          failed.push_back(o->images[i]);
+        }
       }
-      infer::preprocess_into(image, m.preprocess, C, batch.data<float>() + i * C * S * S);
-    }
-    for (int64_t start = 0; start < n; start += o->batch) {
-      const int64_t end = std::min(n, start + o->batch);
-      const Tensor probs = softmax(Variable(session.forward(batch.slice(0, start, end))), 1).data().contiguous();
+      if (ok.empty()) continue;
+      const Tensor logits = session.forward(batch.slice(0, 0, static_cast<int64_t>(ok.size())));
+      const Tensor probs = softmax(Variable(logits), 1).data().contiguous();
       const int64_t K = c.num_classes, k = std::min(o->top_k, K);
-      for (int64_t i = start; i < end; ++i) {
-        const float* row = probs.data<float>() + (i - start) * K;
+      for (size_t j = 0; j < ok.size(); ++j) {
+        const float* row = probs.data<float>() + static_cast<int64_t>(j) * K;
         std::vector<int64_t> order(K);
         std::iota(order.begin(), order.end(), 0);
         std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int64_t a, int64_t b) { return row[a] > row[b]; });
-        std::printf("%s\n", o->images[i].c_str());
-        for (int64_t j = 0; j < k; ++j) {
-          std::printf("  %6.2f%%  %s\n", 100.0 * row[order[j]], m.class_names[static_cast<size_t>(order[j])].c_str());
+        std::printf("%s\n", o->images[ok[j]].c_str());
+        for (int64_t r = 0; r < k; ++r) {
+          std::printf("  %6.2f%%  %s\n", 100.0 * row[order[r]], m.class_names[static_cast<size_t>(order[r])].c_str());
         }
       }
+      std::fflush(stdout);
     }
+    VIT_CHECK(failed.empty(), "predict", "{} of {} images could not be read: {}", failed.size(), o->images.size(),
+              fmt::join(failed, ", "));
   });
 }
 

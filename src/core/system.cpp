@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 
@@ -28,8 +29,11 @@ uint64_t read_limit(const char* path) {
 uint64_t memory_limit_bytes() {
   if (const char* env = std::getenv("VIT_MEMORY_LIMIT"); env && *env) {
     char* end = nullptr;
+    errno = 0;
     const unsigned long long v = std::strtoull(env, &end, 10);
-    if (end && *end == '\0' && v > 0) return v;
+    VIT_CHECK(env[0] >= '0' && env[0] <= '9' && end && *end == '\0' && errno == 0 && v > 0, "memory",
+              "VIT_MEMORY_LIMIT='{}' is not a positive number of bytes (e.g. VIT_MEMORY_LIMIT=8000000000)", env);
+    return v;
   }
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   uint64_t limit = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : UINT64_MAX;

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -209,30 +211,55 @@ Image resize(const Image& image, int64_t height, int64_t width) {
   return out;
 }
 
-std::vector<uint8_t> encode_png(const Image& image) {
-  VIT_CHECK(image.channels == 1 || image.channels == 3, "image", "PNG needs 1 or 3 channels, not {}", image.channels);
+namespace {
+
+enum class Format { Png, Jpeg, Bmp };
+
+// An image's bytes in one of stb's formats (1 or 3 channels).
+std::vector<uint8_t> encode(const Image& image, Format format) {
+  VIT_CHECK(image.channels == 1 || image.channels == 3, "image", "{} needs 1 or 3 channels, not {}",
+            format == Format::Png ? "PNG" : format == Format::Jpeg ? "JPEG" : "BMP", image.channels);
   std::vector<uint8_t> interleaved(image.pixels.size());
   const int64_t plane = image.height * image.width;
   for (int64_t i = 0; i < plane; ++i) {
     for (int64_t c = 0; c < image.channels; ++c) interleaved[i * image.channels + c] = image.pixels[c * plane + i];
   }
-  std::vector<uint8_t> png;
+  std::vector<uint8_t> bytes;
   auto append = [](void* context, void* data, int size) {
     auto* out = static_cast<std::vector<uint8_t>*>(context);
     out->insert(out->end(), static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
   };
-  const int ok = stbi_write_png_to_func(append, &png, static_cast<int>(image.width), static_cast<int>(image.height),
-                                        static_cast<int>(image.channels), interleaved.data(),
-                                        static_cast<int>(image.width * image.channels));
-  VIT_CHECK(ok, "image", "PNG encoding failed");
-  return png;
+  const int w = static_cast<int>(image.width), h = static_cast<int>(image.height), c = static_cast<int>(image.channels);
+  int ok = 0;
+  switch (format) {
+    case Format::Png: ok = stbi_write_png_to_func(append, &bytes, w, h, c, interleaved.data(), w * c); break;
+    case Format::Jpeg: ok = stbi_write_jpg_to_func(append, &bytes, w, h, c, interleaved.data(), 95); break;
+    case Format::Bmp: ok = stbi_write_bmp_to_func(append, &bytes, w, h, c, interleaved.data()); break;
+  }
+  VIT_CHECK(ok, "image", "{} encoding failed", format == Format::Png ? "PNG" : format == Format::Jpeg ? "JPEG" : "BMP");
+  return bytes;
 }
 
-void write_png(const std::string& path, const Image& image) {
-  const std::vector<uint8_t> png = encode_png(image);
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   VIT_CHECK(out.good(), "image", "{}: cannot write", path);
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_png(const Image& image) { return encode(image, Format::Png); }
+
+void write_png(const std::string& path, const Image& image) { write_bytes(path, encode_png(image)); }
+
+void write_image(const std::string& path, const Image& image) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  Format format = Format::Png;
+  if (ext == ".jpg" || ext == ".jpeg") format = Format::Jpeg;
+  else if (ext == ".bmp") format = Format::Bmp;
+  else VIT_CHECK(ext == ".png", "image", "{}: cannot tell the image format from '{}' (write .png, .jpg or .bmp)", path, ext);
+  write_bytes(path, encode(image, format));
 }
 
 }  // namespace vit::data

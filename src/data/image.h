@@ -25,5 +25,7 @@ Image resize(const Image& image, int64_t height, int64_t width);
 // PNG bytes of an image (1 or 3 channels), e.g. for embedding in a report.
 std::vector<uint8_t> encode_png(const Image& image);
 void write_png(const std::string& path, const Image& image);
+// PNG, JPEG (quality 95) or BMP, chosen by the file's extension; any other extension is refused.
+void write_image(const std::string& path, const Image& image);
 
 }  // namespace vit::data

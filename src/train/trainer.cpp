@@ -325,7 +325,7 @@ EpochResult train_epoch(Run& run, DataParallel& parallel, const StopSignals& sig
     if (more_batches && signals.pending()) {
       progress.finish();
       save(run, run.files.last, mid_epoch_info());
-      throw Interrupted(interrupted_message(run, signals));
+      throw Interrupted(interrupted_message(run, signals), signals.pending());
     }
     if (more_batches && c.checkpoint_every > 0 && run.step % c.checkpoint_every == 0) {
       save(run, run.files.last, mid_epoch_info());
@@ -414,7 +414,7 @@ TrainResult train(TrainConfig config) {
     const EpochResult trained = train_epoch(run, parallel, signals, epoch);  // Interrupted: saved mid-epoch
     const EvalResult eval = evaluate_epoch(run, epoch);
     end_epoch(run, epoch, trained, eval);  // metrics, checkpoints, report
-    if (signals.pending() && epoch + 1 < c.epochs) throw Interrupted(interrupted_message(run, signals));
+    if (signals.pending() && epoch + 1 < c.epochs) throw Interrupted(interrupted_message(run, signals), signals.pending());
     if (c.stop_after_epoch > 0 && epoch + 1 >= c.stop_after_epoch && epoch + 1 < c.epochs) {
       std::printf("stopping after epoch %ld of %ld as asked; continue with --resume %s\n", epoch + 1, c.epochs,
                   c.out_dir.c_str());

@@ -26,10 +26,15 @@ struct TrainResult {
   std::vector<std::pair<double, double>> milestones;  // (accuracy threshold, seconds when first reached; < 0 never)
 };
 
-// Thrown by train() after SIGINT/SIGTERM once the checkpoint is saved (the CLI exits with 130).
+// Thrown by train() after SIGINT/SIGTERM once the checkpoint is saved (the CLI exits with 128 +
+// the signal: 130 for SIGINT, 143 for SIGTERM).
 class Interrupted : public Error {
  public:
-  using Error::Error;
+  Interrupted(const std::string& message, int signal) : Error(message), signal_(signal) {}
+  int signal() const { return signal_; }  // SIGINT or SIGTERM
+
+ private:
+  int signal_;
 };
 
 TrainResult train(TrainConfig config);

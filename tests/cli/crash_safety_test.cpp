@@ -187,6 +187,23 @@ TEST_F(CrashSafety, CtrlCSavesACheckpointAndExitsCleanly) {
   EXPECT_EQ(epoch_numbers(out + "/metrics.jsonl"), epoch_numbers(dir_->file("reference/metrics.jsonl")));
 }
 
+// SIGTERM (what `kill`, systemd and container runtimes send) saves the same way and exits with
+// the shell's convention for it, 128 + 15.
+TEST_F(CrashSafety, SigtermSavesAndExitsWith143) {
+  const std::string out = dir_->file("terminated"), log = dir_->file("terminated.log");
+  const pid_t pid = spawn(train_args(dir_->file("data"), out), log);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(out + "/last.safetensors") && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(pid, SIGTERM);
+  const int code = wait_for(pid);
+  const std::string text = read_text(log);
+  ASSERT_EQ(code, 143) << "(0 would mean training finished before the signal arrived)\n" << text;
+  EXPECT_NE(text.find("interrupted by SIGTERM at step "), std::string::npos) << text;
+  EXPECT_GT(infer::load_checkpoint(out + "/last.safetensors").info.step, 0);
+}
+
 TEST_F(CrashSafety, FullDiskDuringASaveKeepsThePreviousCheckpoint) {
   const std::string out = dir_->file("full"), log = dir_->file("full.log");
   fs::copy(dir_->file("reference"), out);
