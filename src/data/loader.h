@@ -27,6 +27,18 @@ struct AugmentConfig {
     return crop_padding > 0 || hflip || rotate_degrees > 0 || translate > 0 || scale_min != 1.0 || scale_max != 1.0 ||
            mixup_alpha > 0 || cutmix_alpha > 0;
   }
+  // Every field, in the order of the "augment" object of a saved training config (core/fields.h).
+  template <class Visitor>
+  void visit_fields(Visitor& visit) {
+    visit("crop_padding", crop_padding);
+    visit("hflip", hflip);
+    visit("rotate_degrees", rotate_degrees);
+    visit("translate", translate);
+    visit("scale_min", scale_min);
+    visit("scale_max", scale_max);
+    visit("mixup_alpha", mixup_alpha);
+    visit("cutmix_alpha", cutmix_alpha);
+  }
 };
 
 struct Normalization {

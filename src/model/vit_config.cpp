@@ -33,48 +33,12 @@ void ViTConfig::validate() const {
   VIT_CHECK(representation_size >= 0, op, "representation_size must be >= 0, got {}", representation_size);
 }
 
-std::string ViTConfig::to_json() const {
-  nlohmann::ordered_json j = {{"name", name},
-                              {"image_size", image_size},
-                              {"patch_size", patch_size},
-                              {"in_channels", in_channels},
-                              {"num_classes", num_classes},
-                              {"dim", dim},
-                              {"depth", depth},
-                              {"num_heads", num_heads},
-                              {"mlp_ratio", mlp_ratio},
-                              {"mlp_dim", mlp_dim},
-                              {"qkv_bias", qkv_bias},
-                              {"dropout", dropout},
-                              {"attn_dropout", attn_dropout},
-                              {"drop_path", drop_path},
-                              {"pool", pool},
-                              {"eps", eps},
-                              {"representation_size", representation_size}};
-  return j.dump();
-}
+std::string ViTConfig::to_json() const { return fields_to_json<nlohmann::ordered_json>(*this).dump(); }
 
 ViTConfig ViTConfig::from_json(const std::string& text) {
   ViTConfig c;
   try {
-    const auto j = nlohmann::json::parse(text);
-    c.name = j.at("name").get<std::string>();
-    c.image_size = j.at("image_size").get<int64_t>();
-    c.patch_size = j.at("patch_size").get<int64_t>();
-    c.in_channels = j.at("in_channels").get<int64_t>();
-    c.num_classes = j.at("num_classes").get<int64_t>();
-    c.dim = j.at("dim").get<int64_t>();
-    c.depth = j.at("depth").get<int64_t>();
-    c.num_heads = j.at("num_heads").get<int64_t>();
-    c.mlp_ratio = j.at("mlp_ratio").get<double>();
-    c.mlp_dim = j.value("mlp_dim", int64_t{0});
-    c.qkv_bias = j.at("qkv_bias").get<bool>();
-    c.dropout = j.value("dropout", 0.0);
-    c.attn_dropout = j.value("attn_dropout", 0.0);
-    c.drop_path = j.value("drop_path", 0.0);
-    c.pool = j.at("pool").get<std::string>();
-    c.eps = j.at("eps").get<double>();
-    c.representation_size = j.value("representation_size", int64_t{0});
+    fields_from_json(nlohmann::json::parse(text), c);
   } catch (const nlohmann::json::exception& e) {
     fail("vit_config", "invalid model config JSON: {}", e.what());
   }

@@ -1,10 +1,13 @@
 // ViTConfig: everything that defines a Vision Transformer's shape, with timm's presets and
 // small presets for 28x28 digits and 32x32 CIFAR images. Validated with clear errors, and
-// serialised to JSON so every checkpoint carries its own config.
+// serialised to JSON so every checkpoint carries its own config (fields listed once, in
+// visit_fields; see core/fields.h).
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "core/fields.h"
 
 namespace vit::model {
 
@@ -35,6 +38,28 @@ struct ViTConfig {
   // Throws "[vit_config] ..." naming the first inconsistency.
   void validate() const;
 
+  // One line per field, in the JSON order of every checkpoint's "model_config". Optional keys
+  // were added after the first checkpoints were written: those files load with the defaults.
+  template <class Visitor>
+  void visit_fields(Visitor& visit) {
+    visit("name", name);
+    visit("image_size", image_size);
+    visit("patch_size", patch_size);
+    visit("in_channels", in_channels);
+    visit("num_classes", num_classes);
+    visit("dim", dim);
+    visit("depth", depth);
+    visit("num_heads", num_heads);
+    visit("mlp_ratio", mlp_ratio);
+    visit("mlp_dim", mlp_dim, Presence::Optional);
+    visit("qkv_bias", qkv_bias);
+    visit("dropout", dropout, Presence::Optional);
+    visit("attn_dropout", attn_dropout, Presence::Optional);
+    visit("drop_path", drop_path, Presence::Optional);
+    visit("pool", pool);
+    visit("eps", eps);
+    visit("representation_size", representation_size, Presence::Optional);
+  }
   std::string to_json() const;
   static ViTConfig from_json(const std::string& json);  // throws on missing/invalid fields
   bool same_architecture(const ViTConfig& other) const;  // everything but dropout rates and name

@@ -1,0 +1,65 @@
+// TrainConfig's JSON, validation and the digits recipe (see train_config.h).
+#include "train/train_config.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace vit::train {
+
+std::string TrainConfig::to_json() const { return fields_to_json<nlohmann::ordered_json>(*this).dump(); }
+
+TrainConfig TrainConfig::from_json(const std::string& text) {
+  TrainConfig c;
+  try {
+    fields_from_json(nlohmann::json::parse(text), c);
+  } catch (const nlohmann::json::exception& e) {
+    fail("train", "invalid training config JSON: {}", e.what());
+  }
+  return c;
+}
+
+void TrainConfig::validate() const {
+  const char* op = "train";
+  model.validate();
+  VIT_CHECK(epochs >= 1, op, "--epochs must be >= 1, got {}", epochs);
+  VIT_CHECK(batch_size >= 1, op, "--batch-size must be >= 1, got {}", batch_size);
+  VIT_CHECK(optimizer == "adamw" || optimizer == "sgd", op, "--optimizer must be adamw or sgd, got '{}'", optimizer);
+  VIT_CHECK(std::isfinite(lr) && lr > 0, op, "--lr must be positive, got {}", lr);
+  VIT_CHECK(min_lr >= 0 && min_lr <= lr, op, "--min-lr must be in [0, lr], got {}", min_lr);
+  VIT_CHECK(weight_decay >= 0, op, "--weight-decay must be >= 0, got {}", weight_decay);
+  VIT_CHECK(warmup_epochs >= 0, op, "--warmup-epochs must be >= 0, got {}", warmup_epochs);
+  VIT_CHECK(label_smoothing >= 0 && label_smoothing < 1, op, "--label-smoothing must be in [0, 1), got {}",
+            label_smoothing);
+  VIT_CHECK(ema_decay >= 0 && ema_decay < 1, op, "--ema must be in [0, 1), got {}", ema_decay);
+  VIT_CHECK(augment.scale_min > 0 && augment.scale_min <= augment.scale_max, op, "invalid scale range [{}, {}]",
+            augment.scale_min, augment.scale_max);
+  VIT_CHECK(augment.crop_padding >= 0 && augment.rotate_degrees >= 0 && augment.translate >= 0 &&
+                augment.mixup_alpha >= 0 && augment.cutmix_alpha >= 0,
+            op, "augmentation amounts must be >= 0");
+  VIT_CHECK(threads >= 0, op, "--threads must be >= 0, got {}", threads);
+  VIT_CHECK(max_pixels > 0, op, "--max-pixels must be positive, got {}", max_pixels);
+  VIT_CHECK(checkpoint_every >= 0, op, "--checkpoint-every must be >= 0, got {}", checkpoint_every);
+}
+
+TrainConfig digits_recipe() {
+  // Measured on the 8,000 / 2,000 split (2 cores): AdamW 2e-3 with a 1-epoch warmup and a cosine
+  // over 95 epochs, batch 64, label smoothing 0.1, EMA 0.995 for evaluation, small affine jitter.
+  TrainConfig c;
+  c.model = model::preset("vit_digits");
+  c.epochs = 95;
+  c.batch_size = 64;
+  c.lr = 2e-3;
+  c.weight_decay = 0.05;
+  c.warmup_epochs = 1.0;
+  c.label_smoothing = 0.1;
+  c.ema_decay = 0.995;
+  c.augment.rotate_degrees = 8.0;
+  c.augment.translate = 0.08;
+  c.augment.scale_min = 0.92;
+  c.augment.scale_max = 1.08;
+  return c;
+}
+
+}  // namespace vit::train

@@ -1,0 +1,72 @@
+// TrainConfig: everything a training run is given (data, model, optimiser, schedule,
+// augmentation, output), the part of it saved into every checkpoint as JSON (the fields listed
+// in visit_fields; see core/fields.h), its validation, and the default digits recipe.
+#pragma once
+
+#include <string>
+
+#include "core/fields.h"
+#include "data/loader.h"
+#include "model/vit_config.h"
+
+namespace vit::train {
+
+struct TrainConfig {
+  std::string data_dir = "data/mnist";
+  model::ViTConfig model;
+  int64_t epochs = 30;  // with resume: 0 keeps the checkpoint's schedule
+  int64_t batch_size = 128;
+  std::string optimizer = "adamw";  // "adamw" or "sgd"
+  double lr = 2e-3;
+  double min_lr = 1e-5;
+  double weight_decay = 0.05;
+  double momentum = 0.9;       // SGD
+  double warmup_epochs = 1.0;
+  double label_smoothing = 0.1;
+  double clip_grad = 1.0;      // <= 0 disables
+  double ema_decay = 0.0;      // > 0 enables weight EMA (evaluated and saved as ema.*)
+  data::AugmentConfig augment;
+  uint64_t seed = 0;
+  int threads = 0;             // 0: all cores
+  std::string out_dir = "runs/digits";
+  bool resume = false;
+  bool skip_nonfinite = false;  // skip steps whose loss is NaN/Inf instead of stopping
+  int64_t eval_batch_size = 500;
+  int progress = -1;            // -1: a progress bar when stdout is a terminal; 0: plain lines; 1: bar
+  bool model_explicit = false;  // the model was chosen by the caller: on resume it must match the checkpoint's
+  int64_t stop_after_epoch = 0;  // > 0: stop after this epoch as if interrupted (resume continues the same schedule)
+  int64_t checkpoint_every = 0;  // > 0: also save last.safetensors every this many steps (mid-epoch)
+  int64_t max_pixels = data::kDefaultMaxPixels;  // image folders: refuse larger images (decompression bombs)
+
+  // The fields saved in a checkpoint's "train_config", in its JSON order, all required. The model
+  // is saved on its own ("model_config"); the rest (threads, out_dir, resume, progress,
+  // model_explicit, stop_after_epoch, checkpoint_every, max_pixels) belongs to one process's run
+  // and is not saved.
+  template <class Visitor>
+  void visit_fields(Visitor& visit) {
+    visit("data_dir", data_dir);
+    visit("epochs", epochs);
+    visit("batch_size", batch_size);
+    visit("optimizer", optimizer);
+    visit("lr", lr);
+    visit("min_lr", min_lr);
+    visit("weight_decay", weight_decay);
+    visit("momentum", momentum);
+    visit("warmup_epochs", warmup_epochs);
+    visit("label_smoothing", label_smoothing);
+    visit("clip_grad", clip_grad);
+    visit("ema_decay", ema_decay);
+    visit("seed", seed);
+    visit("skip_nonfinite", skip_nonfinite);
+    visit("eval_batch_size", eval_batch_size);
+    visit("augment", augment);
+  }
+  std::string to_json() const;
+  static TrainConfig from_json(const std::string& json);  // throws on invalid JSON
+  void validate() const;
+};
+
+// The default recipe for the bundled digits (the README's main job).
+TrainConfig digits_recipe();
+
+}  // namespace vit::train

@@ -1,0 +1,84 @@
+// ViTConfig's JSON, as every checkpoint's "model_config" carries it: the text written today is
+// pinned byte for byte (key order, number formatting), files written before the optional keys
+// existed still load with the defaults, and bad JSON is refused naming the key.
+#include "model/vit_config.h"
+
+#include <gtest/gtest.h>
+
+#include "core/check.h"
+
+namespace vit::model {
+namespace {
+
+std::string error_of(const std::string& json) {
+  try {
+    ViTConfig::from_json(json);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ViTConfigJson, TextIsPinnedAndRoundTrips) {
+  const std::string digits =
+      R"({"name":"vit_digits","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":6,)"
+      R"("num_heads":4,"mlp_ratio":2.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,"drop_path":0.1,)"
+      R"("pool":"mean","eps":1e-06,"representation_size":0})";
+  EXPECT_EQ(preset("vit_digits").to_json(), digits);
+  const std::string base =
+      R"({"name":"vit_base_patch16_224","image_size":224,"patch_size":16,"in_channels":3,"num_classes":1000,"dim":768,)"
+      R"("depth":12,"num_heads":12,"mlp_ratio":4.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,)"
+      R"("drop_path":0.0,"pool":"cls","eps":1e-06,"representation_size":0})";
+  EXPECT_EQ(preset("vit_base_patch16_224").to_json(), base);
+  ViTConfig c = preset("vit_base_patch16_224");
+  c.name = "x \"q\"";
+  c.mlp_dim = 50;
+  c.qkv_bias = false;
+  c.dropout = 0.1;
+  c.attn_dropout = 0.25;
+  c.eps = 1e-12;
+  c.representation_size = 24;
+  c.mlp_ratio = 2.5;
+  const std::string custom =
+      R"({"name":"x \"q\"","image_size":224,"patch_size":16,"in_channels":3,"num_classes":1000,"dim":768,"depth":12,)"
+      R"("num_heads":12,"mlp_ratio":2.5,"mlp_dim":50,"qkv_bias":false,"dropout":0.1,"attn_dropout":0.25,)"
+      R"("drop_path":0.0,"pool":"cls","eps":1e-12,"representation_size":24})";
+  EXPECT_EQ(c.to_json(), custom);
+  for (const std::string& json : {digits, base, custom}) EXPECT_EQ(ViTConfig::from_json(json).to_json(), json);
+}
+
+TEST(ViTConfigJson, OldFilesWithoutTheOptionalKeysLoadWithDefaults) {
+  // mlp_dim, dropout, attn_dropout, drop_path and representation_size came later.
+  const ViTConfig c = ViTConfig::from_json(
+      R"({"name":"a","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":1,)"
+      R"("num_heads":4,"mlp_ratio":2.0,"qkv_bias":true,"pool":"mean","eps":1e-6})");
+  EXPECT_EQ(c.to_json(),
+            R"({"name":"a","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":1,)"
+            R"("num_heads":4,"mlp_ratio":2.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,)"
+            R"("drop_path":0.0,"pool":"mean","eps":1e-06,"representation_size":0})");
+}
+
+TEST(ViTConfigJson, BadJsonNamesTheKey) {
+  const std::string prefix = "[vit_config] invalid model config JSON: [json.exception.";
+  EXPECT_EQ(error_of("{}"), prefix + "out_of_range.403] key 'name' not found");
+  EXPECT_EQ(error_of("[1]"), prefix + "type_error.304] cannot use at() with array");
+  EXPECT_EQ(error_of("3"), prefix + "type_error.304] cannot use at() with number");
+  EXPECT_EQ(error_of(R"({"name": 3})"), prefix + "type_error.302] type must be string, but is number");
+  EXPECT_EQ(error_of("not json"), prefix +
+                                      "parse_error.101] parse error at line 1, column 2: syntax error while parsing "
+                                      "value - invalid literal; last read: 'no'");
+  const std::string no_eps =
+      R"({"name":"a","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":1,)"
+      R"("num_heads":4,"mlp_ratio":2.0,"qkv_bias":true,"pool":"mean")";
+  EXPECT_EQ(error_of(no_eps + "}"), prefix + "out_of_range.403] key 'eps' not found");
+  // An optional key that is present must have the right type.
+  EXPECT_EQ(error_of(no_eps + R"(,"eps":1e-6,"mlp_dim":"x"})"),
+            prefix + "type_error.302] type must be number, but is string");
+  // Valid JSON of an invalid model: the validation's message.
+  std::string patch5 = no_eps + R"(,"eps":1e-6})";
+  patch5.replace(patch5.find(R"("patch_size":7)"), 14, R"("patch_size":5)");
+  EXPECT_EQ(error_of(patch5), "[vit_config] image_size 28 is not divisible by patch_size 5");
+}
+
+}  // namespace
+}  // namespace vit::model

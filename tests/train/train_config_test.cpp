@@ -1,0 +1,73 @@
+// TrainConfig's JSON, as every checkpoint's "train_config" carries it (and --resume reads it
+// back): the text written today is pinned byte for byte, every key is required, and bad JSON is
+// refused with the "[train]" prefix naming the key.
+#include "train/train_config.h"
+
+#include <gtest/gtest.h>
+
+#include "core/check.h"
+
+namespace vit::train {
+namespace {
+
+std::string error_of(const std::string& json) {
+  try {
+    TrainConfig::from_json(json);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
+  const std::string recipe =
+      R"({"data_dir":"data/mnist","epochs":95,"batch_size":64,"optimizer":"adamw","lr":0.002,"min_lr":1e-05,)"
+      R"("weight_decay":0.05,"momentum":0.9,"warmup_epochs":1.0,"label_smoothing":0.1,"clip_grad":1.0,)"
+      R"("ema_decay":0.995,"seed":0,"skip_nonfinite":false,"eval_batch_size":500,"augment":{"crop_padding":0,)"
+      R"("hflip":false,"rotate_degrees":8.0,"translate":0.08,"scale_min":0.92,"scale_max":1.08,"mixup_alpha":0.0,)"
+      R"("cutmix_alpha":0.0}})";
+  EXPECT_EQ(digits_recipe().to_json(), recipe);
+  TrainConfig c;
+  c.seed = 18446744073709551615ull;
+  c.augment.hflip = true;
+  c.augment.crop_padding = 4;
+  c.augment.mixup_alpha = 0.8;
+  c.augment.cutmix_alpha = 1.0;
+  c.skip_nonfinite = true;
+  c.optimizer = "sgd";
+  c.clip_grad = 0;
+  c.threads = 3;  // a run's own settings are not saved
+  c.out_dir = "elsewhere";
+  c.max_pixels = 7;
+  const std::string custom =
+      R"({"data_dir":"data/mnist","epochs":30,"batch_size":128,"optimizer":"sgd","lr":0.002,"min_lr":1e-05,)"
+      R"("weight_decay":0.05,"momentum":0.9,"warmup_epochs":1.0,"label_smoothing":0.1,"clip_grad":0.0,)"
+      R"("ema_decay":0.0,"seed":18446744073709551615,"skip_nonfinite":true,"eval_batch_size":500,)"
+      R"("augment":{"crop_padding":4,"hflip":true,"rotate_degrees":0.0,"translate":0.0,"scale_min":1.0,)"
+      R"("scale_max":1.0,"mixup_alpha":0.8,"cutmix_alpha":1.0}})";
+  EXPECT_EQ(c.to_json(), custom);
+  for (const std::string& json : {recipe, custom}) EXPECT_EQ(TrainConfig::from_json(json).to_json(), json);
+  const TrainConfig back = TrainConfig::from_json(custom);
+  EXPECT_EQ(back.seed, 18446744073709551615ull);
+  EXPECT_EQ(back.threads, 0);
+  EXPECT_EQ(back.out_dir, "runs/digits");
+}
+
+TEST(TrainConfigJson, EveryKeyIsRequired) {
+  const std::string prefix = "[train] invalid training config JSON: [json.exception.";
+  EXPECT_EQ(error_of("{}"), prefix + "out_of_range.403] key 'data_dir' not found");
+  EXPECT_EQ(error_of("[1]"), prefix + "type_error.304] cannot use at() with array");
+  EXPECT_EQ(error_of("not json"), prefix +
+                                      "parse_error.101] parse error at line 1, column 2: syntax error while parsing "
+                                      "value - invalid literal; last read: 'no'");
+  const std::string top =
+      R"({"data_dir":"d","epochs":1,"batch_size":2,"optimizer":"adamw","lr":0.1,"min_lr":0,"weight_decay":0,)"
+      R"("momentum":0,"warmup_epochs":0,"label_smoothing":0,"clip_grad":0,"ema_decay":0,"seed":1,)"
+      R"("skip_nonfinite":false,"eval_batch_size":3)";
+  EXPECT_EQ(error_of(top + "}"), prefix + "out_of_range.403] key 'augment' not found");
+  EXPECT_EQ(error_of(top + R"(,"augment":{"crop_padding":1}})"), prefix + "out_of_range.403] key 'hflip' not found");
+  EXPECT_EQ(error_of(top + R"(,"augment":3})"), prefix + "type_error.304] cannot use at() with number");
+}
+
+}  // namespace
+}  // namespace vit::train
