@@ -31,11 +31,13 @@ void add_info_command(CLI::App& app) {
                 m.eps, m.num_classes);
     std::printf("  dropout %g, attn_dropout %g, drop_path %g\n", m.dropout, m.attn_dropout, m.drop_path);
     std::printf("parameters:\n");
-    for (const auto& [part, n] : model::parameters_by_part(*model)) std::printf("  %-12s %14ld\n", part.c_str(), n);
-    if (m.depth > 0) {
-      std::printf("  (each block: %ld)\n", model->blocks->named_children()[0].second->num_parameters());
+    int64_t total = 0;
+    for (const auto& [part, n] : model::parameters_by_part(m)) {
+      std::printf("  %-12s %14ld\n", part.c_str(), n);
+      total += n;
     }
-    std::printf("  %-12s %14ld\n", "total", model->num_parameters());
+    if (m.depth > 0) std::printf("  (each block: %ld)\n", model::parameters_per_block(m));
+    std::printf("  %-12s %14ld\n", "total", total);
     const model::ComputeCost cost = model::macs_per_image(m);
     std::printf("compute per image (forward): %.3f GMACs = %.3f GFLOPs\n", static_cast<double>(cost.total()) / 1e9,
                 2.0 * static_cast<double>(cost.total()) / 1e9);
