@@ -1,7 +1,9 @@
-// `vit info`: a model's config, parameters per part and in total, and compute per image.
+// `vit info`: a model's config, parameters per part and in total, and compute per image, for a
+// preset (model flags override its values) or a checkpoint.
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "train/checkpoint.h"
 
 namespace vit::cli {
@@ -11,16 +13,20 @@ void add_info_command(CLI::App& app) {
   auto checkpoint = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("info", "print a model's config, parameter counts and FLOPs per image");
   auto* p = cmd->add_option("--preset", *preset, "preset name");
+  auto model_flags = std::make_shared<ModelFlags>(*cmd);
   auto* c = cmd->add_option("--checkpoint", *checkpoint, "checkpoint file");
   p->excludes(c);
+  model_flags->exclude(c);
   cmd->callback([=] {
-    VIT_CHECK(!preset->empty() || !checkpoint->empty(), "info", "give --preset NAME or --checkpoint FILE (presets: {})",
-              fmt::join(model::preset_names(), ", "));
+    VIT_CHECK(!preset->empty() || !checkpoint->empty() || model_flags->given(), "info",
+              "give --preset NAME or --checkpoint FILE (presets: {})", fmt::join(model::preset_names(), ", "));
     std::unique_ptr<model::VisionTransformer> model;
     if (!checkpoint->empty()) {
       model = train::model_from_checkpoint(train::load_checkpoint(*checkpoint));
     } else {
-      model = std::make_unique<model::VisionTransformer>(model::preset(*preset), std::make_shared<Generator>(0));
+      // Model flags without --preset describe a "custom" model over vit_digits, as `vit train` does.
+      const model::ViTConfig config = model_flags->config(preset->empty() ? "vit_digits" : *preset, !preset->empty());
+      model = std::make_unique<model::VisionTransformer>(config, std::make_shared<Generator>(0));
     }
     const model::ViTConfig& m = model->config();
     std::printf("%s\n", m.name.c_str());
