@@ -1,9 +1,11 @@
-// `vit bench`: latency / throughput / GFLOP/s / peak memory of a preset, inference or training.
+// `vit bench`: latency / throughput / GFLOP/s / peak memory of a preset (model flags override
+// its values), inference or training.
 #include <omp.h>
 
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "perf/model_benchmark.h"
 
 namespace vit::cli {
@@ -17,10 +19,13 @@ void add_bench_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("bench", "time inference (or a training step with --train) of a preset");
-  cmd->add_option("--preset", o->preset, "model preset")->capture_default_str();
-  cmd->add_option("--checkpoint", o->config.checkpoint,
-                  "load this model (vit, timm, torchvision or Hugging Face safetensors) instead of a preset; the load "
-                  "is timed");
+  CLI::Option* preset = cmd->add_option("--preset", o->preset, "model preset")->capture_default_str();
+  auto model_flags = std::make_shared<ModelFlags>(*cmd);
+  CLI::Option* checkpoint =
+      cmd->add_option("--checkpoint", o->config.checkpoint,
+                      "load this model (vit, timm, torchvision or Hugging Face safetensors) instead of a preset; the "
+                      "load is timed");
+  model_flags->exclude(checkpoint);
   cmd->add_option("--batch", o->config.batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--iters", o->config.iters, "measured iterations")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", o->config.warmup, "warm-up iterations")->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -29,9 +34,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--graph", o->config.graph,
                 "inference through the autograd graph (the training code path) instead of the fused inference path");
   cmd->add_flag("--json", o->json, "print one JSON object");
-  cmd->callback([o] {
+  cmd->callback([o, preset, model_flags] {
     set_threads(o->threads);
-    if (o->config.checkpoint.empty()) o->config.model = model::preset(o->preset);
+    if (o->config.checkpoint.empty()) o->config.model = model_flags->config(o->preset, preset->count() > 0);
     const perf::BenchmarkResult r = perf::run_benchmark(o->config);
     const int threads = omp_get_max_threads();
     if (o->json) {
@@ -39,7 +44,7 @@ void add_bench_command(CLI::App& app) {
       return;
     }
     std::printf("%s %s, batch %ld, %d threads, %ld iterations after %ld warm-up\n",
-                o->config.checkpoint.empty() ? o->preset.c_str() : o->config.checkpoint.c_str(),
+                o->config.checkpoint.empty() ? o->config.model.name.c_str() : o->config.checkpoint.c_str(),
                 o->config.train ? "training step" : "inference", o->config.batch, threads, o->config.iters,
                 o->config.warmup);
     std::printf("  median %.2f ms, p90 %.2f ms, %.1f images/s, %.1f GFLOP/s, peak RSS %.1f MiB\n", r.median_ms,

@@ -1,7 +1,9 @@
-// `vit info`: a model's config, parameters per part and in total, and compute per image.
+// `vit info`: a model's config, parameters per part and in total, and compute per image, for a
+// preset (model flags override its values) or a checkpoint.
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "infer/checkpoint.h"
 
 namespace vit::cli {
@@ -11,16 +13,20 @@ void add_info_command(CLI::App& app) {
   auto checkpoint = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("info", "print a model's config, parameter counts and FLOPs per image");
   auto* p = cmd->add_option("--preset", *preset, "preset name");
+  auto model_flags = std::make_shared<ModelFlags>(*cmd);
   auto* c = cmd->add_option("--checkpoint", *checkpoint, "checkpoint file");
   p->excludes(c);
+  model_flags->exclude(c);
   cmd->callback([=] {
-    VIT_CHECK(!preset->empty() || !checkpoint->empty(), "info", "give --preset NAME or --checkpoint FILE (presets: {})",
-              fmt::join(model::preset_names(), ", "));
+    VIT_CHECK(!preset->empty() || !checkpoint->empty() || model_flags->given(), "info",
+              "give --preset NAME or --checkpoint FILE (presets: {})", fmt::join(model::preset_names(), ", "));
     std::unique_ptr<model::VisionTransformer> model;
     if (!checkpoint->empty()) {
       model = infer::model_from_checkpoint(infer::load_checkpoint(*checkpoint));
     } else {
-      model = std::make_unique<model::VisionTransformer>(model::preset(*preset), std::make_shared<Generator>(0));
+      // Model flags without --preset describe a "custom" model over vit_digits, as `vit train` does.
+      const model::ViTConfig config = model_flags->config(preset->empty() ? "vit_digits" : *preset, !preset->empty());
+      model = std::make_unique<model::VisionTransformer>(config, std::make_shared<Generator>(0));
     }
     const model::ViTConfig& m = model->config();
     std::printf("%s\n", m.name.c_str());
@@ -31,11 +37,13 @@ void add_info_command(CLI::App& app) {
                 m.eps, m.num_classes);
     std::printf("  dropout %g, attn_dropout %g, drop_path %g\n", m.dropout, m.attn_dropout, m.drop_path);
     std::printf("parameters:\n");
-    for (const auto& [part, n] : model::parameters_by_part(*model)) std::printf("  %-12s %14ld\n", part.c_str(), n);
-    if (m.depth > 0) {
-      std::printf("  (each block: %ld)\n", model->blocks->named_children()[0].second->num_parameters());
+    int64_t total = 0;
+    for (const auto& [part, n] : model::parameters_by_part(m)) {
+      std::printf("  %-12s %14ld\n", part.c_str(), n);
+      total += n;
     }
-    std::printf("  %-12s %14ld\n", "total", model->num_parameters());
+    if (m.depth > 0) std::printf("  (each block: %ld)\n", model::parameters_per_block(m));
+    std::printf("  %-12s %14ld\n", "total", total);
     const model::ComputeCost cost = model::macs_per_image(m);
     std::printf("compute per image (forward): %.3f GMACs = %.3f GFLOPs\n", static_cast<double>(cost.total()) / 1e9,
                 2.0 * static_cast<double>(cost.total()) / 1e9);

@@ -1,9 +1,8 @@
 // `vit train`: flags (or a preset) into a TrainConfig, then train::train.
 #include <omp.h>
 
-#include <functional>
-
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "kernels/gemm.h"
 #include "train/trainer.h"
 
@@ -18,7 +17,6 @@ void set_threads(int threads) {
 void add_train_command(CLI::App& app) {
   auto c = std::make_shared<train::TrainConfig>(train::digits_recipe());
   auto preset = std::make_shared<std::string>();
-  auto model = std::make_shared<model::ViTConfig>(c->model);
   auto no_augment = std::make_shared<bool>(false);
   auto plain = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
@@ -32,24 +30,7 @@ void add_train_command(CLI::App& app) {
   mean->needs(std);
   std->needs(mean);
   cmd->add_option("--preset", *preset, "model preset: vit_digits, vit_cifar, vit_tiny_patch16_224, ...");
-  // Model flags override the preset's values; each remembers which config field it sets.
-  std::vector<std::pair<CLI::Option*, std::function<void(model::ViTConfig&)>>> model_flags;
-  auto model_flag = [&]<typename T>(const char* name, T model::ViTConfig::*field, const char* help) {
-    CLI::Option* option = cmd->add_option(name, (*model).*field, help);
-    model_flags.emplace_back(option, [model, field](model::ViTConfig& target) { target.*field = (*model).*field; });
-  };
-  model_flag("--image-size", &model::ViTConfig::image_size, "image height and width");
-  model_flag("--patch-size", &model::ViTConfig::patch_size, "patch size");
-  model_flag("--channels", &model::ViTConfig::in_channels, "input channels");
-  model_flag("--num-classes", &model::ViTConfig::num_classes, "classes");
-  model_flag("--dim", &model::ViTConfig::dim, "embedding dim");
-  model_flag("--depth", &model::ViTConfig::depth, "encoder blocks");
-  model_flag("--heads", &model::ViTConfig::num_heads, "attention heads");
-  model_flag("--mlp-ratio", &model::ViTConfig::mlp_ratio, "MLP hidden size / dim");
-  model_flag("--pool", &model::ViTConfig::pool, "cls or mean");
-  model_flag("--dropout", &model::ViTConfig::dropout, "dropout rate");
-  model_flag("--attn-dropout", &model::ViTConfig::attn_dropout, "attention dropout rate");
-  model_flag("--drop-path", &model::ViTConfig::drop_path, "stochastic depth rate (last block)");
+  auto model_flags = std::make_shared<ModelFlags>(*cmd);  // override the preset's values
   auto* epochs = cmd->add_option("--epochs", c->epochs, "epochs (with --resume: extend the run to this many)")
                      ->capture_default_str();
   cmd->add_option("--batch-size", c->batch_size, "batch size")->capture_default_str();
@@ -84,15 +65,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--skip-nonfinite", c->skip_nonfinite, "skip steps with a NaN/Inf loss or gradient instead of stopping");
   cmd->add_flag("--plain", *plain, "plain log lines even on a terminal");
   cmd->callback([=] {
-    c->model = preset->empty() ? model::preset("vit_digits") : model::preset(*preset);
-    bool flags_given = false;
-    for (const auto& [option, apply] : model_flags) {
-      if (option->count() == 0) continue;
-      apply(c->model);
-      flags_given = true;
-    }
-    if (flags_given && preset->empty()) c->model.name = "custom";
-    c->model_explicit = !preset->empty() || flags_given;
+    c->model = model_flags->config(preset->empty() ? "vit_digits" : *preset, !preset->empty());
+    c->model_explicit = !preset->empty() || model_flags->given();
     if (*no_augment) c->augment = {};
     if (*plain) c->progress = 0;
     // The recipe's normalisation belongs to its own data: other data gets its own statistics.

@@ -21,63 +21,58 @@ const Tensor* find(const NamedTensors& tensors, const std::string& key) {
   return nullptr;
 }
 
-// torchvision per-layer suffixes -> timm per-block suffixes.
-const std::vector<std::pair<std::string, std::string>> kTorchvisionBlock = {
-    {"ln_1.weight", "norm1.weight"},
-    {"ln_1.bias", "norm1.bias"},
-    {"self_attention.in_proj_weight", "attn.qkv.weight"},
-    {"self_attention.in_proj_bias", "attn.qkv.bias"},
-    {"self_attention.out_proj.weight", "attn.proj.weight"},
-    {"self_attention.out_proj.bias", "attn.proj.bias"},
-    {"ln_2.weight", "norm2.weight"},
-    {"ln_2.bias", "norm2.bias"},
-    {"mlp.0.weight", "mlp.fc1.weight"},
-    {"mlp.0.bias", "mlp.fc1.bias"},
-    {"mlp.3.weight", "mlp.fc2.weight"},
-    {"mlp.3.bias", "mlp.fc2.bias"},
+// Older torchvision releases name the MLP's two Linear layers linear_1 / linear_2.
+const std::vector<std::pair<std::string, std::string>> kTorchvisionLegacyBlock = {
     {"mlp.linear_1.weight", "mlp.fc1.weight"},
     {"mlp.linear_1.bias", "mlp.fc1.bias"},
     {"mlp.linear_2.weight", "mlp.fc2.weight"},
     {"mlp.linear_2.bias", "mlp.fc2.bias"},
 };
-const std::map<std::string, std::string> kTorchvisionTop = {
-    {"class_token", "cls_token"},
-    {"encoder.pos_embedding", "pos_embed"},
-    {"conv_proj.weight", "patch_embed.proj.weight"},
-    {"conv_proj.bias", "patch_embed.proj.bias"},
-    {"encoder.ln.weight", "norm.weight"},
-    {"encoder.ln.bias", "norm.bias"},
-    {"heads.head.weight", "head.weight"},
-    {"heads.head.bias", "head.bias"},
-    {"heads.pre_logits.weight", "pre_logits.fc.weight"},
-    {"heads.pre_logits.bias", "pre_logits.fc.bias"},
-};
 
-// Hugging Face per-layer suffixes (after attention q/k/v, which are concatenated).
-const std::vector<std::pair<std::string, std::string>> kHfBlock = {
-    {"layernorm_before.weight", "norm1.weight"},
-    {"layernorm_before.bias", "norm1.bias"},
-    {"attention.output.dense.weight", "attn.proj.weight"},
-    {"attention.output.dense.bias", "attn.proj.bias"},
-    {"layernorm_after.weight", "norm2.weight"},
-    {"layernorm_after.bias", "norm2.bias"},
-    {"intermediate.dense.weight", "mlp.fc1.weight"},
-    {"intermediate.dense.bias", "mlp.fc1.bias"},
-    {"output.dense.weight", "mlp.fc2.weight"},
-    {"output.dense.bias", "mlp.fc2.bias"},
-};
-const std::map<std::string, std::string> kHfTop = {
-    {"embeddings.cls_token", "cls_token"},
-    {"embeddings.position_embeddings", "pos_embed"},
-    {"embeddings.patch_embeddings.projection.weight", "patch_embed.proj.weight"},
-    {"embeddings.patch_embeddings.projection.bias", "patch_embed.proj.bias"},
-    {"layernorm.weight", "norm.weight"},
-    {"layernorm.bias", "norm.bias"},
-    {"classifier.weight", "head.weight"},
-    {"classifier.bias", "head.bias"},
-};
+// The timm name of a foreign key, looked up in one column of a KeyNames table.
+std::string timm_name(const std::vector<KeyNames>& table, const std::string& key, Layout layout) {
+  for (const KeyNames& k : table) {
+    const char* foreign = layout == Layout::Torchvision ? k.torchvision : k.huggingface;
+    if (foreign != nullptr && key == foreign) return k.timm;
+  }
+  return "";
+}
 
 }  // namespace
+
+const std::vector<KeyNames>& top_level_keys() {
+  static const std::vector<KeyNames> keys = {
+      {"cls_token", "class_token", "embeddings.cls_token"},
+      {"pos_embed", "encoder.pos_embedding", "embeddings.position_embeddings"},
+      {"patch_embed.proj.weight", "conv_proj.weight", "embeddings.patch_embeddings.projection.weight"},
+      {"patch_embed.proj.bias", "conv_proj.bias", "embeddings.patch_embeddings.projection.bias"},
+      {"norm.weight", "encoder.ln.weight", "layernorm.weight"},
+      {"norm.bias", "encoder.ln.bias", "layernorm.bias"},
+      {"pre_logits.fc.weight", "heads.pre_logits.weight", nullptr},
+      {"pre_logits.fc.bias", "heads.pre_logits.bias", nullptr},
+      {"head.weight", "heads.head.weight", "classifier.weight"},
+      {"head.bias", "heads.head.bias", "classifier.bias"},
+  };
+  return keys;
+}
+
+const std::vector<KeyNames>& block_keys() {
+  static const std::vector<KeyNames> keys = {
+      {"norm1.weight", "ln_1.weight", "layernorm_before.weight"},
+      {"norm1.bias", "ln_1.bias", "layernorm_before.bias"},
+      {"attn.qkv.weight", "self_attention.in_proj_weight", nullptr},  // HF: attention.attention.{query,key,value}
+      {"attn.qkv.bias", "self_attention.in_proj_bias", nullptr},
+      {"attn.proj.weight", "self_attention.out_proj.weight", "attention.output.dense.weight"},
+      {"attn.proj.bias", "self_attention.out_proj.bias", "attention.output.dense.bias"},
+      {"norm2.weight", "ln_2.weight", "layernorm_after.weight"},
+      {"norm2.bias", "ln_2.bias", "layernorm_after.bias"},
+      {"mlp.fc1.weight", "mlp.0.weight", "intermediate.dense.weight"},
+      {"mlp.fc1.bias", "mlp.0.bias", "intermediate.dense.bias"},
+      {"mlp.fc2.weight", "mlp.3.weight", "output.dense.weight"},
+      {"mlp.fc2.bias", "mlp.3.bias", "output.dense.bias"},
+  };
+  return keys;
+}
 
 const char* layout_name(Layout layout) {
   switch (layout) {
@@ -123,18 +118,18 @@ Converted to_timm(const NamedTensors& tensors, Layout layout, const std::string&
     std::smatch m;
     std::string mapped;
     if (layout == Layout::Torchvision) {
-      if (auto it = kTorchvisionTop.find(name); it != kTorchvisionTop.end()) {
-        mapped = it->second;
-      } else if (std::regex_match(name, m, tv_block)) {
-        for (const auto& [suffix, timm] : kTorchvisionBlock) {
-          if (m[2] == suffix) mapped = "blocks." + m[1].str() + "." + timm;
+      mapped = timm_name(top_level_keys(), name, layout);
+      if (mapped.empty() && std::regex_match(name, m, tv_block)) {
+        std::string timm = timm_name(block_keys(), m[2], layout);
+        for (const auto& [suffix, legacy] : kTorchvisionLegacyBlock) {
+          if (m[2] == suffix) timm = legacy;
         }
+        if (!timm.empty()) mapped = "blocks." + m[1].str() + "." + timm;
       }
     } else {
       const std::string key = has_prefix(name, "vit.") ? name.substr(4) : name;
-      if (auto it = kHfTop.find(key); it != kHfTop.end()) {
-        mapped = it->second;
-      } else if (std::regex_match(name, m, hf_block)) {
+      mapped = timm_name(top_level_keys(), key, layout);
+      if (mapped.empty() && std::regex_match(name, m, hf_block)) {
         const std::string rest = m[2];
         static const std::regex qkv_part(R"(attention\.attention\.(query|key|value)\.(weight|bias))");
         std::smatch q;
@@ -142,8 +137,8 @@ Converted to_timm(const NamedTensors& tensors, Layout layout, const std::string&
           qkv[std::stoll(m[1])][q[1].str() + "." + q[2].str()] = t;
           continue;
         }
-        for (const auto& [suffix, timm] : kHfBlock) {
-          if (rest == suffix) mapped = "blocks." + m[1].str() + "." + timm;
+        if (const std::string timm = timm_name(block_keys(), rest, layout); !timm.empty()) {
+          mapped = "blocks." + m[1].str() + "." + timm;
         }
       }
     }

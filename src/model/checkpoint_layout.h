@@ -37,6 +37,21 @@ struct Converted {
 // Renames (and for Hugging Face concatenates q/k/v into qkv) into timm's names.
 Converted to_timm(const NamedTensors& tensors, Layout layout, const std::string& source);
 
+// One tensor's key in each layout: nullptr where a layout has no such tensor, or (Hugging Face's
+// attn.qkv.*) stores it split into attention.attention.{query,key,value}, concatenated by to_timm.
+struct KeyNames {
+  const char* timm;
+  const char* torchvision;
+  const char* huggingface;
+};
+// The tensors outside the encoder blocks (full keys, Hugging Face's without the optional "vit."),
+// and one block's (relative to blocks.{i}. / encoder.layers.encoder_layer_{i}. /
+// [vit.]encoder.layer.{i}.), in module order; the timm column is held equal to
+// architecture_spec()'s names by the tests. (torchvision's older mlp.linear_1 / linear_2 keys are
+// accepted besides mlp.0 / mlp.3.)
+const std::vector<KeyNames>& top_level_keys();
+const std::vector<KeyNames>& block_keys();
+
 // Infers a config from timm-named weights. num_heads <= 0 picks the standard value for the
 // width (192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16; otherwise dim / 64); eps follows the layout.
 ViTConfig infer_config(const NamedTensors& timm_weights, Layout layout, int64_t num_heads, const std::string& source);

@@ -3,11 +3,14 @@
 //   -> blocks.0 .. blocks.{depth-1} (pre-norm EncoderBlock, drop_path rising linearly to the
 //   configured rate) -> norm -> pool (CLS token, or mean of patch tokens + fc_norm)
 //   -> [pre_logits.fc + Tanh] -> head (B, K)
+// Its parameters (names, shapes, order) are the ones model/architecture.h describes without
+// building it; tests hold the two equal for every variant of the config.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "model/architecture.h"  // parameter_specs, parameter counts, MACs, memory estimate
 #include "model/vit_config.h"
 #include "nn/transformer.h"
 
@@ -45,31 +48,5 @@ class VisionTransformer : public nn::Module {
   ViTConfig config_;
   nn::GeneratorPtr gen_;
 };
-
-// Multiply-accumulates of one forward pass per image (FLOPs = 2 x MACs), by part.
-struct ComputeCost {
-  int64_t patch_embed = 0, attention = 0, mlp = 0, head = 0;
-  int64_t total() const { return patch_embed + attention + mlp + head; }
-};
-ComputeCost macs_per_image(const ViTConfig& config);
-
-// Parameters of a config, computed without building the model (equals num_parameters()).
-double parameter_count(const ViTConfig& config);
-
-// Peak memory of a forward pass (inference) or a training step for `batch` images, in bytes
-// (float32): the weights; for training also gradients, AdamW's two moments and an EMA copy,
-// plus the activations autograd keeps for the backward pass; for inference about one block's
-// working set. An estimate for refusing what cannot fit, not an exact figure.
-struct MemoryEstimate {
-  double weights = 0, training_state = 0, activations = 0;
-  double total() const { return weights + training_state + activations; }
-  std::string describe() const;  // "weights 330.2 MiB, ..., activations for the batch 2.1 GiB"
-};
-MemoryEstimate memory_estimate(const ViTConfig& config, int64_t batch, bool training);
-// Refuses (a "[memory] ..." error) a model/batch whose estimate exceeds the machine's memory.
-void check_memory(const ViTConfig& config, int64_t batch, bool training);
-
-// Parameter count per top-level part (patch_embed, cls_token, pos_embed, blocks, norm, head, ...).
-std::vector<std::pair<std::string, int64_t>> parameters_by_part(const VisionTransformer& model);
 
 }  // namespace vit::model

@@ -1,0 +1,37 @@
+// The model flags of `vit train`, `vit bench` and `vit info`, in one table: each flag sets one
+// ViTConfig field over the preset's value (--patch-size 4 on --preset vit_digits: the digits
+// model in 4x4 patches). (`--heads` of predict / attention is another flag: see model_options.h.)
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/vit_config.h"
+
+namespace vit::cli {
+
+class ModelFlags {
+ public:
+  // Registers the flags on `cmd`. CLI11 parses into this object: keep it alive (a shared_ptr
+  // captured by the command's callback) until the callback has run.
+  explicit ModelFlags(CLI::App& cmd);
+  ModelFlags(const ModelFlags&) = delete;
+  ModelFlags& operator=(const ModelFlags&) = delete;
+
+  // Whether any model flag was given.
+  bool given() const;
+  // Refuses (CLI11's "--dim excludes --checkpoint") any model flag together with `option`.
+  void exclude(CLI::Option* option);
+  // The preset `preset_name` with the given flags over it; named "custom" when flags were
+  // given without an explicit --preset (`preset_given` false: `preset_name` is the command's default).
+  model::ViTConfig config(const std::string& preset_name, bool preset_given) const;
+
+ private:
+  model::ViTConfig values_;  // what CLI11 parses the given flags into
+  std::vector<std::pair<CLI::Option*, std::function<void(model::ViTConfig&)>>> flags_;
+};
+
+}  // namespace vit::cli

@@ -1,0 +1,161 @@
+// The parameter table of a ViTConfig and what is derived from it (see architecture.h).
+#include "model/architecture.h"
+
+#include "core/check.h"
+#include "core/system.h"
+
+namespace vit::model {
+namespace {
+
+// Element count in double: absurd configs overflow int64 (they are refused by size, not UB).
+double elements(const Shape& shape) {
+  double n = 1.0;
+  for (int64_t s : shape) n *= static_cast<double>(s);
+  return n;
+}
+
+double count(const std::vector<ParameterSpec>& specs) {
+  double n = 0.0;
+  for (const ParameterSpec& p : specs) n += elements(p.shape);
+  return n;
+}
+
+bool has_prefix(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Multiply-accumulates per image of the weights whose names start with `prefix`.
+int64_t matmul_macs(const std::vector<ParameterSpec>& specs, const std::string& prefix = "") {
+  int64_t macs = 0;
+  for (const ParameterSpec& p : specs) {
+    if (p.rows > 0 && has_prefix(p.name, prefix)) macs += p.rows * shape_numel(p.shape);
+  }
+  return macs;
+}
+
+std::string part_of(const std::string& name) { return name.substr(0, name.find('.')); }
+
+}  // namespace
+
+ArchitectureSpec architecture_spec(const ViTConfig& c) {
+  const int64_t D = c.dim, F = c.hidden_dim(), N = c.num_tokens(), K = c.num_classes, R = c.representation_size;
+  ArchitectureSpec s;
+  // x (B, C, H, W) -> patch_embed (B, P, D) -> [cls_token; x] + pos_embed (B, N, D)
+  if (c.pool == "cls") s.before_blocks.push_back({"cls_token", {1, 1, D}});
+  s.before_blocks.push_back({"pos_embed", {1, N, D}});
+  s.before_blocks.push_back(
+      {"patch_embed.proj.weight", {D, c.in_channels, c.patch_size, c.patch_size}, c.num_patches()});
+  s.before_blocks.push_back({"patch_embed.proj.bias", {D}});
+  // Pre-norm encoder block on (B, N, D): every Linear sees all N tokens.
+  s.depth = c.depth;
+  s.block.push_back({"norm1.weight", {D}});
+  s.block.push_back({"norm1.bias", {D}});
+  s.block.push_back({"attn.qkv.weight", {3 * D, D}, N});
+  if (c.qkv_bias) s.block.push_back({"attn.qkv.bias", {3 * D}});
+  s.block.push_back({"attn.proj.weight", {D, D}, N});
+  s.block.push_back({"attn.proj.bias", {D}});
+  s.block.push_back({"norm2.weight", {D}});
+  s.block.push_back({"norm2.bias", {D}});
+  s.block.push_back({"mlp.fc1.weight", {F, D}, N});
+  s.block.push_back({"mlp.fc1.bias", {F}});
+  s.block.push_back({"mlp.fc2.weight", {D, F}, N});
+  s.block.push_back({"mlp.fc2.bias", {D}});
+  // Pooling (CLS row after norm, or token mean then fc_norm) -> [pre_logits] -> head: one row each.
+  const std::string final_norm = c.pool == "cls" ? "norm" : "fc_norm";
+  s.after_blocks.push_back({final_norm + ".weight", {D}});
+  s.after_blocks.push_back({final_norm + ".bias", {D}});
+  if (R > 0) {
+    s.after_blocks.push_back({"pre_logits.fc.weight", {R, D}, 1});
+    s.after_blocks.push_back({"pre_logits.fc.bias", {R}});
+  }
+  s.after_blocks.push_back({"head.weight", {K, R > 0 ? R : D}, 1});
+  s.after_blocks.push_back({"head.bias", {K}});
+  return s;
+}
+
+std::vector<ParameterSpec> parameter_specs(const ViTConfig& c) {
+  const ArchitectureSpec s = architecture_spec(c);
+  std::vector<ParameterSpec> all = s.before_blocks;
+  for (int64_t i = 0; i < s.depth; ++i) {
+    for (ParameterSpec p : s.block) {
+      p.name = fmt::format("blocks.{}.{}", i, p.name);
+      all.push_back(std::move(p));
+    }
+  }
+  all.insert(all.end(), s.after_blocks.begin(), s.after_blocks.end());
+  return all;
+}
+
+double parameter_count(const ViTConfig& c) {
+  const ArchitectureSpec s = architecture_spec(c);
+  return count(s.before_blocks) + static_cast<double>(s.depth) * count(s.block) + count(s.after_blocks);
+}
+
+int64_t parameters_per_block(const ViTConfig& c) {
+  int64_t n = 0;
+  for (const ParameterSpec& p : architecture_spec(c).block) n += shape_numel(p.shape);
+  return n;
+}
+
+std::vector<std::pair<std::string, int64_t>> parameters_by_part(const ViTConfig& c) {
+  const ArchitectureSpec s = architecture_spec(c);
+  std::vector<std::pair<std::string, int64_t>> parts;
+  auto add = [&parts](const std::string& part, int64_t n) {
+    if (parts.empty() || parts.back().first != part) parts.emplace_back(part, 0);
+    parts.back().second += n;
+  };
+  for (const ParameterSpec& p : s.before_blocks) add(part_of(p.name), shape_numel(p.shape));
+  if (s.depth > 0) add("blocks", s.depth * parameters_per_block(c));
+  for (const ParameterSpec& p : s.after_blocks) add(part_of(p.name), shape_numel(p.shape));
+  return parts;
+}
+
+ComputeCost macs_per_image(const ViTConfig& c) {
+  const ArchitectureSpec s = architecture_spec(c);
+  const int64_t N = c.num_tokens(), D = c.dim;
+  const int64_t attention_weights = matmul_macs(s.block, "attn."), mlp_weights = matmul_macs(s.block, "mlp.");
+  VIT_ASSERT(attention_weights + mlp_weights == matmul_macs(s.block));  // every block weight counted once
+  ComputeCost cost;
+  cost.patch_embed = matmul_macs(s.before_blocks);
+  // Per block: the attention's weights (qkv, proj), then q k^T and probabilities @ v, each
+  // (N x N) over the D = NH x HD channels; the MLP's fc1 and fc2.
+  cost.attention = s.depth * (attention_weights + 2 * N * N * D);
+  cost.mlp = s.depth * mlp_weights;
+  cost.head = matmul_macs(s.after_blocks);
+  return cost;
+}
+
+std::string MemoryEstimate::describe() const {
+  std::string s = "weights " + bytes_str(weights);
+  if (training_state > 0) s += ", gradients + optimizer state + EMA " + bytes_str(training_state);
+  return s + ", activations for the batch " + bytes_str(activations);
+}
+
+MemoryEstimate memory_estimate(const ViTConfig& c, int64_t batch, bool training) {
+  const double D = static_cast<double>(c.dim), F = static_cast<double>(c.hidden_dim()),
+               N = static_cast<double>(c.num_tokens()), H = static_cast<double>(c.num_heads),
+               B = static_cast<double>(batch), L = static_cast<double>(c.depth),
+               pixels = static_cast<double>(c.in_channels) * static_cast<double>(c.image_size) *
+                        static_cast<double>(c.image_size);
+  MemoryEstimate m;
+  m.weights = 4 * parameter_count(c);
+  if (training) {
+    m.training_state = 4 * m.weights;  // gradient, AdamW m and v, EMA
+    // Per block the backward pass keeps: two LayerNorm inputs/outputs, qkv, attention scores and
+    // probabilities, attention output, projection, residuals, fc1 and GELU outputs, fc2 output.
+    const double per_block = N * (10 * D + 2 * F) + 2 * H * N * N;
+    m.activations = 4 * B * (L * per_block + 2 * pixels + 3 * N * D);
+  } else {
+    // One block at a time: qkv, scores, the MLP hidden layer, residual streams, and the input.
+    m.activations = 4 * B * (N * (6 * D + F) + H * N * N + 2 * pixels);
+  }
+  return m;
+}
+
+void check_memory(const ViTConfig& c, int64_t batch, bool training) {
+  const MemoryEstimate m = memory_estimate(c, batch, training);
+  check_fits_in_memory(
+      m.total(),
+      fmt::format("{} {} with batch {} ({})", training ? "training" : "running", c.name, batch, m.describe()),
+      training ? "; use a smaller --batch-size or model" : "; use a smaller batch or model");
+}
+
+}  // namespace vit::model

@@ -1,0 +1,94 @@
+// The model flags shared by `vit train`, `vit bench` and `vit info` (cli/model_flags.h): the
+// same flag means the same ViTConfig field in each, overrides the preset it is given with, names
+// the model "custom" without one, is refused next to --checkpoint, and a bad value is the
+// library's "[vit_config] ..." error.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/architecture.h"
+#include "run_vit.h"
+
+namespace vit {
+namespace {
+
+using testing::CommandResult;
+using testing::expect_error;
+using testing::vit;
+
+bool contains(const CommandResult& r, const std::string& text) { return r.out.find(text) != std::string::npos; }
+
+TEST(ModelFlags, InfoAppliesThemOverThePreset) {
+  const CommandResult plain = vit("info --preset vit_digits");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  EXPECT_TRUE(contains(plain, "patch 7 -> 16 patches, 16 tokens")) << plain.out;
+  const CommandResult patch4 = vit("info --preset vit_digits --patch-size 4");
+  ASSERT_EQ(patch4.exit_code, 0) << patch4.out;
+  EXPECT_EQ(patch4.out.rfind("vit_digits\n", 0), 0u) << patch4.out;  // a preset with flags keeps its name
+  EXPECT_TRUE(contains(patch4, "image 1x28x28, patch 4 -> 49 patches, 49 tokens")) << patch4.out;  // mean pool
+  EXPECT_TRUE(contains(patch4, "pos_embed              3136")) << patch4.out;                      // 49 x 64
+  // Every kind of field: ints, doubles, a string, a bool flag and its negation.
+  model::ViTConfig c = model::preset("vit_digits");
+  c.mlp_dim = 50;
+  c.representation_size = 24;
+  c.eps = 1e-5;
+  c.qkv_bias = false;
+  c.pool = "cls";
+  c.dropout = 0.25;
+  const CommandResult custom =
+      vit("info --preset vit_digits --mlp-dim 50 --representation-size 24 --eps 1e-5 "
+          "--no-qkv-bias --pool cls --dropout 0.25");
+  ASSERT_EQ(custom.exit_code, 0) << custom.out;
+  EXPECT_TRUE(contains(custom, "mlp 50, qkv_bias no, pool cls, eps 1e-05, classes 10")) << custom.out;
+  EXPECT_TRUE(contains(custom, "dropout 0.25,")) << custom.out;
+  EXPECT_TRUE(contains(custom, "pre_logits")) << custom.out;
+  EXPECT_TRUE(
+      contains(custom, fmt::format("  {:<12} {:>14}\n", "total", static_cast<int64_t>(model::parameter_count(c)))))
+      << custom.out;
+  EXPECT_TRUE(contains(vit("info --preset vit_digits --no-qkv-bias --qkv-bias"), "qkv_bias yes"));  // the last wins
+  // Flags without --preset: the default model, named custom.
+  const CommandResult unnamed = vit("info --dim 32 --heads 2");
+  ASSERT_EQ(unnamed.exit_code, 0) << unnamed.out;
+  EXPECT_EQ(unnamed.out.rfind("custom\n", 0), 0u) << unnamed.out;
+  EXPECT_TRUE(contains(unnamed, "dim 32, depth 6, heads 2")) << unnamed.out;
+}
+
+TEST(ModelFlags, BenchTimesTheModelTheFlagsDescribe) {
+  const CommandResult r = vit("bench --preset vit_digits --patch-size 4 --train --iters 1 --warmup 0 --batch 8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"], "vit_digits");
+  EXPECT_EQ(j["mode"], "train");
+  EXPECT_EQ(j["batch"], 8);
+  // The size the bench refuses under a small memory limit is the patch-4 model's (49 tokens),
+  // not the preset's (16 tokens).
+  model::ViTConfig patch4 = model::preset("vit_digits");
+  patch4.patch_size = 4;
+  const std::string estimate = model::memory_estimate(patch4, 8, true).describe();
+  ASSERT_NE(estimate, model::memory_estimate(model::preset("vit_digits"), 8, true).describe());
+  expect_error(vit("bench --preset vit_digits --patch-size 4 --train --iters 1 --warmup 0 --batch 8",
+                   "VIT_MEMORY_LIMIT=1000000"),
+               "[memory] training vit_digits with batch 8 (" + estimate + ")");
+  // Without --preset: the bench's default preset with the flags over it, named custom.
+  const CommandResult custom = vit("bench --dim 32 --heads 2 --depth 1 --iters 1 --warmup 0 --json");
+  ASSERT_EQ(custom.exit_code, 0) << custom.out;
+  EXPECT_EQ(nlohmann::json::parse(custom.out)["model"], "custom");
+}
+
+TEST(ModelFlags, BadValuesAreTheConfigsErrors) {
+  const std::string message = "[vit_config] image_size 28 is not divisible by patch_size 5";
+  expect_error(vit("bench --preset vit_digits --patch-size 5 --train --iters 1 --warmup 0 --batch 8 --json"), message);
+  expect_error(vit("info --preset vit_digits --patch-size 5"), message);
+  expect_error(vit("train --patch-size 5 --data /nonexistent"), message);
+  expect_error(vit("train --representation-size -1 --data /nonexistent"),
+               "[vit_config] representation_size must be >= 0, got -1");
+  // With a checkpoint the model is the file's: flags that would change it are refused.
+  for (const char* command : {"info", "bench"}) {
+    const CommandResult r = vit(std::string(command) + " --checkpoint x.safetensors --patch-size 4");
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_TRUE(contains(r, "--patch-size excludes --checkpoint")) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace vit

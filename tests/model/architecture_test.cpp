@@ -1,0 +1,167 @@
+// model/architecture.h describes every parameter without building the model: for every variant
+// of the config (cls/mean pooling, qkv bias on/off, a representation layer, an explicit MLP
+// width, depth 0 to 3) its table must equal the built VisionTransformer's named_parameters()
+// name for name and shape for shape, and the counts and MACs read from it must equal the closed
+// formulas they replaced. The checkpoint layouts' timm keys must be the same names.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "model/checkpoint_layout.h"
+#include "model/vision_transformer.h"
+
+namespace vit::model {
+namespace {
+
+// The closed formulas that stood in vision_transformer.cpp before the parameter table.
+double formula_parameter_count(const ViTConfig& c) {
+  const double D = static_cast<double>(c.dim), F = static_cast<double>(c.hidden_dim()),
+               P = static_cast<double>(c.patch_size), C = static_cast<double>(c.in_channels),
+               N = static_cast<double>(c.num_tokens()), K = static_cast<double>(c.num_classes),
+               R = static_cast<double>(c.representation_size);
+  double n = D * C * P * P + D + N * D + (c.pool == "cls" ? D : 0.0);
+  const double block = 4 * D + 3 * D * D + (c.qkv_bias ? 3 * D : 0.0) + D * D + D + D * F + F + F * D + D;
+  n += static_cast<double>(c.depth) * block + 2 * D;
+  if (c.representation_size > 0) n += D * R + R;
+  n += (c.representation_size > 0 ? R : D) * K + K;
+  return n;
+}
+
+ComputeCost formula_macs(const ViTConfig& c) {
+  const int64_t N = c.num_tokens(), D = c.dim, F = c.hidden_dim();
+  ComputeCost cost;
+  cost.patch_embed = c.num_patches() * D * c.in_channels * c.patch_size * c.patch_size;
+  cost.attention = c.depth * (N * D * 3 * D + 2 * N * N * D + N * D * D);
+  cost.mlp = c.depth * (2 * N * D * F);
+  const int64_t features = c.representation_size > 0 ? c.representation_size : D;
+  cost.head = (c.representation_size > 0 ? D * c.representation_size : 0) + features * c.num_classes;
+  return cost;
+}
+
+// The per-part walk over a built model that parameters_by_part replaced.
+std::vector<std::pair<std::string, int64_t>> parts_of_built(const VisionTransformer& model) {
+  std::vector<std::pair<std::string, int64_t>> parts;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const std::string part = name.substr(0, name.find('.'));
+    if (parts.empty() || parts.back().first != part) parts.emplace_back(part, 0);
+    parts.back().second += p.numel();
+  }
+  return parts;
+}
+
+std::vector<ViTConfig> variants() {
+  std::vector<ViTConfig> configs;
+  for (const char* name : {"vit_digits", "vit_cifar"}) configs.push_back(preset(name));
+  for (const char* pool : {"cls", "mean"}) {
+    for (bool qkv_bias : {true, false}) {
+      for (int64_t representation : {0, 12}) {
+        for (int64_t mlp_dim : {0, 20}) {
+          for (int64_t depth : {0, 1, 3}) {
+            ViTConfig c;
+            c.image_size = 12;
+            c.patch_size = 4;
+            c.in_channels = 2;
+            c.num_classes = 5;
+            c.dim = 16;
+            c.num_heads = 2;
+            c.mlp_ratio = 1.5;
+            c.pool = pool;
+            c.qkv_bias = qkv_bias;
+            c.representation_size = representation;
+            c.mlp_dim = mlp_dim;
+            c.depth = depth;
+            c.name = fmt::format("{} qkv_bias={} representation={} mlp_dim={} depth={}", pool, qkv_bias, representation,
+                                 mlp_dim, depth);
+            configs.push_back(c);
+          }
+        }
+      }
+    }
+  }
+  return configs;
+}
+
+TEST(Architecture, TableEqualsTheBuiltModelForEveryVariant) {
+  for (const ViTConfig& c : variants()) {
+    SCOPED_TRACE(c.name);
+    const VisionTransformer model(c, std::make_shared<Generator>(0));
+    const auto built = model.named_parameters();
+    const std::vector<ParameterSpec> specs = parameter_specs(c);
+    ASSERT_EQ(specs.size(), built.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      EXPECT_EQ(specs[i].name, built[i].first) << "parameter " << i;
+      EXPECT_EQ(specs[i].shape, built[i].second.shape()) << specs[i].name;
+    }
+    EXPECT_EQ(parameter_count(c), static_cast<double>(model.num_parameters()));
+    EXPECT_EQ(parameter_count(c), formula_parameter_count(c));
+    EXPECT_EQ(parameters_by_part(c), parts_of_built(model));
+    if (c.depth > 0) {
+      EXPECT_EQ(parameters_per_block(c), model.blocks->named_children()[0].second->num_parameters());
+    }
+    const ComputeCost macs = macs_per_image(c), formula = formula_macs(c);
+    EXPECT_EQ(macs.patch_embed, formula.patch_embed);
+    EXPECT_EQ(macs.attention, formula.attention);
+    EXPECT_EQ(macs.mlp, formula.mlp);
+    EXPECT_EQ(macs.head, formula.head);
+  }
+}
+
+TEST(Architecture, LargePresetsWithoutBuildingThem) {
+  const ViTConfig b16 = preset("vit_base_patch16_224");
+  EXPECT_EQ(parameter_count(b16), 86567656.0);  // timm's count
+  const ComputeCost cost = macs_per_image(b16);
+  EXPECT_EQ(cost.patch_embed, 115605504);
+  EXPECT_EQ(cost.attention, 6292703232);
+  EXPECT_EQ(cost.mlp, 11154751488);
+  EXPECT_EQ(cost.head, 768000);
+  EXPECT_EQ(cost.total(), 17563828224);  // 17.56 GMACs
+  const std::vector<std::pair<std::string, int64_t>> parts = {{"cls_token", 768},      {"pos_embed", 151296},
+                                                              {"patch_embed", 590592}, {"blocks", 85054464},
+                                                              {"norm", 1536},          {"head", 769000}};
+  EXPECT_EQ(parameters_by_part(b16), parts);
+  EXPECT_EQ(parameters_per_block(b16), 7087872);
+  for (const char* name :
+       {"vit_tiny_patch16_224", "vit_small_patch16_224", "vit_base_patch16_224", "vit_large_patch16_224"}) {
+    const ViTConfig c = preset(name);
+    EXPECT_EQ(parameter_count(c), formula_parameter_count(c)) << name;
+    EXPECT_EQ(macs_per_image(c).total(), formula_macs(c).total()) << name;
+  }
+  // A depth no one could build is still counted (once per block, not expanded).
+  ViTConfig deep = preset("vit_digits");
+  deep.depth = int64_t{1} << 40;
+  EXPECT_EQ(parameter_count(deep), formula_parameter_count(deep));
+}
+
+TEST(Architecture, CheckpointLayoutsNameTheSameParameters) {
+  ViTConfig c = preset("vit_tiny_patch16_224");  // cls pooling
+  c.representation_size = 8;
+  const ArchitectureSpec spec = architecture_spec(c);
+  std::vector<std::string> block;
+  for (const ParameterSpec& p : spec.block) block.push_back(p.name);
+  std::vector<std::string> keys;
+  for (const KeyNames& k : block_keys()) keys.push_back(k.timm);
+  EXPECT_EQ(keys, block) << "a block parameter without a row in block_keys(), or a row for none";
+  std::vector<std::string> top;
+  for (const auto* part : {&spec.before_blocks, &spec.after_blocks}) {
+    for (const ParameterSpec& p : *part) top.push_back(p.name);
+  }
+  keys.clear();
+  for (const KeyNames& k : top_level_keys()) keys.push_back(k.timm);
+  EXPECT_EQ(keys, top);
+  // Every foreign key names one tensor.
+  std::set<std::string> torchvision, huggingface;
+  for (const auto* table : {&top_level_keys(), &block_keys()}) {
+    for (const KeyNames& k : *table) {
+      if (k.torchvision) {
+        EXPECT_TRUE(torchvision.insert(k.torchvision).second) << k.torchvision;
+      }
+      if (k.huggingface) {
+        EXPECT_TRUE(huggingface.insert(k.huggingface).second) << k.huggingface;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vit::model
