@@ -74,6 +74,7 @@ void add_predict_command(CLI::App& app) {
           infer::preprocess_into(image, m.preprocess, C, batch.data<float>() + static_cast<int64_t>(ok.size()) * C * S * S);
           ok.push_back(i);
         } catch (const Error& e) {
+          if (o->images.size() == 1) throw;  // one image: its error is the command's
           std::printf("%s\n  error: %s\n", o->images[i].c_str(), e.what());
           failed.push_back(o->images[i]);
         }
