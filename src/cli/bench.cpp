@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "cli/model_flags.h"
 #include "perf/model_benchmark.h"
 
@@ -26,10 +27,10 @@ void add_bench_command(CLI::App& app) {
                       "load this model (vit, timm, torchvision or Hugging Face safetensors) instead of a preset; the "
                       "load is timed");
   model_flags->exclude(checkpoint);
-  cmd->add_option("--batch", o->config.batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--iters", o->config.iters, "measured iterations")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", o->config.warmup, "warm-up iterations")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--batch", o->config.batch, "batch size")->capture_default_str()->check(kPositive);
+  cmd->add_option("--iters", o->config.iters, "measured iterations")->capture_default_str()->check(kPositive);
+  cmd->add_option("--warmup", o->config.warmup, "warm-up iterations")->capture_default_str()->check(kNonNegative);
+  cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->add_flag("--train", o->config.train, "time a full training step (forward, loss, backward, AdamW)");
   cmd->add_flag("--graph", o->config.graph,
                 "inference through the autograd graph (the training code path) instead of the fused inference path");

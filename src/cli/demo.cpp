@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "model/vision_transformer.h"
 
 namespace vit::cli {
@@ -69,15 +70,15 @@ void run_demo(const DemoConfig& c) {
 void add_demo_command(CLI::App& app) {
   auto config = std::make_shared<DemoConfig>();
   CLI::App* cmd = app.add_subcommand("demo", "forward + backward through a ViT-sized stack on random images");
-  cmd->add_option("--image-size", config->image_size, "image height and width")->check(CLI::PositiveNumber);
-  cmd->add_option("--patch-size", config->patch_size, "patch size")->check(CLI::PositiveNumber);
-  cmd->add_option("--dim", config->dim, "embedding dim")->check(CLI::PositiveNumber);
-  cmd->add_option("--depth", config->depth, "number of encoder blocks")->check(CLI::PositiveNumber);
-  cmd->add_option("--heads", config->heads, "attention heads")->check(CLI::PositiveNumber);
-  cmd->add_option("--classes", config->classes, "classes")->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", config->batch, "batch size")->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", config->threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seed", config->seed, "random seed");
+  cmd->add_option("--image-size", config->image_size, "image height and width")->check(kPositive);
+  cmd->add_option("--patch-size", config->patch_size, "patch size")->check(kPositive);
+  cmd->add_option("--dim", config->dim, "embedding dim")->check(kPositive);
+  cmd->add_option("--depth", config->depth, "number of encoder blocks")->check(kPositive);
+  cmd->add_option("--heads", config->heads, "attention heads")->check(kPositive);
+  cmd->add_option("--classes", config->classes, "classes")->check(kPositive);
+  cmd->add_option("--batch", config->batch, "batch size")->check(kPositive);
+  cmd->add_option("--threads", config->threads, "threads (0: all cores)")->check(kThreads);
+  cmd->add_option("--seed", config->seed, "random seed")->check(kSeed);
   cmd->callback([config] { run_demo(*config); });
 }
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "infer/checkpoint.h"
 #include "train/evaluate.h"
 
@@ -21,12 +22,12 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file (.safetensors written by vit train)")->required();
   cmd->add_option("--data", o->data, "dataset directory")->capture_default_str();
   cmd->add_option("--split", o->split, "test or train")->capture_default_str()->check(CLI::IsMember({"test", "train"}));
-  cmd->add_option("--batch-size", o->batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", o->batch, "batch size")->capture_default_str()->check(kPositive);
   cmd->add_option("--max-pixels", o->max_pixels, "image folders: refuse images with more pixels")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(kPositive);
   cmd->add_flag("--ema", o->ema, "use the checkpoint's EMA weights");
   cmd->add_flag("--json", o->json, "print one JSON object");
-  cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->callback([o] {
     set_threads(o->threads);
     const infer::LoadedCheckpoint ckpt = infer::load_checkpoint(o->checkpoint);

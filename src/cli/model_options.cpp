@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "data/image.h"
 
 namespace vit::cli {
@@ -14,21 +15,21 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--checkpoint", o.checkpoint, "model file (.safetensors): ours, timm, torchvision or Hugging Face")->required();
   cmd->add_option("--layout", o.layout, "force the key layout: timm, torchvision, huggingface (default: detected)");
   cmd->add_option("--heads", o.heads, "attention heads (default: from the file, else standard for the width)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--eps", o.eps, "LayerNorm eps (default: timm/torchvision 1e-6, Hugging Face 1e-12)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--image-size", o.image_size, "run at this resolution (position embedding interpolated)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_flag("--no-strict", o.no_strict, "list missing / unexpected keys and continue");
   cmd->add_flag("--ema", o.ema, "use a vit checkpoint's EMA weights");
-  cmd->add_option("--resize", o.resize, "preprocessing: resize the shorter side to this")->check(CLI::PositiveNumber);
-  cmd->add_option("--crop", o.crop, "preprocessing: center crop size (0: none)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--resize", o.resize, "preprocessing: resize the shorter side to this")->check(kPositive);
+  cmd->add_option("--crop", o.crop, "preprocessing: center crop size (0: none)")->check(kNonNegative);
   cmd->add_option("--interpolation", o.interpolation, "preprocessing: bilinear or bicubic")
       ->check(CLI::IsMember({"bilinear", "bicubic"}));
   cmd->add_option("--mean", o.mean, "preprocessing: per-channel mean")->expected(1, 3);
   cmd->add_option("--std", o.std, "preprocessing: per-channel std")->expected(1, 3);
-  cmd->add_option("--threads", o.threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-pixels", o.max_pixels, "refuse images with more pixels")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o.threads, "threads (0: all cores)")->check(kThreads);
+  cmd->add_option("--max-pixels", o.max_pixels, "refuse images with more pixels")->check(kPositive);
 }
 
 infer::LoadedModel load_for_inference(const ModelOptions& o) {

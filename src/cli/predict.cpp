@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "cli/model_options.h"
 #include "io/npy.h"
 #include "infer/inference.h"
@@ -26,8 +27,8 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("images", o->images, "image files (PNG, JPEG, BMP, ...)");
   cmd->add_option("--tensor", o->tensor, "a float32 (B, C, H, W) .npy input instead of images");
   cmd->add_option("--out", o->out, "with --tensor: write the (B, K) float32 logits here as .npy");
-  cmd->add_option("--top-k", o->top_k, "classes to show")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--batch-size", o->batch, "images per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--top-k", o->top_k, "classes to show")->capture_default_str()->check(kPositive);
+  cmd->add_option("--batch-size", o->batch, "images per forward pass")->capture_default_str()->check(kPositive);
   cmd->add_flag("--invert", o->invert, "invert grey levels (dark digits on light paper -> MNIST style)");
   cmd->callback([o] {
     VIT_CHECK(o->images.empty() != o->tensor.empty(), "predict", "give image files or --tensor FILE.npy (not both)");

@@ -2,6 +2,7 @@
 #include <omp.h>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "cli/model_flags.h"
 #include "kernels/gemm.h"
 #include "train/trainer.h"
@@ -44,17 +45,19 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--label-smoothing", c->label_smoothing, "label smoothing")->capture_default_str();
   cmd->add_option("--clip-grad", c->clip_grad, "global gradient-norm clip (0: off)")->capture_default_str();
   cmd->add_option("--ema", c->ema_decay, "weight EMA decay (0: off)")->capture_default_str();
-  cmd->add_option("--rotate", c->augment.rotate_degrees, "augmentation: max rotation (degrees)")->capture_default_str();
-  cmd->add_option("--translate", c->augment.translate, "augmentation: max shift (fraction)")->capture_default_str();
-  cmd->add_option("--scale-min", c->augment.scale_min, "augmentation: min zoom")->capture_default_str();
-  cmd->add_option("--scale-max", c->augment.scale_max, "augmentation: max zoom")->capture_default_str();
-  cmd->add_option("--crop-padding", c->augment.crop_padding, "augmentation: random crop padding")->capture_default_str();
-  cmd->add_flag("--hflip", c->augment.hflip, "augmentation: random horizontal flips");
-  cmd->add_option("--mixup", c->augment.mixup_alpha, "mixup alpha (0: off)")->capture_default_str();
-  cmd->add_option("--cutmix", c->augment.cutmix_alpha, "cutmix alpha (0: off)")->capture_default_str();
-  cmd->add_flag("--no-augment", *no_augment, "turn all augmentation off");
-  cmd->add_option("--seed", c->seed, "random seed")->capture_default_str();
-  cmd->add_option("--threads", c->threads, "threads (0: all cores)")->capture_default_str();
+  std::vector<CLI::Option*> augment_flags;
+  augment_flags.push_back(cmd->add_option("--rotate", c->augment.rotate_degrees, "augmentation: max rotation (degrees)")->capture_default_str());
+  augment_flags.push_back(cmd->add_option("--translate", c->augment.translate, "augmentation: max shift (fraction)")->capture_default_str());
+  augment_flags.push_back(cmd->add_option("--scale-min", c->augment.scale_min, "augmentation: min zoom")->capture_default_str());
+  augment_flags.push_back(cmd->add_option("--scale-max", c->augment.scale_max, "augmentation: max zoom")->capture_default_str());
+  augment_flags.push_back(cmd->add_option("--crop-padding", c->augment.crop_padding, "augmentation: random crop padding")->capture_default_str());
+  augment_flags.push_back(cmd->add_flag("--hflip", c->augment.hflip, "augmentation: random horizontal flips"));
+  augment_flags.push_back(cmd->add_option("--mixup", c->augment.mixup_alpha, "mixup alpha (0: off)")->capture_default_str());
+  augment_flags.push_back(cmd->add_option("--cutmix", c->augment.cutmix_alpha, "cutmix alpha (0: off)")->capture_default_str());
+  CLI::Option* no_augment_flag = cmd->add_flag("--no-augment", *no_augment, "turn all augmentation off");
+  for (CLI::Option* flag : augment_flags) no_augment_flag->excludes(flag);  // not silently overridden
+  cmd->add_option("--seed", c->seed, "random seed")->capture_default_str()->check(kSeed);
+  cmd->add_option("--threads", c->threads, "threads (0: all cores)")->capture_default_str()->check(kThreads);
   cmd->add_option("--out", c->out_dir, "output directory (checkpoints, metrics.jsonl, report.html)")->capture_default_str();
   auto* resume = cmd->add_option("--resume", c->out_dir, "continue the run in this directory from its last checkpoint");
   cmd->add_option("--checkpoint-every", c->checkpoint_every,

@@ -56,6 +56,9 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   if (is_vit_checkpoint(file)) {
     // Our own checkpoint: everything is in the metadata.
     LoadedCheckpoint checkpoint = parse_checkpoint(file);
+    VIT_CHECK(!options.layout || *options.layout == model::Layout::Timm, "checkpoint",
+              "{}: a checkpoint written by vit train (weights under timm's names); --layout {} does not apply to it",
+              path, model::layout_name(*options.layout));
     out.layout = "vit";
     config = checkpoint.info.model;
     weights = options.use_ema ? std::move(checkpoint.ema) : std::move(checkpoint.weights);
@@ -70,6 +73,9 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   } else {
     const model::Layout layout = options.layout ? *options.layout : model::detect_layout(file.tensors, path);
     out.layout = model::layout_name(layout);
+    VIT_CHECK(!options.use_ema, "checkpoint",
+              "{}: --ema picks the EMA weights of a checkpoint written by vit train; this {} file has none", path,
+              out.layout);
     model::NamedTensors f32;
     for (const auto& [name, t] : file.tensors) {
       VIT_CHECK(t.dtype() != DType::I64, "checkpoint", "{}: tensor '{}' is an integer tensor, not a weight", path, name);

@@ -32,6 +32,7 @@ void TrainConfig::validate() const {
   VIT_CHECK(warmup_epochs >= 0, op, "--warmup-epochs must be >= 0, got {}", warmup_epochs);
   VIT_CHECK(label_smoothing >= 0 && label_smoothing < 1, op, "--label-smoothing must be in [0, 1), got {}",
             label_smoothing);
+  VIT_CHECK(clip_grad >= 0, op, "--clip-grad must be >= 0 (0 turns clipping off), got {}", clip_grad);
   VIT_CHECK(ema_decay >= 0 && ema_decay < 1, op, "--ema must be in [0, 1), got {}", ema_decay);
   VIT_CHECK(augment.scale_min > 0 && augment.scale_min <= augment.scale_max, op, "invalid scale range [{}, {}]",
             augment.scale_min, augment.scale_max);

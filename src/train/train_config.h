@@ -24,7 +24,7 @@ struct TrainConfig {
   double momentum = 0.9;       // SGD
   double warmup_epochs = 1.0;
   double label_smoothing = 0.1;
-  double clip_grad = 1.0;      // <= 0 disables
+  double clip_grad = 1.0;      // 0 disables
   double ema_decay = 0.0;      // > 0 enables weight EMA (evaluated and saved as ema.*)
   data::AugmentConfig augment;
   uint64_t seed = 0;

@@ -208,7 +208,8 @@ Run start_or_resume(TrainConfig config) {
   Run run(config);
   run.threads = omp_get_max_threads();
   VIT_CHECK(!fs::exists(run.files.dir) || fs::is_directory(run.files.dir), "train",
-            "--out {}: exists and is not a directory", config.out_dir);
+            "{} {}: exists and is not a directory{}", config.resume ? "--resume" : "--out", config.out_dir,
+            config.resume ? " (give the run's folder, the one holding last.safetensors)" : "");
   if (config.resume) {
     VIT_CHECK(fs::exists(run.files.last), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir,
               run.files.last);

@@ -77,5 +77,43 @@ TEST(HostileCli, PreprocessingValuesMustMakeSense) {
                "[predict] --std needs 1 or 3 values (one value for all channels, or one per channel), got 2");
 }
 
+// Values that used to be accepted or ignored without a word.
+TEST(HostileCli, FlagValuesAreCheckedWithShortMessages) {
+  auto refused = [](const std::string& args, const std::string& message) {
+    const CommandResult r = vit(args);
+    EXPECT_NE(r.exit_code, 0) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
+    EXPECT_LT(r.out.size(), 300u) << "no 300-digit ranges: " << r.out;
+  };
+  refused("bench --batch 0", "--batch: must be a positive number, got 0");
+  refused("eval --checkpoint x --batch-size 0", "--batch-size: must be a positive number, got 0");
+  refused("predict --checkpoint x a.png --threads -1", "--threads: must be 0 (all ");
+  refused("train --threads 100000", "or a thread count up to 1024, got 100000");
+  refused("train --seed -1", "--seed: must be a whole number >= 0, got -1");
+  refused("train --clip-grad -1", "error: [train] --clip-grad must be >= 0 (0 turns clipping off), got -1");
+  refused("train --no-augment --rotate 5", "--rotate excludes --no-augment");
+  refused("train --hflip --no-augment", "excludes");
+}
+
+TEST(HostileCli, FlagsThatDoNotApplyAreRefused) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 64, 16);
+  const CommandResult t = vit("train --data " + dir.file("data") + " --out " + dir.file("run") +
+                              " --dim 16 --depth 1 --heads 2 --epochs 1 --batch-size 32 --threads 1");
+  ASSERT_EQ(t.exit_code, 0) << t.out;
+  const std::string ours = dir.file("run/last.safetensors");
+  data::Image digit{1, 28, 28, std::vector<uint8_t>(784, 9)};
+  data::write_png(dir.file("digit.png"), digit);
+  expect_error(vit("predict --checkpoint " + ours + " --layout huggingface " + dir.file("digit.png")),
+               "[checkpoint] " + ours + ": a checkpoint written by vit train (weights under timm's names); --layout "
+               "huggingface does not apply to it");
+  expect_error(vit("predict --checkpoint " + kTimm + " --ema " + write_photo(dir, "photo.png")),
+               "[checkpoint] " + std::string(VIT_GOLDEN_DIR) +
+                   "/layouts/timm.safetensors: --ema picks the EMA weights of a checkpoint written by vit train; this "
+                   "timm file has none");
+  // --resume names the run folder, not --out.
+  expect_error(vit("train --resume " + ours), "[train] --resume " + ours + ": exists and is not a directory");
+}
+
 }  // namespace
 }  // namespace vit
