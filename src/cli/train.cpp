@@ -76,6 +76,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--threads", c->threads, "threads (0: all cores)")->capture_default_str();
   cmd->add_option("--out", c->out_dir, "output directory (checkpoints, metrics.jsonl, report.html)")->capture_default_str();
   auto* resume = cmd->add_option("--resume", c->out_dir, "continue the run in this directory from its last checkpoint");
+  cmd->add_flag("--overwrite", c->overwrite,
+                "replace the run already in --out (without it, a folder holding a run is refused)");
   cmd->add_option("--checkpoint-every", c->checkpoint_every,
                   "also save last.safetensors every N steps, mid-epoch (0: at epoch ends only; Ctrl-C always saves)")
       ->capture_default_str();

@@ -18,6 +18,38 @@ RunFiles::RunFiles(const std::string& out_dir)
 
 std::string RunFiles::last_good() const { return fs::exists(last) ? last : std::string("(none written yet)"); }
 
+std::vector<std::string> RunFiles::holding_a_run() const {
+  std::vector<std::string> held;
+  for (const std::string* path : {&last, &best, &metrics, &report}) {
+    std::error_code ec;
+    if (!fs::exists(*path, ec)) continue;
+    if (path == &metrics && fs::is_regular_file(*path, ec) && fs::file_size(*path, ec) == 0) continue;
+    held.push_back(fs::path(*path).filename().string());
+  }
+  return held;
+}
+
+void RunFiles::refuse_to_replace(bool overwrite) const {
+  const std::vector<std::string> held = holding_a_run();
+  if (!held.empty() && !overwrite) {
+    std::string names = held[0];
+    for (size_t i = 1; i < held.size(); ++i) names += ", " + held[i];
+    fail("train", "{} already holds a run ({}); {}start over with --overwrite (replaces it), or choose another --out", dir,
+         names, fs::exists(last) ? fmt::format("continue it with --resume {}, ", dir) : std::string());
+  }
+}
+
+void RunFiles::start_fresh() const {
+  fs::create_directories(dir);
+  for (const std::string* path : {&best, &report}) {
+    std::error_code ec;
+    fs::remove(*path, ec);
+    VIT_CHECK(!ec, "train", "{}: cannot remove the replaced run's file ({})", *path, ec.message());
+  }
+  std::ofstream out(metrics, std::ios::trunc);
+  VIT_CHECK(out.good(), "train", "{}: cannot write", metrics);
+}
+
 void append_line(const std::string& path, const std::string& line) {
   std::ofstream out(path, std::ios::app);
   out << line << "\n";

@@ -14,6 +14,15 @@ struct RunFiles {
   std::string dir, last, best, metrics, report;
   // What a failure message points the user back to: the last checkpoint, if one exists.
   std::string last_good() const;
+  // The files of a run already in dir that a new run would replace (an empty metrics.jsonl, left
+  // by a run stopped before its first epoch, holds nothing to lose): their names, in this order.
+  std::vector<std::string> holding_a_run() const;
+  // A fresh run refuses a folder holding a run, naming --resume and --overwrite, unless overwrite.
+  void refuse_to_replace(bool overwrite) const;
+  // Starts a fresh run (once its data and model are ready): the old run's best.safetensors and
+  // report.html are removed and metrics.jsonl is emptied, so none can pass for the new run's;
+  // last.safetensors stays until the new run's first save replaces it.
+  void start_fresh() const;
 };
 
 // Appends one line to a file (metrics.jsonl); throws "[train] FILE: cannot write".

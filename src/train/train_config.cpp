@@ -40,6 +40,9 @@ void TrainConfig::validate() const {
             op, "augmentation amounts must be >= 0");
   VIT_CHECK(threads >= 0, op, "--threads must be >= 0, got {}", threads);
   VIT_CHECK(max_pixels > 0, op, "--max-pixels must be positive, got {}", max_pixels);
+  VIT_CHECK(!(resume && overwrite), op,
+            "--overwrite and --resume contradict each other: --resume continues the run in {}, --overwrite replaces it",
+            out_dir);
   VIT_CHECK(checkpoint_every >= 0, op, "--checkpoint-every must be >= 0, got {}", checkpoint_every);
   for (double m : milestones) VIT_CHECK(m > 0 && m <= 1, op, "milestones must be accuracies in (0, 1], got {}", m);
   const auto& [mean, std] = normalization;

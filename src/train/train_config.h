@@ -31,6 +31,7 @@ struct TrainConfig {
   int threads = 0;             // 0: all cores
   std::string out_dir = "runs/digits";
   bool resume = false;
+  bool overwrite = false;       // replace a run already in out_dir (refused otherwise; not with resume)
   bool skip_nonfinite = false;  // skip steps whose loss is NaN/Inf instead of stopping
   int64_t eval_batch_size = 500;
   int progress = -1;            // -1: a progress bar when stdout is a terminal; 0: plain lines; 1: bar
@@ -44,7 +45,7 @@ struct TrainConfig {
 
   // The fields saved in a checkpoint's "train_config", in its JSON order, all required but the
   // milestones (added later). The model is saved on its own ("model_config"), and so is the
-  // normalisation in use; the rest (threads, out_dir, resume, progress, model_explicit,
+  // normalisation in use; the rest (threads, out_dir, resume, overwrite, progress, model_explicit,
   // stop_after_epoch, checkpoint_every, max_pixels) belongs to one process's run and is not saved.
   template <class Visitor>
   void visit_fields(Visitor& visit) {

@@ -114,6 +114,7 @@ TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoin
   saved.checkpoint_every = asked.checkpoint_every;
   saved.max_pixels = asked.max_pixels;
   saved.resume = true;
+  saved.overwrite = asked.overwrite;  // refused by validate(): a resumed run continues, never replaces
   saved.validate();
   return saved;
 }
@@ -149,8 +150,7 @@ void build_model(Run& run) {
   }
   if (c.ema_decay > 0) run.ema = std::make_unique<optim::ModelEma>(run.params, c.ema_decay);
   if (!run.resumed) {
-    fs::create_directories(run.files.dir);
-    std::ofstream(run.files.metrics, std::ios::trunc).close();
+    run.files.start_fresh();
     return;
   }
   const infer::LoadedCheckpoint& r = *run.resumed;
@@ -204,6 +204,7 @@ Run start_or_resume(TrainConfig config) {
   run.threads = omp_get_max_threads();
   VIT_CHECK(!fs::exists(run.files.dir) || fs::is_directory(run.files.dir), "train",
             "--out {}: exists and is not a directory", config.out_dir);
+  if (!config.resume) run.files.refuse_to_replace(config.overwrite);
   if (config.resume) {
     VIT_CHECK(fs::exists(run.files.last), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir,
               run.files.last);

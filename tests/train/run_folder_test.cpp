@@ -1,0 +1,114 @@
+// The run folder against a careless or hostile user, through train::train: a new run refuses a
+// folder that holds a run unless told to replace it (and then nothing of the old run passes for
+// the new one's).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support/files.h"
+#include "train/trainer.h"
+
+namespace vit::train {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+// A run of a few seconds at most: a tiny model on the toy stripes.
+TrainConfig tiny_run(const std::string& data, const std::string& out, int64_t epochs) {
+  TrainConfig c = digits_recipe();
+  c.data_dir = data;
+  c.out_dir = out;
+  c.epochs = epochs;
+  c.model.patch_size = 7;
+  c.model.dim = 16;
+  c.model.depth = 1;
+  c.model.num_heads = 2;
+  c.model.drop_path = 0.0;
+  c.ema_decay = 0.0;
+  c.batch_size = 32;
+  c.threads = 1;
+  c.progress = 0;
+  c.augment = {};
+  return c;
+}
+
+std::string error_of(const TrainConfig& c) {
+  try {
+    train(c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(RunFolder, ANewRunRefusesAFolderHoldingARunUnlessToldToReplaceIt) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 64, 16);
+  const std::string run = dir.file("run");
+  TrainConfig c = tiny_run(dir.file("data"), run, 1);
+  train(c);
+  const auto last = testing::read_bytes(run + "/last.safetensors");
+  const std::string metrics = read_text(run + "/metrics.jsonl");
+  ASSERT_TRUE(fs::exists(run + "/best.safetensors"));
+  EXPECT_EQ(error_of(c), "[train] " + run + " already holds a run (last.safetensors, best.safetensors, metrics.jsonl, "
+                         "report.html); continue it with --resume " + run +
+                         ", start over with --overwrite (replaces it), or choose another --out");
+  EXPECT_EQ(testing::read_bytes(run + "/last.safetensors"), last);
+  EXPECT_EQ(read_text(run + "/metrics.jsonl"), metrics);
+  // Refused before the data is read: a missing dataset does not get in first.
+  TrainConfig elsewhere = c;
+  elsewhere.data_dir = dir.file("missing");
+  EXPECT_NE(error_of(elsewhere).find(run + " already holds a run"), std::string::npos);
+  // Without a checkpoint there is nothing to resume: only --overwrite and --out are offered.
+  fs::remove(run + "/last.safetensors");
+  EXPECT_EQ(error_of(c), "[train] " + run + " already holds a run (best.safetensors, metrics.jsonl, report.html); "
+                         "start over with --overwrite (replaces it), or choose another --out");
+  // An empty metrics.jsonl (a run stopped before its first epoch) holds nothing to lose.
+  TempDir empty;
+  std::ofstream(empty.file("metrics.jsonl")).close();
+  TrainConfig fresh = tiny_run(dir.file("data"), empty.path(), 1);
+  EXPECT_EQ(train(fresh).epochs_run, 1);
+  // --overwrite and --resume contradict each other.
+  TrainConfig both = c;
+  both.resume = true;
+  both.overwrite = true;
+  testing::write_bytes(run + "/last.safetensors", last);
+  EXPECT_NE(error_of(both).find("[train] --overwrite and --resume contradict each other"), std::string::npos);
+}
+
+TEST(RunFolder, OverwriteLeavesNothingOfTheOldRunToPassForTheNewOne) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 64, 16);
+  const std::string run = dir.file("run");
+  train(tiny_run(dir.file("data"), run, 1));
+  ASSERT_TRUE(fs::exists(run + "/best.safetensors"));
+  const auto last = testing::read_bytes(run + "/last.safetensors");
+  // A replacing run that fails in its first epoch: the old best, metrics and report are gone (the
+  // old best would otherwise pass for the new run's); last.safetensors is replaced only by a save.
+  TrainConfig exploding = tiny_run(dir.file("data"), run, 2);
+  exploding.overwrite = true;
+  exploding.lr = 1e39;  // infinite in float32: the first update fails
+  EXPECT_NE(error_of(exploding).find("became non-finite in the update of epoch 1 step 0"), std::string::npos);
+  EXPECT_FALSE(fs::exists(run + "/best.safetensors"));
+  EXPECT_FALSE(fs::exists(run + "/report.html"));
+  EXPECT_EQ(read_text(run + "/metrics.jsonl"), "");
+  EXPECT_EQ(testing::read_bytes(run + "/last.safetensors"), last);
+  // A replacing run that finishes: its own two epochs only.
+  TrainConfig again = tiny_run(dir.file("data"), run, 2);
+  again.overwrite = true;
+  EXPECT_EQ(train(again).epochs_run, 2);
+  std::ifstream in(run + "/metrics.jsonl");
+  int rows = 0;
+  for (std::string line; std::getline(in, line);) ++rows;
+  EXPECT_EQ(rows, 2);
+}
+
+}  // namespace
+}  // namespace vit::train
