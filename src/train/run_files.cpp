@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/check.h"
+#include "io/safetensors.h"
 
 namespace vit::train {
 namespace fs = std::filesystem;
@@ -27,6 +28,16 @@ std::vector<std::string> RunFiles::holding_a_run() const {
     held.push_back(fs::path(*path).filename().string());
   }
   return held;
+}
+
+void RunFiles::remove_stale_temporaries() const {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string* file : {&last, &best, &metrics, &report}) {
+      if (name.rfind(fs::path(*file).filename().string() + ".tmp", 0) == 0) fs::remove(entry.path(), ec);
+    }
+  }
 }
 
 void RunFiles::refuse_to_replace(bool overwrite) const {
@@ -63,12 +74,15 @@ void truncate_metrics(const std::string& path, int64_t epochs) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line) && static_cast<int64_t>(lines.size()) < epochs;) lines.push_back(line);
   in.close();
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = io::temp_path(path);
   {
     std::ofstream out(tmp, std::ios::trunc);
     for (const auto& line : lines) out << line << "\n";
-    out.flush();
-    VIT_CHECK(out.good(), "train", "{}: cannot write", tmp);
+    out.close();
+    if (!out.good()) {
+      fs::remove(tmp);
+      fail("train", "{}: cannot write", tmp);
+    }
   }
   fs::rename(tmp, path);
 }

@@ -17,6 +17,9 @@ struct RunFiles {
   // The files of a run already in dir that a new run would replace (an empty metrics.jsonl, left
   // by a run stopped before its first epoch, holds nothing to lose): their names, in this order.
   std::vector<std::string> holding_a_run() const;
+  // Removes the temporary files (FILE.tmp.<pid>.<n>) of a run killed mid-write; only while
+  // holding the folder's lock (RunLock), when no other run can be writing one.
+  void remove_stale_temporaries() const;
   // A fresh run refuses a folder holding a run, naming --resume and --overwrite, unless overwrite.
   void refuse_to_replace(bool overwrite) const;
   // Starts a fresh run (once its data and model are ready): the old run's best.safetensors and

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <csignal>
@@ -23,6 +24,7 @@
 #include "train/progress.h"
 #include "train/report.h"
 #include "train/run_files.h"
+#include "train/run_lock.h"
 #include "train/stop_signals.h"
 
 namespace vit::train {
@@ -62,6 +64,7 @@ struct EpochStats {
 // Everything a run holds between its phases.
 struct Run {
   explicit Run(const TrainConfig& c) : config(c), files(c.out_dir) {}
+  RunLock lock;  // first: released last, after everything else the run holds
   TrainConfig config;
   RunFiles files;
   int threads = 1;
@@ -204,6 +207,9 @@ Run start_or_resume(TrainConfig config) {
   run.threads = omp_get_max_threads();
   VIT_CHECK(!fs::exists(run.files.dir) || fs::is_directory(run.files.dir), "train",
             "--out {}: exists and is not a directory", config.out_dir);
+  // One run at a time in a folder, from before anything in it is read until the run ends.
+  run.lock = RunLock::acquire(run.files.dir);
+  run.files.remove_stale_temporaries();
   if (!config.resume) run.files.refuse_to_replace(config.overwrite);
   if (config.resume) {
     VIT_CHECK(fs::exists(run.files.last), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir,
@@ -228,15 +234,38 @@ infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t bat
           run.norm, batch, std::move(epoch_stats_json)};
 }
 
-// Every save goes through here: a failed write (disk full, ...) leaves the previous file intact.
+// A file's identity and version, to tell whether it changed.
+struct FileState {
+  bool exists = false;
+  dev_t device = 0;
+  ino_t inode = 0;
+  off_t size = 0;
+  timespec modified{};
+  explicit FileState(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return;
+    exists = true, device = st.st_dev, inode = st.st_ino, size = st.st_size, modified = st.st_mtim;
+  }
+  bool operator==(const FileState& o) const {
+    return exists == o.exists && device == o.device && inode == o.inode && size == o.size &&
+           modified.tv_sec == o.modified.tv_sec && modified.tv_nsec == o.modified.tv_nsec;
+  }
+};
+
+// Every save goes through here: a failed write (disk full, ...) leaves the previous file intact,
+// and the message says so only after checking it.
 void save(const Run& run, const std::string& path, const infer::CheckpointInfo& info) {
   infer::TrainingState state{run.config.optimizer, run.opt->state(), {}};
   if (run.ema) state.ema = run.ema->averages();
+  const FileState before(path);
   try {
     infer::save_checkpoint(path, *run.model, info, state);
   } catch (const Error& e) {
-    fail("train", "could not save a checkpoint: {}. Stopping; {} is unchanged", e.what(),
-         fs::exists(path) ? "the previous " + path : std::string("no earlier checkpoint exists, so nothing"));
+    const FileState after(path);
+    const std::string left = !(after == before) ? path + " was changed meanwhile, not by this run"
+                             : after.exists      ? "the previous " + path + " is unchanged"
+                                                 : std::string("no earlier checkpoint exists, so nothing is unchanged");
+    fail("train", "could not save a checkpoint: {}. Stopping; {}", e.what(), left);
   }
 }
 

@@ -7,7 +7,8 @@
 // uninterrupted run (bit-identical with one thread and a fixed seed), even from mid-epoch.
 // Checkpoints are replaced atomically, so a crash or SIGKILL at any moment leaves the previous
 // one readable. NaN/Inf in the loss, a gradient or a weight stops training (or skips the step)
-// naming the step and the parameter, and is never saved.
+// naming the step and the parameter, and is never saved. One run at a time in a folder (RunLock,
+// run_lock.h); a new run refuses a folder holding a run unless config.overwrite.
 #pragma once
 
 #include <string>

@@ -1,9 +1,15 @@
 // `vit train` and its run folder against a careless or hostile user, end to end: a finished run
-// is never replaced without --overwrite.
+// is never replaced without --overwrite; two runs never share a folder.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "run_vit.h"
 #include "support/files.h"
@@ -22,6 +28,50 @@ const std::string kTiny = " --patch-size 7 --dim 16 --depth 1 --heads 2 --batch-
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Starts `vit args...` in the background with stdout+stderr into log; returns the pid.
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(VIT_BINARY));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(VIT_BINARY, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Exit code, or 128 + signal number when killed by a signal (as a shell reports it).
+int wait_for(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Waits up to a minute for cond; false on timeout.
+template <class Cond>
+bool wait_until(Cond cond) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// Files whose names say they are temporary (FILE.tmp...).
+std::vector<std::string> temporaries(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().find(".tmp") != std::string::npos) found.push_back(e.path().string());
+  }
+  return found;
 }
 
 TEST(HostileRun, ANewRunInAFolderHoldingARunIsRefusedUnlessOverwrite) {
@@ -51,6 +101,40 @@ TEST(HostileRun, ANewRunInAFolderHoldingARunIsRefusedUnlessOverwrite) {
   EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 2) << rows;
   // --overwrite with --resume is a contradiction, refused.
   expect_error(vit("train --resume " + run + " --overwrite"), "[train] --overwrite and --resume contradict each other");
+}
+
+TEST(HostileRun, TwoRunsInOneFolderTheSecondRefusesNamingTheFirstsPid) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 96, 32);
+  const std::string run = dir.file("run"), log = dir.file("first.log");
+  // A long first run, with a checkpoint after every step.
+  const pid_t first = spawn({"train", "--data", dir.file("data"), "--out", run, "--patch-size", "7", "--dim", "16",
+                             "--depth", "1", "--heads", "2", "--batch-size", "32", "--threads", "1", "--epochs", "1000",
+                             "--checkpoint-every", "1"},
+                            log);
+  const std::string pid = std::to_string(first);
+  ASSERT_TRUE(wait_until([&] { return read_text(run + "/.lock") == pid + "\n"; })) << read_text(log);
+  // The second run, whatever it asks for, refuses before touching anything.
+  const std::string in_use = "[train] " + run + " is in use by another vit train (pid " + pid +
+                             "); wait for it or choose another --out";
+  const std::string second = "train --data " + dir.file("data") + kTiny + " --epochs 1 ";
+  expect_error(vit(second + "--out " + run), in_use);
+  expect_error(vit(second + "--out " + run + " --overwrite"), in_use);
+  expect_error(vit("train --resume " + run + " --threads 1"), in_use);
+  // The first goes on undisturbed, and stops cleanly on Ctrl-C, once its handler is in place.
+  ASSERT_TRUE(wait_until([&] { return fs::exists(run + "/last.safetensors"); })) << read_text(log);
+  ::kill(first, SIGINT);
+  ASSERT_EQ(wait_for(first), 130) << read_text(log);
+  const std::string text = read_text(log);
+  EXPECT_NE(text.find("saved " + run + "/last.safetensors; continue with: vit train --resume " + run),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("error:"), std::string::npos) << text;
+  // Released: no lock file, no temporary file, and the next run gets past the lock (to the
+  // refusal to replace a run, which comes after it).
+  EXPECT_FALSE(fs::exists(run + "/.lock"));
+  EXPECT_EQ(temporaries(run), std::vector<std::string>{});
+  expect_error(vit(second + "--out " + run), "[train] " + run + " already holds a run");
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // The run folder against a careless or hostile user, through train::train: a new run refuses a
 // folder that holds a run unless told to replace it (and then nothing of the old run passes for
-// the new one's).
+// the new one's); one run at a time in a folder (its lock), released on every way out.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "support/files.h"
+#include "train/run_lock.h"
 #include "train/trainer.h"
 
 namespace vit::train {
@@ -108,6 +110,62 @@ TEST(RunFolder, OverwriteLeavesNothingOfTheOldRunToPassForTheNewOne) {
   int rows = 0;
   for (std::string line; std::getline(in, line);) ++rows;
   EXPECT_EQ(rows, 2);
+}
+
+TEST(RunFolder, OneRunAtATimeNamingTheHolder) {
+  TempDir dir;
+  const std::string run = dir.file("runs/x");
+  {
+    const RunLock held = RunLock::acquire(run);
+    EXPECT_TRUE(fs::exists(run + "/.lock"));
+    EXPECT_EQ(read_text(run + "/.lock"), std::to_string(::getpid()) + "\n");
+    // flock locks are per open file: a second acquisition conflicts even in the same process.
+    try {
+      RunLock::acquire(run);
+      FAIL() << "a second lock on the same folder";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "[train] " + run + " is in use by another vit train (pid " +
+                                           std::to_string(::getpid()) + "); wait for it or choose another --out");
+    }
+    // A run refuses the locked folder before reading or writing anything in it.
+    testing::write_toy_mnist(dir.file("data"), 64, 16);
+    EXPECT_NE(error_of(tiny_run(dir.file("data"), run, 1)).find(run + " is in use by another vit train (pid "),
+              std::string::npos);
+    EXPECT_FALSE(fs::exists(run + "/metrics.jsonl"));
+  }
+  // Released: the lock file and the folders it created are gone again.
+  EXPECT_FALSE(fs::exists(dir.file("runs")));
+  // A lock file left by a killed run (its flock died with it) does not block.
+  fs::create_directories(run);
+  testing::write_bytes(run + "/.lock", {'9', '9', '9', '9', '9', '9', '9', '\n'});
+  EXPECT_TRUE(RunLock::acquire(run).held());
+}
+
+TEST(RunFolder, TheLockIsReleasedOnEveryWayOutAndStaleTemporariesAreRemoved) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 64, 16);
+  const std::string run = dir.file("run");
+  // A run that fails after taking the lock (its data is missing) releases it, and leaves no folder.
+  EXPECT_NE(error_of(tiny_run(dir.file("missing"), run, 1)).find("[data]"), std::string::npos);
+  EXPECT_FALSE(fs::exists(run));
+  // A run that stops on a non-finite update releases it too.
+  TrainConfig exploding = tiny_run(dir.file("data"), run, 1);
+  exploding.lr = 1e39;
+  EXPECT_NE(error_of(exploding).find("became non-finite"), std::string::npos);
+  EXPECT_TRUE(RunLock::acquire(run).held());
+  // The temporary files of a run killed mid-save are removed by the next run in the folder.
+  train(tiny_run(dir.file("data"), dir.file("ok"), 1));
+  for (const char* stale : {"last.safetensors.tmp.4242.0", "metrics.jsonl.tmp.4242.1", "report.html.tmp",
+                            "best.safetensors.tmp"}) {
+    testing::write_bytes(dir.file("ok/") + stale, {1, 2, 3});
+  }
+  TrainConfig more = tiny_run(dir.file("data"), dir.file("ok"), 2);
+  more.resume = true;
+  EXPECT_EQ(train(more).epochs_run, 2);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.file("ok"))) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"best.safetensors", "last.safetensors", "metrics.jsonl", "report.html"}));
 }
 
 }  // namespace
