@@ -245,7 +245,12 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     offset += nbytes;
     contiguous.push_back(t.contiguous());
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {  // names or metadata that are not valid UTF-8
+    fail("safetensors", "{}: cannot write the header as JSON ({})", path, e.what());
+  }
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
   const std::string tmp = temp_path(path);
   FILE* f = std::fopen(tmp.c_str(), "wb");

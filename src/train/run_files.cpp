@@ -90,8 +90,15 @@ void truncate_metrics(const std::string& path, int64_t epochs) {
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::vector<nlohmann::json> rows;
   std::ifstream in(path);
+  int64_t number = 0;
   for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+    ++number;
+    if (line.empty()) continue;
+    try {
+      rows.push_back(nlohmann::json::parse(line));
+    } catch (const nlohmann::json::exception& e) {
+      fail("train", "{}: line {} is not a JSON object ({})", path, number, e.what());
+    }
   }
   return rows;
 }

@@ -33,7 +33,8 @@ void append_line(const std::string& path, const std::string& line);
 // Keeps the first `epochs` lines of metrics.jsonl (a resumed run rewrites what follows). The
 // new file replaces the old by rename, so a kill at any moment leaves one or the other whole.
 void truncate_metrics(const std::string& path, int64_t epochs);
-// Every row of metrics.jsonl (none when the file is missing).
+// Every row of metrics.jsonl (none when the file is missing); a line that is not JSON throws
+// "[train] FILE: line N ...".
 std::vector<nlohmann::json> read_metrics(const std::string& path);
 
 }  // namespace vit::train

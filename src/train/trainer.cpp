@@ -26,6 +26,7 @@
 #include "train/run_files.h"
 #include "train/run_lock.h"
 #include "train/stop_signals.h"
+#include "train/utf8.h"
 
 namespace vit::train {
 namespace fs = std::filesystem;
@@ -88,6 +89,9 @@ struct Run {
   double elapsed() const { return elapsed_before + std::chrono::duration<double>(Clock::now() - start).count(); }
 };
 
+// The checkpoint's metadata at a position (epoch, batch) of the run (see the checkpoints section).
+infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t batch, std::string epoch_stats_json);
+
 // Copies tensors into the model's parameters (same names, same order).
 void assign(const optim::NamedParameters& params, const optim::NamedTensors& values) {
   for (size_t i = 0; i < params.size(); ++i) {
@@ -127,6 +131,18 @@ void load_data(Run& run) {
   const model::ViTConfig& mc = c.model;
   run.train_data = data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels);
   run.test_data = data::load_dataset(c.data_dir, data::Split::Test, mc.in_channels, mc.image_size, c.max_pixels);
+  // Class names (folder names, classes.txt lines) are any bytes, but checkpoints and report.html
+  // record them as UTF-8 text: bytes that are not are recorded as "\xHH" (they are labels only,
+  // never used to find files again).
+  std::string escaped;
+  for (data::Dataset* d : {&run.train_data, &run.test_data}) {
+    for (std::string& name : d->class_names) {
+      if (valid_utf8(name)) continue;
+      name = escape_invalid_utf8(name);
+      if (d == &run.train_data) escaped += (escaped.empty() ? "" : ", ") + name;
+    }
+  }
+  if (!escaped.empty()) std::printf("class names that are not valid UTF-8 are recorded with \\x escapes: %s\n", escaped.c_str());
   for (const data::Dataset* d : {&run.train_data, &run.test_data}) {
     VIT_CHECK(d->channels == mc.in_channels && d->height == mc.image_size && d->width == mc.image_size, "train",
               "{}: images are {}x{}x{} but the model expects {}x{}x{}", d->source, d->channels, d->height, d->width,
@@ -222,6 +238,9 @@ Run start_or_resume(TrainConfig config) {
   model::check_memory(run.config.model, run.config.eval_batch_size, false);
   load_data(run);
   build_model(run);
+  // Everything a checkpoint records, encoded once before the first step: a save can then fail
+  // for want of disk space, never over what it records after hours of training.
+  (void)infer::checkpoint_metadata(run.files.last, checkpoint_info(run, run.start_epoch, 0, "{}"), run.config.optimizer);
   plan(run);
   run.bar = run.config.progress == 1 || (run.config.progress < 0 && ::isatty(STDOUT_FILENO));
   return run;

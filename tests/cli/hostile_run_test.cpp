@@ -1,5 +1,6 @@
 // `vit train` and its run folder against a careless or hostile user, end to end: a finished run
-// is never replaced without --overwrite; two runs never share a folder.
+// is never replaced without --overwrite; two runs never share a folder; a path that is not UTF-8
+// is refused at once, not after an epoch of training.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -135,6 +136,16 @@ TEST(HostileRun, TwoRunsInOneFolderTheSecondRefusesNamingTheFirstsPid) {
   EXPECT_FALSE(fs::exists(run + "/.lock"));
   EXPECT_EQ(temporaries(run), std::vector<std::string>{});
   expect_error(vit(second + "--out " + run), "[train] " + run + " already holds a run");
+}
+
+TEST(HostileRun, ADataPathThatIsNotUtf8IsRefusedAtOnce) {
+  TempDir dir;
+  const std::string data = dir.file("donn\xE9" "es");
+  testing::write_toy_mnist(data, 96, 32);
+  const CommandResult r = vit("train --data '" + data + "' --out " + dir.file("run") + kTiny + " --epochs 1");
+  expect_error(r, "[train] --data " + dir.file("donn\\xE9es") + ": the path is not valid UTF-8");
+  EXPECT_EQ(r.out.find("epoch 1/1"), std::string::npos) << "refused before training";
+  EXPECT_FALSE(fs::exists(dir.file("run")));
 }
 
 }  // namespace

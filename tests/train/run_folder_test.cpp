@@ -1,12 +1,15 @@
 // The run folder against a careless or hostile user, through train::train: a new run refuses a
 // folder that holds a run unless told to replace it (and then nothing of the old run passes for
-// the new one's); one run at a time in a folder (its lock), released on every way out.
+// the new one's); one run at a time in a folder (its lock), released on every way out; paths and
+// names that are not UTF-8 are refused or recorded safely before the first step, never after.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "data/image.h"
+#include "infer/checkpoint.h"
 #include "support/files.h"
 #include "train/run_lock.h"
 #include "train/trainer.h"
@@ -166,6 +169,68 @@ TEST(RunFolder, TheLockIsReleasedOnEveryWayOutAndStaleTemporariesAreRemoved) {
   for (const auto& e : fs::directory_iterator(dir.file("ok"))) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"best.safetensors", "last.safetensors", "metrics.jsonl", "report.html"}));
+}
+
+TEST(RunFolder, ADataPathThatIsNotUtf8IsRefusedBeforeTheFirstStep) {
+  TempDir dir;
+  const std::string data = dir.file("donn\xE9" "es");  // Latin-1 "données"
+  testing::write_toy_mnist(data, 64, 16);
+  EXPECT_EQ(error_of(tiny_run(data, dir.file("run"), 1)),
+            "[train] --data " + dir.file("donn\\xE9es") +
+                ": the path is not valid UTF-8, and checkpoints record it (as JSON text) for --resume to find the data "
+                "again; rename the folder, or point --data at a symlink with a UTF-8 name");
+  EXPECT_FALSE(fs::exists(dir.file("run")));
+  // The symlink the message suggests works.
+  fs::create_directory_symlink(data, dir.file("donnees"));
+  EXPECT_EQ(train(tiny_run(dir.file("donnees"), dir.file("run"), 1)).epochs_run, 1);
+}
+
+TEST(RunFolder, ClassNamesThatAreNotUtf8AreRecordedEscaped) {
+  TempDir dir;
+  // An image folder whose class sub-folders are named in Latin-1: "café" and "thé".
+  const std::vector<std::string> classes = {"caf\xE9", "th\xE9"};
+  for (const char* split : {"train", "test"}) {
+    for (size_t k = 0; k < classes.size(); ++k) {
+      const std::string folder = dir.file("data/") + split + "/" + classes[k];
+      fs::create_directories(folder);
+      for (int i = 0; i < 4; ++i) {
+        data::Image image{1, 28, 28, std::vector<uint8_t>(28 * 28, static_cast<uint8_t>(40 + 120 * k + i))};
+        data::write_png(folder + "/" + std::to_string(i) + ".png", image);
+      }
+    }
+  }
+  TrainConfig c = tiny_run(dir.file("data"), dir.file("run"), 1);
+  c.normalization = {};
+  c.batch_size = 4;
+  EXPECT_EQ(train(c).epochs_run, 1);
+  const infer::LoadedCheckpoint saved = infer::load_checkpoint(dir.file("run/last.safetensors"));
+  EXPECT_EQ(saved.info.class_names, (std::vector<std::string>{"caf\\xE9", "th\\xE9"}));
+  EXPECT_NE(read_text(dir.file("run/report.html")).find("caf\\xE9"), std::string::npos);
+  // And a checkpoint asked to record such text directly refuses it as a vit error naming the file.
+  infer::CheckpointInfo info = saved.info;
+  info.class_names = classes;
+  const auto model = infer::model_from_checkpoint(saved);
+  try {
+    infer::save_checkpoint(dir.file("raw.safetensors"), *model, info);
+    FAIL() << "saved a checkpoint with non-UTF-8 class names";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("[checkpoint] " + dir.file("raw.safetensors") +
+                                              ": cannot record the metadata as JSON (",
+                                          0),
+              0u)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir.file("raw.safetensors")));
+}
+
+TEST(RunFolder, ACorruptMetricsFileIsNamedNotThrownRaw) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 64, 16);
+  train(tiny_run(dir.file("data"), dir.file("run"), 1));
+  testing::write_bytes(dir.file("run/metrics.jsonl"), {'{', 'o', 'o', 'p', 's', '\n'});
+  TrainConfig more = tiny_run(dir.file("data"), dir.file("run"), 2);
+  more.resume = true;
+  EXPECT_EQ(error_of(more).rfind("[train] " + dir.file("run/metrics.jsonl") + ": line 1 is not a JSON object (", 0), 0u);
 }
 
 }  // namespace

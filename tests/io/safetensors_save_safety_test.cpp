@@ -1,16 +1,21 @@
-// Two writers replacing the same safetensors file at once (two `vit train` in one folder did):
-// each save writes a temporary file of its own, so every save either lands whole or fails
-// cleanly, and the file on disk is always one complete version.
+// Saving against a hostile world: two writers replacing the same file at once (two `vit train`
+// in one folder did) each write a temporary file of their own, so the file on disk is always one
+// complete version; text that JSON cannot hold (not UTF-8) is refused as a vit error naming the
+// file, with nothing written.
 #include <unistd.h>
 
 #include <atomic>
 #include <mutex>
 #include <thread>
 
+#include <gmock/gmock.h>
+
 #include "safetensors_test_util.h"
 
 namespace vit::io::test {
 namespace {
+
+using ::testing::HasSubstr;
 
 TEST_F(SafetensorsTest, ConcurrentSavesOfOneFileNeverShareATemporaryFile) {
   const std::string file = path("last.safetensors");
@@ -47,6 +52,16 @@ TEST_F(SafetensorsTest, TemporaryNamesAreUniqueAndNameTheFileAndTheProcess) {
   const std::string one = temp_path(file), two = temp_path(file);
   EXPECT_NE(one, two);
   EXPECT_EQ(one.rfind(file + ".tmp." + std::to_string(::getpid()) + ".", 0), 0u) << one;
+}
+
+TEST_F(SafetensorsTest, TextThatIsNotUtf8IsRefusedNamingTheFileAndNothingIsWritten) {
+  const std::string file = path("bad.safetensors");
+  std::string msg = error_of([&] { save_safetensors(file, {{"w", Tensor::ones({2})}}, {{"data", "caf\xE9"}}); });
+  EXPECT_EQ(msg.rfind("[safetensors] " + file + ": cannot write the header as JSON (", 0), 0u) << msg;
+  EXPECT_THAT(msg, HasSubstr("UTF-8"));
+  msg = error_of([&] { save_safetensors(file, {{"w\xFF", Tensor::ones({2})}}); });
+  EXPECT_EQ(msg.rfind("[safetensors] " + file + ": cannot write the header as JSON (", 0), 0u) << msg;
+  EXPECT_TRUE(fs::is_empty(dir_));
 }
 
 }  // namespace
