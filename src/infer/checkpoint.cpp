@@ -22,6 +22,7 @@ std::map<std::string, std::string> checkpoint_metadata(const std::string& path, 
         {"normalization", nlohmann::json{{"mean", info.normalization.mean}, {"std", info.normalization.std}}.dump()},
         {"optimizer", optimizer},
     };
+    if (!info.dataset_json.empty()) metadata["dataset"] = info.dataset_json;
     // The header holds these as JSON strings: all of them must be UTF-8 too.
     (void)nlohmann::json(metadata).dump();
   } catch (const nlohmann::json::exception& e) {
@@ -65,6 +66,7 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file) {
     c.info.step = std::stoll(meta("step"));
     if (file.metadata.count("batch")) c.info.batch = std::stoll(meta("batch"));
     if (file.metadata.count("epoch_stats")) c.info.epoch_stats_json = meta("epoch_stats");
+    if (file.metadata.count("dataset")) c.info.dataset_json = meta("dataset");
     VIT_CHECK(c.info.epoch >= 0 && c.info.step >= 0 && c.info.batch >= 0, "checkpoint",
               "{}: negative epoch/step/batch in its metadata", path);
     c.info.elapsed_seconds = std::stod(meta("elapsed_seconds"));

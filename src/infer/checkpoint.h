@@ -33,6 +33,9 @@ struct CheckpointInfo {
   // statistics so far as JSON in epoch_stats_json.
   int64_t batch = 0;
   std::string epoch_stats_json;
+  // What identifies the data trained on (JSON: image counts, shape, hash), so that a resumed run
+  // can tell it is given the same; "" when unknown (checkpoints written before it was saved).
+  std::string dataset_json;
 };
 
 // The training state saved beside the weights (all empty for a model alone).

@@ -1,6 +1,8 @@
 // Run folder files (see run_files.h).
 #include "train/run_files.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -59,6 +61,16 @@ void RunFiles::start_fresh() const {
   }
   std::ofstream out(metrics, std::ios::trunc);
   VIT_CHECK(out.good(), "train", "{}: cannot write", metrics);
+}
+
+FileVersion::FileVersion(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;
+  exists = true;
+  device = st.st_dev;
+  inode = st.st_ino;
+  size = st.st_size;
+  modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 }
 
 void append_line(const std::string& path, const std::string& line) {

@@ -3,6 +3,7 @@
 // metrics.jsonl consistent with the checkpoint a run resumes from.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -26,6 +27,16 @@ struct RunFiles {
   // report.html are removed and metrics.jsonl is emptied, so none can pass for the new run's;
   // last.safetensors stays until the new run's first save replaces it.
   void start_fresh() const;
+};
+
+// A file's identity and version (device, inode, size, modification time), to tell whether it
+// changed: a failed save claims the previous checkpoint is unchanged only after checking.
+struct FileVersion {
+  explicit FileVersion(const std::string& path);
+  bool exists = false;
+  uint64_t device = 0, inode = 0;
+  int64_t size = 0, modified_ns = 0;
+  bool operator==(const FileVersion&) const = default;
 };
 
 // Appends one line to a file (metrics.jsonl); throws "[train] FILE: cannot write".

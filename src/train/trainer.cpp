@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <chrono>
 #include <csignal>
@@ -23,6 +22,7 @@
 #include "train/health.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/resume.h"
 #include "train/run_files.h"
 #include "train/run_lock.h"
 #include "train/stop_signals.h"
@@ -73,6 +73,7 @@ struct Run {
   std::optional<infer::LoadedCheckpoint> resumed;
   data::Dataset train_data, test_data;
   data::Normalization norm;
+  std::string data_fingerprint;  // saved in every checkpoint (resume.h)
   std::unique_ptr<model::VisionTransformer> model;
   optim::NamedParameters params;
   std::unique_ptr<optim::Optimizer> opt;
@@ -102,30 +103,6 @@ void assign(const optim::NamedParameters& params, const optim::NamedTensors& val
 
 // ---- start or resume ----
 
-// With --resume the configs come from the checkpoint; the flags that only steer this process
-// (where, how fast, how verbose, when to stop) come from the command line.
-TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoint& checkpoint, const RunFiles& files) {
-  TrainConfig saved = TrainConfig::from_json(checkpoint.info.train_config_json);
-  const model::ViTConfig& m = checkpoint.info.model;
-  VIT_CHECK(!asked.model_explicit || m.same_architecture(asked.model), "train",
-            "{}: checkpoint is a different model ({} dim {} depth {} heads {}) than requested ({} dim {} depth {} "
-            "heads {})", files.last, m.name, m.dim, m.depth, m.num_heads, asked.model.name, asked.model.dim,
-            asked.model.depth, asked.model.num_heads);
-  saved.model = m;
-  // --epochs on resume extends (or keeps) the schedule; without it the saved one continues.
-  if (asked.epochs > 0) saved.epochs = std::max(asked.epochs, checkpoint.info.epoch);
-  saved.out_dir = asked.out_dir;
-  saved.threads = asked.threads;
-  saved.progress = asked.progress;
-  saved.stop_after_epoch = asked.stop_after_epoch;
-  saved.checkpoint_every = asked.checkpoint_every;
-  saved.max_pixels = asked.max_pixels;
-  saved.resume = true;
-  saved.overwrite = asked.overwrite;  // refused by validate(): a resumed run continues, never replaces
-  saved.validate();
-  return saved;
-}
-
 void load_data(Run& run) {
   const TrainConfig& c = run.config;
   const model::ViTConfig& mc = c.model;
@@ -143,6 +120,14 @@ void load_data(Run& run) {
     }
   }
   if (!escaped.empty()) std::printf("class names that are not valid UTF-8 are recorded with \\x escapes: %s\n", escaped.c_str());
+  // A resumed run continues on the data it was trained on: refused otherwise, moved is fine.
+  run.data_fingerprint = dataset_fingerprint(run.train_data, run.test_data);
+  if (run.resumed) {
+    const std::string run_data_dir = TrainConfig::from_json(run.resumed->info.train_config_json).data_dir;
+    if (check_same_data(run.resumed->info, run_data_dir, c.data_dir, run.train_data, run.data_fingerprint)) {
+      std::printf("data: %s (the run's data, moved from %s)\n", c.data_dir.c_str(), run_data_dir.c_str());
+    }
+  }
   for (const data::Dataset* d : {&run.train_data, &run.test_data}) {
     VIT_CHECK(d->channels == mc.in_channels && d->height == mc.image_size && d->width == mc.image_size, "train",
               "{}: images are {}x{}x{} but the model expects {}x{}x{}", d->source, d->channels, d->height, d->width,
@@ -231,7 +216,11 @@ Run start_or_resume(TrainConfig config) {
     VIT_CHECK(fs::exists(run.files.last), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir,
               run.files.last);
     run.resumed = infer::load_checkpoint(run.files.last);
-    run.config = resume_config(config, *run.resumed, run.files);
+    run.config = resume_config(config, *run.resumed, run.files.last);
+    const bool data_given = std::count(config.given_flags.begin(), config.given_flags.end(), "--data") > 0;
+    VIT_CHECK(data_given || fs::exists(run.config.data_dir), "train",
+              "--resume {}: the run's data {} is not there any more; if it moved, give its new place with --data",
+              config.out_dir, run.config.data_dir);
   }
   // Refuse what cannot fit, before any large allocation.
   model::check_memory(run.config.model, run.config.batch_size, true);
@@ -250,37 +239,19 @@ Run start_or_resume(TrainConfig config) {
 
 infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t batch, std::string epoch_stats_json) {
   return {run.config.model, run.config.to_json(), epoch, run.step, run.elapsed(), run.train_data.class_names,
-          run.norm, batch, std::move(epoch_stats_json)};
+          run.norm, batch, std::move(epoch_stats_json), run.data_fingerprint};
 }
-
-// A file's identity and version, to tell whether it changed.
-struct FileState {
-  bool exists = false;
-  dev_t device = 0;
-  ino_t inode = 0;
-  off_t size = 0;
-  timespec modified{};
-  explicit FileState(const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return;
-    exists = true, device = st.st_dev, inode = st.st_ino, size = st.st_size, modified = st.st_mtim;
-  }
-  bool operator==(const FileState& o) const {
-    return exists == o.exists && device == o.device && inode == o.inode && size == o.size &&
-           modified.tv_sec == o.modified.tv_sec && modified.tv_nsec == o.modified.tv_nsec;
-  }
-};
 
 // Every save goes through here: a failed write (disk full, ...) leaves the previous file intact,
 // and the message says so only after checking it.
 void save(const Run& run, const std::string& path, const infer::CheckpointInfo& info) {
   infer::TrainingState state{run.config.optimizer, run.opt->state(), {}};
   if (run.ema) state.ema = run.ema->averages();
-  const FileState before(path);
+  const FileVersion before(path);
   try {
     infer::save_checkpoint(path, *run.model, info, state);
   } catch (const Error& e) {
-    const FileState after(path);
+    const FileVersion after(path);
     const std::string left = !(after == before) ? path + " was changed meanwhile, not by this run"
                              : after.exists      ? "the previous " + path + " is unchanged"
                                                  : std::string("no earlier checkpoint exists, so nothing is unchanged");
@@ -436,6 +407,19 @@ void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& 
   run.result.seconds = elapsed;
 }
 
+// Resuming a run that has already run all its epochs: its real numbers, from metrics.jsonl.
+void report_complete(Run& run) {
+  const std::vector<nlohmann::json> rows = read_metrics(run.files.metrics);
+  TrainResult& r = run.result;
+  r.epochs_run = run.start_epoch;
+  r.final_test_accuracy = rows.empty() ? NAN : metric(rows.back(), "test_acc");
+  r.seconds = run.elapsed_before;
+  std::printf("the run in %s is already complete (%ld of %ld epochs): test accuracy %.2f%% (best %.2f%%) after %.1f s "
+              "of training; to train longer, resume with --epochs N (N > %ld)\n",
+              run.config.out_dir.c_str(), run.start_epoch, run.config.epochs, 100 * r.final_test_accuracy,
+              100 * r.best_test_accuracy, r.seconds, run.start_epoch);
+}
+
 void print_summary(const TrainResult& result, const std::string& out_dir) {
   std::printf("done: test accuracy %.2f%% (best %.2f%%) after %.1f s;", 100 * result.final_test_accuracy,
               100 * result.best_test_accuracy, result.seconds);
@@ -454,6 +438,10 @@ TrainResult train(TrainConfig config) {
   DataParallel parallel(*run.model, run.threads);
   run.start = Clock::now();
   const StopSignals signals;
+  if (run.start_epoch >= c.epochs) {
+    report_complete(run);
+    return run.result;
+  }
   for (int64_t epoch = run.start_epoch; epoch < c.epochs; ++epoch) {
     const EpochResult trained = train_epoch(run, parallel, signals, epoch);  // Interrupted: saved mid-epoch
     const EvalResult eval = evaluate_epoch(run, epoch);

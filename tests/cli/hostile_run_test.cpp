@@ -1,6 +1,8 @@
 // `vit train` and its run folder against a careless or hostile user, end to end: a finished run
 // is never replaced without --overwrite; two runs never share a folder; a path that is not UTF-8
-// is refused at once, not after an epoch of training.
+// is refused at once, not after an epoch of training; --resume takes what may change (data that
+// moved, more epochs, threads), refuses the rest naming both values, and reports a finished run's
+// real numbers.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -146,6 +148,68 @@ TEST(HostileRun, ADataPathThatIsNotUtf8IsRefusedAtOnce) {
   expect_error(r, "[train] --data " + dir.file("donn\\xE9es") + ": the path is not valid UTF-8");
   EXPECT_EQ(r.out.find("epoch 1/1"), std::string::npos) << "refused before training";
   EXPECT_FALSE(fs::exists(dir.file("run")));
+}
+
+// "test accuracy X% (best Y%)" from a run's output.
+std::string accuracies(const std::string& out) {
+  const size_t at = out.find("test accuracy ", out.find("done: "));
+  return at == std::string::npos ? "(none)" : out.substr(at, out.find(')', at) + 1 - at);
+}
+
+TEST(HostileRun, ResumeTakesWhatMayChangeAndRefusesTheRestNamingBothValues) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 96, 32);
+  const std::string run = dir.file("run");
+  const CommandResult first = vit("train --data " + dir.file("data") + " --out " + run + kTiny + " --epochs 1");
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  // Resuming a finished run: its real final and best accuracy, and that there is nothing to do.
+  const CommandResult finished = vit("train --resume " + run);
+  ASSERT_EQ(finished.exit_code, 0) << finished.out;
+  EXPECT_NE(finished.out.find("the run in " + run + " is already complete (1 of 1 epochs): " + accuracies(first.out)),
+            std::string::npos)
+      << finished.out << "\nfirst run: " << first.out;
+  // What would change the run is refused, naming each flag with both values and what may change.
+  const CommandResult lr = vit("train --resume " + run + " --epochs 2 --lr 0.5 --batch-size 8 --seed 0");
+  expect_error(lr, "[train] --resume " + run + ": --batch-size 8 (the run's 32); --lr 0.5 (the run's 0.002) cannot "
+                   "change when resuming");
+  EXPECT_NE(lr.out.find("A resumed run takes only --data (the same data, moved), --epochs (to extend it), --threads, "
+                        "--checkpoint-every"),
+            std::string::npos)
+      << lr.out;
+  expect_error(vit("train --resume " + run + " --epochs 2 --dropout 0.3"),
+               "[train] " + run + "/last.safetensors: checkpoint is a different model than requested: --dropout 0.3 "
+               "(the checkpoint's 0)");
+  expect_error(vit("train --resume " + run + " --epochs 2 --no-augment"),
+               "[train] --resume " + run + ": --no-augment: rotate_degrees 0 (the run's 8), translate 0 (the run's "
+               "0.08), scale_min 1 (the run's 0.92), scale_max 1 (the run's 1.08) cannot change when resuming");
+  expect_error(vit("train --resume " + run + " --out " + dir.file("elsewhere")),
+               "[train] --out " + dir.file("elsewhere") + " with --resume " + run +
+                   ": a resumed run continues in its own folder");
+  // The dataset moved: --data points to it; the flags the run was started with are accepted as
+  // they agree, and so is its own folder given again as --out.
+  fs::rename(dir.file("data"), dir.file("moved"));
+  expect_error(vit("train --resume " + run + " --epochs 2"),
+               "[train] --resume " + run + ": the run's data " + dir.file("data") +
+                   " is not there any more; if it moved, give its new place with --data");
+  const CommandResult moved = vit("train --resume " + run + " --out " + run + "/ --data " + dir.file("moved") + kTiny +
+                                  " --epochs 2 --checkpoint-every 1");
+  ASSERT_EQ(moved.exit_code, 0) << moved.out;
+  EXPECT_NE(moved.out.find("data: " + dir.file("moved") + " (the run's data, moved from " + dir.file("data") + ")"),
+            std::string::npos)
+      << moved.out;
+  EXPECT_NE(moved.out.find("epoch 2/2"), std::string::npos) << moved.out;
+  // Other data is refused, naming both paths and what differs, before any training.
+  testing::write_toy_mnist(dir.file("other"), 64, 32);
+  const CommandResult other = vit("train --resume " + run + " --data " + dir.file("other") + " --epochs 3");
+  expect_error(other, "[train] --data " + dir.file("other") + " is not the data this run was trained on (" +
+                          dir.file("moved") + "): 64 training images (the run's 96)");
+  // So is the run's own data changed in place (one pixel).
+  auto pixels = testing::read_bytes(dir.file("moved/train-images-idx3-ubyte"));
+  pixels.back() ^= 0xff;
+  testing::write_bytes(dir.file("moved/train-images-idx3-ubyte"), pixels);
+  expect_error(vit("train --resume " + run + " --epochs 3"),
+               "[train] " + dir.file("moved") + " is not the data this run was trained on any more: the same numbers "
+               "of images, but different pixels or labels");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The run folder against a careless or hostile user, through train::train: a new run refuses a
 // folder that holds a run unless told to replace it (and then nothing of the old run passes for
 // the new one's); one run at a time in a folder (its lock), released on every way out; paths and
-// names that are not UTF-8 are refused or recorded safely before the first step, never after.
+// names that are not UTF-8 are refused or recorded safely before the first step, never after;
+// a resumed run refuses flags that would change it and data that is not its own.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -231,6 +232,45 @@ TEST(RunFolder, ACorruptMetricsFileIsNamedNotThrownRaw) {
   TrainConfig more = tiny_run(dir.file("data"), dir.file("run"), 2);
   more.resume = true;
   EXPECT_EQ(error_of(more).rfind("[train] " + dir.file("run/metrics.jsonl") + ": line 1 is not a JSON object (", 0), 0u);
+}
+
+TEST(RunFolder, ResumeRefusesGivenFlagsThatDisagreeAndTakesMovedData) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 64, 16);
+  const std::string run = dir.file("run");
+  const TrainResult done = train(tiny_run(dir.file("data"), run, 1));
+  // A finished run resumed: its real numbers, not zeros.
+  TrainConfig again = tiny_run(dir.file("data"), run, 0);
+  again.resume = true;
+  const TrainResult complete = train(again);
+  EXPECT_EQ(complete.epochs_run, 1);
+  EXPECT_EQ(complete.final_test_accuracy, done.final_test_accuracy);
+  EXPECT_EQ(complete.best_test_accuracy, done.best_test_accuracy);
+  // A flag given explicitly that disagrees with the run is refused; one that agrees is fine.
+  TrainConfig lr = tiny_run(dir.file("data"), run, 2);
+  lr.resume = true;
+  lr.lr = 0.5;
+  lr.given_flags = {"--resume", "--epochs", "--lr"};
+  EXPECT_EQ(error_of(lr).rfind("[train] --resume " + run + ": --lr 0.5 (the run's 0.002) cannot change when resuming", 0),
+            0u);
+  lr.given_flags = {"--resume", "--epochs"};  // not given: the run's own value, as before
+  const auto before = testing::read_bytes(run + "/last.safetensors");
+  // Moved data is taken (and recorded), other data is refused naming both paths.
+  fs::rename(dir.file("data"), dir.file("moved"));
+  TrainConfig moved = tiny_run(dir.file("moved"), run, 2);
+  moved.resume = true;
+  moved.given_flags = {"--resume", "--data", "--epochs"};
+  testing::write_toy_mnist(dir.file("other"), 48, 16);
+  TrainConfig other = moved;
+  other.data_dir = dir.file("other");
+  EXPECT_EQ(error_of(other), "[train] --data " + dir.file("other") + " is not the data this run was trained on (" +
+                                 dir.file("data") + "): 48 training images (the run's 64); resume with the run's data, "
+                                 "or start a new run with another --out");
+  EXPECT_EQ(testing::read_bytes(run + "/last.safetensors"), before);
+  EXPECT_EQ(train(moved).epochs_run, 2);
+  const infer::LoadedCheckpoint saved = infer::load_checkpoint(run + "/last.safetensors");
+  EXPECT_EQ(TrainConfig::from_json(saved.info.train_config_json).data_dir, dir.file("moved"));
+  EXPECT_NE(saved.info.dataset_json.find("\"train_images\":64"), std::string::npos) << saved.info.dataset_json;
 }
 
 }  // namespace
