@@ -208,6 +208,12 @@ Run start_or_resume(TrainConfig config) {
   run.threads = omp_get_max_threads();
   VIT_CHECK(!fs::exists(run.files.dir) || fs::is_directory(run.files.dir), "train",
             "--out {}: exists and is not a directory", config.out_dir);
+  // Refuse what cannot fit, before any large allocation (and, for a new run, before the folder).
+  auto check_fits = [](const TrainConfig& c) {
+    model::check_memory(c.model, c.batch_size, true);
+    model::check_memory(c.model, c.eval_batch_size, false);
+  };
+  if (!config.resume) check_fits(config);
   // One run at a time in a folder, from before anything in it is read until the run ends.
   run.lock = RunLock::acquire(run.files.dir);
   run.files.remove_stale_temporaries();
@@ -221,10 +227,8 @@ Run start_or_resume(TrainConfig config) {
     VIT_CHECK(data_given || fs::exists(run.config.data_dir), "train",
               "--resume {}: the run's data {} is not there any more; if it moved, give its new place with --data",
               config.out_dir, run.config.data_dir);
+    check_fits(run.config);
   }
-  // Refuse what cannot fit, before any large allocation.
-  model::check_memory(run.config.model, run.config.batch_size, true);
-  model::check_memory(run.config.model, run.config.eval_batch_size, false);
   load_data(run);
   build_model(run);
   // Everything a checkpoint records, encoded once before the first step: a save can then fail
