@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -59,6 +60,11 @@ RunLock RunLock::acquire(const std::string& dir) {
       lock.created_.clear();  // the folder is the other run's
       VIT_CHECK(e != EWOULDBLOCK, "train", "{} is in use by another vit train{}; wait for it or choose another --out",
                 dir, pid.empty() ? std::string() : " (pid " + pid + ")");
+      if (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS) {  // a file system without locks (some network mounts)
+        std::fprintf(stderr, "warning: %s: this file system cannot lock the run folder (%s); make sure no other vit "
+                     "train uses it\n", dir.c_str(), std::strerror(e));
+        return lock;
+      }
       fail("train", "{}: cannot lock the run folder ({})", lock.path_, std::strerror(e));
     }
     struct stat locked {}, at_path {};

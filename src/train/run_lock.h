@@ -14,7 +14,8 @@ class RunLock {
  public:
   RunLock() = default;
   // Creates dir if needed and locks it; throws "[train] DIR is in use by another vit train
-  // (pid N); wait for it or choose another --out" when another process holds the lock.
+  // (pid N); wait for it or choose another --out" when another process holds the lock. On a file
+  // system that has no locks it warns and returns an unheld lock.
   static RunLock acquire(const std::string& dir);
   ~RunLock();
   RunLock(RunLock&& other) noexcept;
