@@ -1,6 +1,9 @@
 // `vit train`: flags (or a preset) into a TrainConfig, then train::train.
 #include <omp.h>
 
+#include <filesystem>
+#include <functional>
+
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "cli/model_flags.h"
@@ -58,8 +61,14 @@ void add_train_command(CLI::App& app) {
   for (CLI::Option* flag : augment_flags) no_augment_flag->excludes(flag);  // not silently overridden
   cmd->add_option("--seed", c->seed, "random seed")->capture_default_str()->check(kSeed);
   cmd->add_option("--threads", c->threads, "threads (0: all cores)")->capture_default_str()->check(kThreads);
-  cmd->add_option("--out", c->out_dir, "output directory (checkpoints, metrics.jsonl, report.html)")->capture_default_str();
-  auto* resume = cmd->add_option("--resume", c->out_dir, "continue the run in this directory from its last checkpoint");
+  auto* out = cmd->add_option("--out", c->out_dir, "output directory (checkpoints, metrics.jsonl, report.html)")
+                  ->capture_default_str();
+  auto resume_dir = std::make_shared<std::string>();
+  auto* resume = cmd->add_option("--resume", *resume_dir,
+                                 "continue the run in this directory from its last checkpoint (may change: --data with "
+                                 "the same data, --epochs to extend, --threads, --checkpoint-every)");
+  cmd->add_flag("--overwrite", c->overwrite,
+                "replace the run already in --out (without it, a folder holding a run is refused)");
   cmd->add_option("--checkpoint-every", c->checkpoint_every,
                   "also save last.safetensors every N steps, mid-epoch (0: at epoch ends only; Ctrl-C always saves)")
       ->capture_default_str();
@@ -78,6 +87,19 @@ void add_train_command(CLI::App& app) {
     }
     c->resume = resume->count() > 0;
     if (c->resume && epochs->count() == 0) c->epochs = 0;  // continue the checkpoint's schedule
+    // What was given explicitly: on resume each flag must be one a resumed run takes, or agree.
+    c->given_flags.clear();
+    for (const CLI::Option* option : cmd->get_options()) {
+      if (option->count() > 0) c->given_flags.push_back(option->get_name());
+    }
+    if (c->resume) {
+      std::error_code e1, e2;
+      VIT_CHECK(out->count() == 0 || std::filesystem::weakly_canonical(c->out_dir, e1) ==
+                                         std::filesystem::weakly_canonical(*resume_dir, e2),
+                "train", "--out {} with --resume {}: a resumed run continues in its own folder (to continue a copy "
+                "elsewhere, copy the folder and resume the copy)", c->out_dir, *resume_dir);
+      c->out_dir = *resume_dir;
+    }
     train::train(*c);
   });
 }

@@ -5,25 +5,39 @@
 
 namespace vit::infer {
 
+std::map<std::string, std::string> checkpoint_metadata(const std::string& path, const CheckpointInfo& info,
+                                                       const std::string& optimizer) {
+  std::map<std::string, std::string> metadata;
+  try {
+    metadata = {
+        {"format", kCheckpointFormat},
+        {"model_config", info.model.to_json()},
+        {"train_config", info.train_config_json.empty() ? "{}" : info.train_config_json},
+        {"epoch", std::to_string(info.epoch)},
+        {"step", std::to_string(info.step)},
+        {"batch", std::to_string(info.batch)},
+        {"epoch_stats", info.epoch_stats_json.empty() ? "{}" : info.epoch_stats_json},
+        {"elapsed_seconds", fmt::format("{:.17g}", info.elapsed_seconds)},
+        {"class_names", nlohmann::json(info.class_names).dump()},
+        {"normalization", nlohmann::json{{"mean", info.normalization.mean}, {"std", info.normalization.std}}.dump()},
+        {"optimizer", optimizer},
+    };
+    if (!info.dataset_json.empty()) metadata["dataset"] = info.dataset_json;
+    // The header holds these as JSON strings: all of them must be UTF-8 too.
+    (void)nlohmann::json(metadata).dump();
+  } catch (const nlohmann::json::exception& e) {
+    fail("checkpoint", "{}: cannot record the metadata as JSON ({})", path, e.what());
+  }
+  return metadata;
+}
+
 void save_checkpoint(const std::string& path, const model::VisionTransformer& model, const CheckpointInfo& info,
                      const TrainingState& state) {
+  const std::map<std::string, std::string> metadata = checkpoint_metadata(path, info, state.optimizer);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
   for (const auto& [name, t] : state.optimizer_state) tensors.emplace_back("optimizer." + name, t);
   for (const auto& [name, t] : state.ema) tensors.emplace_back("ema." + name, t);
-  const std::map<std::string, std::string> metadata = {
-      {"format", kCheckpointFormat},
-      {"model_config", info.model.to_json()},
-      {"train_config", info.train_config_json.empty() ? "{}" : info.train_config_json},
-      {"epoch", std::to_string(info.epoch)},
-      {"step", std::to_string(info.step)},
-      {"batch", std::to_string(info.batch)},
-      {"epoch_stats", info.epoch_stats_json.empty() ? "{}" : info.epoch_stats_json},
-      {"elapsed_seconds", fmt::format("{:.17g}", info.elapsed_seconds)},
-      {"class_names", nlohmann::json(info.class_names).dump()},
-      {"normalization", nlohmann::json{{"mean", info.normalization.mean}, {"std", info.normalization.std}}.dump()},
-      {"optimizer", state.optimizer},
-  };
   io::save_safetensors(path, tensors, metadata);
 }
 
@@ -52,6 +66,7 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file) {
     c.info.step = std::stoll(meta("step"));
     if (file.metadata.count("batch")) c.info.batch = std::stoll(meta("batch"));
     if (file.metadata.count("epoch_stats")) c.info.epoch_stats_json = meta("epoch_stats");
+    if (file.metadata.count("dataset")) c.info.dataset_json = meta("dataset");
     VIT_CHECK(c.info.epoch >= 0 && c.info.step >= 0 && c.info.batch >= 0, "checkpoint",
               "{}: negative epoch/step/batch in its metadata", path);
     c.info.elapsed_seconds = std::stod(meta("elapsed_seconds"));

@@ -6,6 +6,7 @@
 // state is passed as plain tensors, so this room needs no optimiser: `train` hands them over.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ struct CheckpointInfo {
   // statistics so far as JSON in epoch_stats_json.
   int64_t batch = 0;
   std::string epoch_stats_json;
+  // What identifies the data trained on (JSON: image counts, shape, hash), so that a resumed run
+  // can tell it is given the same; "" when unknown (checkpoints written before it was saved).
+  std::string dataset_json;
 };
 
 // The training state saved beside the weights (all empty for a model alone).
@@ -41,8 +45,14 @@ struct TrainingState {
   model::NamedTensors ema;              // saved as "ema.<name>"
 };
 
+// Throws "[checkpoint] PATH: ..." (nothing written) when the metadata cannot be recorded: text
+// that is not valid UTF-8 (JSON must be).
 void save_checkpoint(const std::string& path, const model::VisionTransformer& model, const CheckpointInfo& info,
                      const TrainingState& state = {});
+// The __metadata__ save_checkpoint writes, with the same check: `vit train` builds it once before
+// its first step, so that no save fails over what it records after hours of training.
+std::map<std::string, std::string> checkpoint_metadata(const std::string& path, const CheckpointInfo& info,
+                                                       const std::string& optimizer);
 
 struct LoadedCheckpoint {
   std::string path;  // the file it came from (for messages)

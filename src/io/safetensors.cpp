@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -223,6 +224,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
   return parse(static_cast<const char*>(map), size, owner, path);
 }
 
+std::string temp_path(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
+}
+
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -239,9 +245,14 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     offset += nbytes;
     contiguous.push_back(t.contiguous());
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {  // names or metadata that are not valid UTF-8
+    fail("safetensors", "{}: cannot write the header as JSON ({})", path, e.what());
+  }
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = temp_path(path);
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail("safetensors", "{}: cannot write ({})", tmp, std::strerror(errno));
   const uint64_t header_len = text.size();

@@ -30,9 +30,14 @@ SafetensorsFile load_safetensors(const std::string& path);
 // Parses an in-memory image of a file (the same checks); `name` is used in error messages.
 SafetensorsFile parse_safetensors(std::shared_ptr<std::vector<char>> bytes, const std::string& name);
 
-// Writes tensors (F32, F64 or I64) and string metadata. Writes to path + ".tmp", flushes and
-// renames, so an existing file is replaced only by a complete one.
+// Writes tensors (F32, F64 or I64) and string metadata. Writes to a temporary file of its own
+// (temp_path), flushes, fsyncs and renames, so an existing file is replaced only by a complete one,
+// even with several writers. Throws before renaming, leaving path untouched and no temporary file.
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+
+// A temporary name beside `path` that no other writer uses: path + ".tmp.<pid>.<n>", n counting
+// this process's calls, so two processes (or threads) replacing the same file never share one.
+std::string temp_path(const std::string& path);
 
 }  // namespace vit::io

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "data/image.h"
+#include "io/safetensors.h"
 
 namespace vit::train {
 
@@ -170,11 +171,15 @@ pre{background:#f6f6f6;padding:8px;font-size:12px;white-space:pre-wrap;overflow-
   html += "</div>";
   html += "<h2>Configuration</h2><pre>model: " + escape(model.to_json()) + "\ntraining: " + escape(train_config_json) + "</pre>";
   html += "</body></html>\n";
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = io::temp_path(path);
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << html;
-    VIT_CHECK(out.good(), "report", "{}: cannot write", tmp);
+    out.close();
+    if (!out.good()) {
+      std::filesystem::remove(tmp);
+      fail("report", "{}: cannot write", tmp);
+    }
   }
   std::filesystem::rename(tmp, path);
 }

@@ -5,10 +5,18 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "train/utf8.h"
 
 namespace vit::train {
 
-std::string TrainConfig::to_json() const { return fields_to_json<nlohmann::ordered_json>(*this).dump(); }
+std::string TrainConfig::to_json() const {
+  try {
+    return fields_to_json<nlohmann::ordered_json>(*this).dump();
+  } catch (const nlohmann::json::exception& e) {
+    fail("train", "cannot record the training config as JSON (data_dir '{}'): {}", escape_invalid_utf8(data_dir),
+         e.what());
+  }
+}
 
 TrainConfig TrainConfig::from_json(const std::string& text) {
   TrainConfig c;
@@ -22,6 +30,12 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
 
 void TrainConfig::validate() const {
   const char* op = "train";
+  // Checkpoints record the path as JSON text (which must be UTF-8) for --resume to find the data
+  // again: refused rather than recorded as something else.
+  VIT_CHECK(valid_utf8(data_dir), op,
+            "--data {}: the path is not valid UTF-8, and checkpoints record it (as JSON text) for --resume to find the "
+            "data again; rename the folder, or point --data at a symlink with a UTF-8 name",
+            escape_invalid_utf8(data_dir));
   model.validate();
   VIT_CHECK(epochs >= 1, op, "--epochs must be >= 1, got {}", epochs);
   VIT_CHECK(batch_size >= 1, op, "--batch-size must be >= 1, got {}", batch_size);
@@ -41,6 +55,9 @@ void TrainConfig::validate() const {
             op, "augmentation amounts must be >= 0");
   VIT_CHECK(threads >= 0, op, "--threads must be >= 0, got {}", threads);
   VIT_CHECK(max_pixels > 0, op, "--max-pixels must be positive, got {}", max_pixels);
+  VIT_CHECK(!(resume && overwrite), op,
+            "--overwrite and --resume contradict each other: --resume continues the run in {}, --overwrite replaces it",
+            out_dir);
   VIT_CHECK(checkpoint_every >= 0, op, "--checkpoint-every must be >= 0, got {}", checkpoint_every);
   for (double m : milestones) VIT_CHECK(m > 0 && m <= 1, op, "milestones must be accuracies in (0, 1], got {}", m);
   const auto& [mean, std] = normalization;

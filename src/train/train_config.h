@@ -31,10 +31,15 @@ struct TrainConfig {
   int threads = 0;             // 0: all cores
   std::string out_dir = "runs/digits";
   bool resume = false;
+  bool overwrite = false;       // replace a run already in out_dir (refused otherwise; not with resume)
   bool skip_nonfinite = false;  // skip steps whose loss is NaN/Inf instead of stopping
   int64_t eval_batch_size = 500;
   int progress = -1;            // -1: a progress bar when stdout is a terminal; 0: plain lines; 1: bar
   bool model_explicit = false;  // the model was chosen by the caller: on resume it must match the checkpoint's
+  // The flags the caller set explicitly ("--lr", ...; CLI11's count() > 0). On resume each must be
+  // one a resumed run may take (resume.h) or agree with the checkpoint; when empty, only the
+  // model is checked (model_explicit).
+  std::vector<std::string> given_flags;
   int64_t stop_after_epoch = 0;  // > 0: stop after this epoch as if interrupted (resume continues the same schedule)
   int64_t checkpoint_every = 0;  // > 0: also save last.safetensors every this many steps (mid-epoch)
   int64_t max_pixels = data::kDefaultMaxPixels;  // image folders: refuse larger images (decompression bombs)
@@ -44,8 +49,9 @@ struct TrainConfig {
 
   // The fields saved in a checkpoint's "train_config", in its JSON order, all required but the
   // milestones (added later). The model is saved on its own ("model_config"), and so is the
-  // normalisation in use; the rest (threads, out_dir, resume, progress, model_explicit,
-  // stop_after_epoch, checkpoint_every, max_pixels) belongs to one process's run and is not saved.
+  // normalisation in use; the rest (threads, out_dir, resume, overwrite, progress, model_explicit,
+  // given_flags, stop_after_epoch, checkpoint_every, max_pixels) belongs to one process's run and
+  // is not saved.
   template <class Visitor>
   void visit_fields(Visitor& visit) {
     visit("data_dir", data_dir);

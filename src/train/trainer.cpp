@@ -23,8 +23,11 @@
 #include "train/health.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/resume.h"
 #include "train/run_files.h"
+#include "train/run_lock.h"
 #include "train/stop_signals.h"
+#include "train/utf8.h"
 
 namespace vit::train {
 namespace fs = std::filesystem;
@@ -67,6 +70,7 @@ struct EpochStats {
 // Everything a run holds between its phases.
 struct Run {
   explicit Run(const TrainConfig& c) : config(c), files(c.out_dir) {}
+  RunLock lock;  // first: released last, after everything else the run holds
   TrainConfig config;
   RunFiles files;
   int threads = 1;
@@ -74,6 +78,7 @@ struct Run {
   std::optional<infer::LoadedCheckpoint> resumed;
   data::Dataset train_data, test_data;
   data::Normalization norm;
+  std::string data_fingerprint;  // saved in every checkpoint (resume.h)
   std::unique_ptr<model::VisionTransformer> model;
   optim::NamedParameters params;
   std::unique_ptr<optim::Optimizer> opt;
@@ -90,6 +95,9 @@ struct Run {
   double elapsed() const { return elapsed_before + std::chrono::duration<double>(Clock::now() - start).count(); }
 };
 
+// The checkpoint's metadata at a position (epoch, batch) of the run (see the checkpoints section).
+infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t batch, std::string epoch_stats_json);
+
 // Copies tensors into the model's parameters (same names, same order).
 void assign(const optim::NamedParameters& params, const optim::NamedTensors& values) {
   for (size_t i = 0; i < params.size(); ++i) {
@@ -100,34 +108,31 @@ void assign(const optim::NamedParameters& params, const optim::NamedTensors& val
 
 // ---- start or resume ----
 
-// With --resume the configs come from the checkpoint; the flags that only steer this process
-// (where, how fast, how verbose, when to stop) come from the command line.
-TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoint& checkpoint, const RunFiles& files) {
-  TrainConfig saved = TrainConfig::from_json(checkpoint.info.train_config_json);
-  const model::ViTConfig& m = checkpoint.info.model;
-  VIT_CHECK(!asked.model_explicit || m.same_architecture(asked.model), "train",
-            "{}: checkpoint is a different model ({} dim {} depth {} heads {}) than requested ({} dim {} depth {} "
-            "heads {})", files.last, m.name, m.dim, m.depth, m.num_heads, asked.model.name, asked.model.dim,
-            asked.model.depth, asked.model.num_heads);
-  saved.model = m;
-  // --epochs on resume extends (or keeps) the schedule; without it the saved one continues.
-  if (asked.epochs > 0) saved.epochs = std::max(asked.epochs, checkpoint.info.epoch);
-  saved.out_dir = asked.out_dir;
-  saved.threads = asked.threads;
-  saved.progress = asked.progress;
-  saved.stop_after_epoch = asked.stop_after_epoch;
-  saved.checkpoint_every = asked.checkpoint_every;
-  saved.max_pixels = asked.max_pixels;
-  saved.resume = true;
-  saved.validate();
-  return saved;
-}
-
 void load_data(Run& run) {
   const TrainConfig& c = run.config;
   const model::ViTConfig& mc = c.model;
   run.train_data = data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels);
   run.test_data = data::load_dataset(c.data_dir, data::Split::Test, mc.in_channels, mc.image_size, c.max_pixels);
+  // Class names (folder names, classes.txt lines) are any bytes, but checkpoints and report.html
+  // record them as UTF-8 text: bytes that are not are recorded as "\xHH" (they are labels only,
+  // never used to find files again).
+  std::string escaped;
+  for (data::Dataset* d : {&run.train_data, &run.test_data}) {
+    for (std::string& name : d->class_names) {
+      if (valid_utf8(name)) continue;
+      name = escape_invalid_utf8(name);
+      if (d == &run.train_data) escaped += (escaped.empty() ? "" : ", ") + name;
+    }
+  }
+  if (!escaped.empty()) std::printf("class names that are not valid UTF-8 are recorded with \\x escapes: %s\n", escaped.c_str());
+  // A resumed run continues on the data it was trained on: refused otherwise, moved is fine.
+  run.data_fingerprint = dataset_fingerprint(run.train_data, run.test_data);
+  if (run.resumed) {
+    const std::string run_data_dir = TrainConfig::from_json(run.resumed->info.train_config_json).data_dir;
+    if (check_same_data(run.resumed->info, run_data_dir, c.data_dir, run.train_data, run.data_fingerprint)) {
+      std::printf("data: %s (the run's data, moved from %s)\n", c.data_dir.c_str(), run_data_dir.c_str());
+    }
+  }
   for (const data::Dataset* d : {&run.train_data, &run.test_data}) {
     VIT_CHECK(d->channels == mc.in_channels && d->height == mc.image_size && d->width == mc.image_size, "train",
               "{}: images are {}x{}x{} but the model expects {}x{}x{}", d->source, d->channels, d->height, d->width,
@@ -154,8 +159,7 @@ void build_model(Run& run) {
   }
   if (c.ema_decay > 0) run.ema = std::make_unique<optim::ModelEma>(run.params, c.ema_decay);
   if (!run.resumed) {
-    fs::create_directories(run.files.dir);
-    std::ofstream(run.files.metrics, std::ios::trunc).close();
+    run.files.start_fresh();
     return;
   }
   const infer::LoadedCheckpoint& r = *run.resumed;
@@ -210,17 +214,32 @@ Run start_or_resume(TrainConfig config) {
   VIT_CHECK(!fs::exists(run.files.dir) || fs::is_directory(run.files.dir), "train",
             "{} {}: exists and is not a directory{}", config.resume ? "--resume" : "--out", config.out_dir,
             config.resume ? " (give the run's folder, the one holding last.safetensors)" : "");
+  // Refuse what cannot fit, before any large allocation (and, for a new run, before the folder).
+  auto check_fits = [](const TrainConfig& c) {
+    model::check_memory(c.model, c.batch_size, true);
+    model::check_memory(c.model, c.eval_batch_size, false);
+  };
+  if (!config.resume) check_fits(config);
+  // One run at a time in a folder, from before anything in it is read until the run ends.
+  run.lock = RunLock::acquire(run.files.dir);
+  run.files.remove_stale_temporaries();
+  if (!config.resume) run.files.refuse_to_replace(config.overwrite);
   if (config.resume) {
     VIT_CHECK(fs::exists(run.files.last), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir,
               run.files.last);
     run.resumed = infer::load_checkpoint(run.files.last);
-    run.config = resume_config(config, *run.resumed, run.files);
+    run.config = resume_config(config, *run.resumed, run.files.last);
+    const bool data_given = std::count(config.given_flags.begin(), config.given_flags.end(), "--data") > 0;
+    VIT_CHECK(data_given || fs::exists(run.config.data_dir), "train",
+              "--resume {}: the run's data {} is not there any more; if it moved, give its new place with --data",
+              config.out_dir, run.config.data_dir);
+    check_fits(run.config);
   }
-  // Refuse what cannot fit, before any large allocation.
-  model::check_memory(run.config.model, run.config.batch_size, true);
-  model::check_memory(run.config.model, run.config.eval_batch_size, false);
   load_data(run);
   build_model(run);
+  // Everything a checkpoint records, encoded once before the first step: a save can then fail
+  // for want of disk space, never over what it records after hours of training.
+  (void)infer::checkpoint_metadata(run.files.last, checkpoint_info(run, run.start_epoch, 0, "{}"), run.config.optimizer);
   plan(run);
   run.bar = run.config.progress == 1 || (run.config.progress < 0 && ::isatty(STDOUT_FILENO));
   return run;
@@ -230,18 +249,23 @@ Run start_or_resume(TrainConfig config) {
 
 infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t batch, std::string epoch_stats_json) {
   return {run.config.model, run.config.to_json(), epoch, run.step, run.elapsed(), run.train_data.class_names,
-          run.norm, batch, std::move(epoch_stats_json)};
+          run.norm, batch, std::move(epoch_stats_json), run.data_fingerprint};
 }
 
-// Every save goes through here: a failed write (disk full, ...) leaves the previous file intact.
+// Every save goes through here: a failed write (disk full, ...) leaves the previous file intact,
+// and the message says so only after checking it.
 void save(const Run& run, const std::string& path, const infer::CheckpointInfo& info) {
   infer::TrainingState state{run.config.optimizer, run.opt->state(), {}};
   if (run.ema) state.ema = run.ema->averages();
+  const FileVersion before(path);
   try {
     infer::save_checkpoint(path, *run.model, info, state);
   } catch (const Error& e) {
-    fail("train", "could not save a checkpoint: {}. Stopping; {} is unchanged", e.what(),
-         fs::exists(path) ? "the previous " + path : std::string("no earlier checkpoint exists, so nothing"));
+    const FileVersion after(path);
+    const std::string left = !(after == before) ? path + " was changed meanwhile, not by this run"
+                             : after.exists      ? "the previous " + path + " is unchanged"
+                                                 : std::string("no earlier checkpoint exists, so nothing is unchanged");
+    fail("train", "could not save a checkpoint: {}. Stopping; {}", e.what(), left);
   }
 }
 
@@ -393,6 +417,19 @@ void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& 
   run.result.seconds = elapsed;
 }
 
+// Resuming a run that has already run all its epochs: its real numbers, from metrics.jsonl.
+void report_complete(Run& run) {
+  const std::vector<nlohmann::json> rows = read_metrics(run.files.metrics);
+  TrainResult& r = run.result;
+  r.epochs_run = run.start_epoch;
+  r.final_test_accuracy = rows.empty() ? NAN : metric(rows.back(), "test_acc");
+  r.seconds = run.elapsed_before;
+  std::printf("the run in %s is already complete (%ld of %ld epochs): test accuracy %.2f%% (best %.2f%%) after %.1f s "
+              "of training; to train longer, resume with --epochs N (N > %ld)\n",
+              run.config.out_dir.c_str(), run.start_epoch, run.config.epochs, 100 * r.final_test_accuracy,
+              100 * r.best_test_accuracy, r.seconds, run.start_epoch);
+}
+
 void print_summary(const TrainResult& result, const std::string& out_dir) {
   std::printf("done: test accuracy %.2f%% (best %.2f%%) after %.1f s;", 100 * result.final_test_accuracy,
               100 * result.best_test_accuracy, result.seconds);
@@ -411,6 +448,10 @@ TrainResult train(TrainConfig config) {
   DataParallel parallel(*run.model, run.threads);
   run.start = Clock::now();
   const StopSignals signals;
+  if (run.start_epoch >= c.epochs) {
+    report_complete(run);
+    return run.result;
+  }
   for (int64_t epoch = run.start_epoch; epoch < c.epochs; ++epoch) {
     const EpochResult trained = train_epoch(run, parallel, signals, epoch);  // Interrupted: saved mid-epoch
     const EvalResult eval = evaluate_epoch(run, epoch);

@@ -4,10 +4,12 @@
 // checkpoints, metrics.jsonl (one JSON object per epoch) and a self-contained report.html.
 // --resume continues from out_dir's last checkpoint (saved at epoch ends, every
 // checkpoint_every steps, and on SIGINT/SIGTERM) and ends with the same weights as an
-// uninterrupted run (bit-identical with one thread and a fixed seed), even from mid-epoch.
+// uninterrupted run (bit-identical with one thread and a fixed seed), even from mid-epoch; it
+// takes only what cannot change the run (resume.h) and refuses data that is not the run's.
 // Checkpoints are replaced atomically, so a crash or SIGKILL at any moment leaves the previous
 // one readable. NaN/Inf in the loss, a gradient or a weight stops training (or skips the step)
-// naming the step and the parameter, and is never saved.
+// naming the step and the parameter, and is never saved. One run at a time in a folder (RunLock,
+// run_lock.h); a new run refuses a folder holding a run unless config.overwrite.
 #pragma once
 
 #include <string>

@@ -149,7 +149,8 @@ TEST_F(Cli, ResumeContinuesToMoreEpochs) {
 }
 
 TEST_F(Cli, BadInputsGiveOneClearErrorLine) {
-  expect_error(vit("train --data /nonexistent/dir --epochs 1"), "[data] /nonexistent/dir: no such directory");
+  expect_error(vit("train --data /nonexistent/dir --epochs 1 --out " + dir_->file("bad_run")),
+               "[data] /nonexistent/dir: no such directory");
   expect_error(vit("train --preset vit_gigantic"), "[vit_config] unknown preset 'vit_gigantic'");
   expect_error(vit("train --dim 30 --heads 4 --data " + dir_->file("data")),
                "[vit_config] dim 30 is not divisible by num_heads 4");
@@ -161,7 +162,7 @@ TEST_F(Cli, BadInputsGiveOneClearErrorLine) {
   std::filesystem::create_directories(dir_->file("bad"));
   std::filesystem::copy(dir_->file("data/t10k-labels-idx1-ubyte"), dir_->file("bad/train-labels-idx1-ubyte"));
   testing::write_bytes(dir_->file("bad/train-images-idx3-ubyte"), {0, 0, 8, 1, 0, 0, 0, 1, 0, 0, 0, 28, 0, 0, 0, 28});
-  expect_error(vit("train --epochs 1 --data " + dir_->file("bad")),
+  expect_error(vit("train --epochs 1 --data " + dir_->file("bad") + " --out " + dir_->file("bad_run")),
                "[mnist] " + dir_->file("bad/train-images-idx3-ubyte") + ": wrong magic number");
   // An image that will not decode.
   testing::write_bytes(dir_->file("broken.png"), {0x89, 'P', 'N', 'G', 0, 1});

@@ -63,6 +63,15 @@ int wait_for(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Files whose names say they are temporary (FILE.tmp.<pid>.<n>): none may outlive a run.
+std::vector<std::string> temporaries(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().find(".tmp") != std::string::npos) found.push_back(e.path().string());
+  }
+  return found;
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -145,6 +154,7 @@ TEST_F(CrashSafety, SigkillAtRandomMomentsThenResumeGivesIdenticalWeights) {
     ++finished;
     expect_same_tensors(out + "/last.safetensors", dir_->file("reference/last.safetensors"));
     EXPECT_EQ(epoch_numbers(out + "/metrics.jsonl"), epoch_numbers(dir_->file("reference/metrics.jsonl")));
+    EXPECT_EQ(temporaries(out), std::vector<std::string>{}) << "a killed save's temporary file outlived the next run";
     fs::remove_all(out);
   }
   // Finish the last killed run and check it too.
@@ -156,6 +166,7 @@ TEST_F(CrashSafety, SigkillAtRandomMomentsThenResumeGivesIdenticalWeights) {
     ++finished;
     expect_same_tensors(out + "/last.safetensors", dir_->file("reference/last.safetensors"));
     EXPECT_EQ(epoch_numbers(out + "/metrics.jsonl"), epoch_numbers(dir_->file("reference/metrics.jsonl")));
+    EXPECT_EQ(temporaries(out), std::vector<std::string>{});
   }
   EXPECT_GE(finished, 1);
   std::printf("%d kills, %d completed runs compared with the reference\n", kills, finished);
@@ -180,7 +191,7 @@ TEST_F(CrashSafety, CtrlCSavesACheckpointAndExitsCleanly) {
   EXPECT_EQ(text.find("error:"), std::string::npos) << text;
   const infer::LoadedCheckpoint saved = infer::load_checkpoint(out + "/last.safetensors");
   EXPECT_GT(saved.info.step, 0);
-  EXPECT_FALSE(fs::exists(out + "/last.safetensors.tmp"));
+  EXPECT_EQ(temporaries(out), std::vector<std::string>{});
   // Resuming finishes the run with the weights of the uninterrupted one.
   ASSERT_EQ(wait_for(spawn({"train", "--resume", out, "--threads", "1"}, log)), 0) << read_text(log);
   expect_same_tensors(out + "/last.safetensors", dir_->file("reference/last.safetensors"));
@@ -210,16 +221,20 @@ TEST_F(CrashSafety, FullDiskDuringASaveKeepsThePreviousCheckpoint) {
   const std::vector<uint8_t> before = testing::read_bytes(out + "/last.safetensors");
   // Writes past 8 KiB fail (EFBIG) as they would on a full disk; the checkpoint is larger.
   ASSERT_GT(before.size(), 8192u);
-  const int code = wait_for(spawn({"train", "--resume", out, "--epochs", "8", "--threads", "1"}, log, 8192));
+  const pid_t pid = spawn({"train", "--resume", out, "--epochs", "8", "--threads", "1"}, log, 8192);
+  const int code = wait_for(pid);
   const std::string text = read_text(log);
   EXPECT_EQ(code, 1) << text;
-  EXPECT_NE(text.find("error: [train] could not save a checkpoint: [safetensors] " + out +
-                      "/last.safetensors.tmp: write failed (File too large). Stopping; the previous " + out +
-                      "/last.safetensors is unchanged"),
+  // The temporary file it names is this process's own (last.safetensors.tmp.<pid>.<n>).
+  EXPECT_NE(text.find("error: [train] could not save a checkpoint: [safetensors] " + out + "/last.safetensors.tmp." +
+                      std::to_string(pid) + "."),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(": write failed (File too large). Stopping; the previous " + out + "/last.safetensors is unchanged"),
             std::string::npos)
       << text;
   EXPECT_EQ(testing::read_bytes(out + "/last.safetensors"), before);
-  EXPECT_FALSE(fs::exists(out + "/last.safetensors.tmp"));
+  EXPECT_EQ(temporaries(out), std::vector<std::string>{});
   EXPECT_NO_THROW(infer::load_checkpoint(out + "/last.safetensors"));
 }
 

@@ -125,6 +125,7 @@ TEST(Trainer, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
   train(toy_config(dir.file("data"), dir.file("run"), 1));
   const std::vector<uint8_t> before = testing::read_bytes(dir.file("run/last.safetensors"));
   TrainConfig exploding = toy_config(dir.file("data"), dir.file("run"), 3);
+  exploding.overwrite = true;  // a new run in the same folder: last.safetensors stays until replaced
   exploding.lr = 1e30;
   exploding.min_lr = 0;
   exploding.warmup_epochs = 0;
@@ -171,6 +172,7 @@ TEST(Trainer, SkipNonfiniteNeverSavesPoisonedWeights) {
   // A finite-loss step with lr 1e30 blows the weights up; later NaN steps are skipped, but the
   // epoch ends with unusable weights, so nothing is saved.
   TrainConfig c = toy_config(dir.file("data"), dir.file("run"), 2);
+  c.overwrite = true;
   c.lr = 1e30;
   c.min_lr = 0;
   c.warmup_epochs = 0;

@@ -1,0 +1,229 @@
+// Resuming a run (see resume.h).
+#include "train/resume.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "core/fields.h"
+
+namespace vit::train {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// The flags a resumed run takes from the command line: they steer this process, not the run's
+// numbers (--data only with the same data, checked once it is loaded).
+constexpr const char* kMayChange[] = {"--resume", "--out",        "--data",           "--epochs", "--threads",
+                                      "--checkpoint-every", "--max-pixels", "--skip-nonfinite", "--plain"};
+constexpr const char* kMayChangeText =
+    "--data (the same data, moved), --epochs (to extend it), --threads, --checkpoint-every, --max-pixels, "
+    "--skip-nonfinite and --plain";
+
+struct FixedFlag {
+  const char* flag;
+  const char* pointer;  // into {train config fields..., "model": {...}, "normalization": {...}}
+};
+// The model's flags: a resumed run keeps its model.
+constexpr FixedFlag kModelFlags[] = {
+    {"--preset", "/model"},          {"--image-size", "/model/image_size"}, {"--patch-size", "/model/patch_size"},
+    {"--channels", "/model/in_channels"}, {"--num-classes", "/model/num_classes"}, {"--dim", "/model/dim"},
+    {"--depth", "/model/depth"},     {"--heads", "/model/num_heads"},     {"--mlp-ratio", "/model/mlp_ratio"},
+    {"--pool", "/model/pool"},       {"--dropout", "/model/dropout"},     {"--attn-dropout", "/model/attn_dropout"},
+    {"--drop-path", "/model/drop_path"}, {"--mlp-dim", "/model/mlp_dim"},   {"--eps", "/model/eps"},
+    {"--representation-size", "/model/representation_size"},             {"--qkv-bias", "/model/qkv_bias"},
+    {"--no-qkv-bias", "/model/qkv_bias"}};
+// The schedule's, the optimiser's, the augmentation's and the input's: a resumed run keeps them.
+constexpr FixedFlag kRunFlags[] = {
+    {"--batch-size", "/batch_size"},        {"--optimizer", "/optimizer"},
+    {"--lr", "/lr"},                        {"--min-lr", "/min_lr"},
+    {"--warmup-epochs", "/warmup_epochs"},  {"--weight-decay", "/weight_decay"},
+    {"--momentum", "/momentum"},            {"--label-smoothing", "/label_smoothing"},
+    {"--clip-grad", "/clip_grad"},          {"--ema", "/ema_decay"},
+    {"--seed", "/seed"},                    {"--rotate", "/augment/rotate_degrees"},
+    {"--translate", "/augment/translate"},  {"--scale-min", "/augment/scale_min"},
+    {"--scale-max", "/augment/scale_max"},  {"--crop-padding", "/augment/crop_padding"},
+    {"--hflip", "/augment/hflip"},          {"--mixup", "/augment/mixup_alpha"},
+    {"--cutmix", "/augment/cutmix_alpha"},  {"--no-augment", "/augment"},
+    {"--mean", "/normalization/mean"},      {"--std", "/normalization/std"}};
+
+bool given(const TrainConfig& c, const char* flag) {
+  return std::find(c.given_flags.begin(), c.given_flags.end(), flag) != c.given_flags.end();
+}
+
+// Everything a flag can set, as JSON (the model without its name: --preset vit_digits matches a
+// run of the same shape whatever it was called).
+json as_json(const TrainConfig& c, const model::ViTConfig& m, const data::Normalization& norm) {
+  json j = fields_to_json<json>(c);
+  j["model"] = fields_to_json<json>(m);
+  j["model"].erase("name");
+  j["normalization"] = {{"mean", norm.mean}, {"std", norm.std}};
+  return j;
+}
+
+// A value as the command line writes it: 0.002, 8 (not 8.0), sgd (no quotes).
+std::string text(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number_float()) return fmt::format("{}", value.get<double>());
+  return value.dump();
+}
+
+// "--lr 0.01 (the run's 0.002)", or for a flag setting several fields (--preset, --no-augment)
+// "--no-augment: rotate_degrees 0 (the run's 8), ..."; "" when they agree.
+std::string difference(const char* flag, const json& asked, const json& run, const char* whose) {
+  if (asked == run) return "";
+  if (asked.is_object() && run.is_object()) {
+    std::string out;
+    for (const auto& [key, value] : asked.items()) {
+      if (run.contains(key) && run.at(key) == value) continue;
+      out += fmt::format("{}{} {} ({} {})", out.empty() ? "" : ", ", key, text(value), whose,
+                         run.contains(key) ? text(run.at(key)) : "none");
+    }
+    return fmt::format("{}: {}", flag, out);
+  }
+  return fmt::format("{} {} ({} {})", flag, text(asked), whose, text(run));
+}
+
+std::string joined(const std::vector<std::string>& parts, const char* separator) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : separator) + p;
+  return out;
+}
+
+// Refuses every flag the caller gave that the run cannot take, naming it with both values.
+void refuse_changes(const TrainConfig& asked, const TrainConfig& saved, const infer::CheckpointInfo& run,
+                    const std::string& checkpoint_path) {
+  const json a = as_json(asked, asked.model, asked.normalization);
+  const json r = as_json(saved, run.model, run.normalization);
+  std::vector<std::string> model_changes, run_changes;
+  for (const std::string& flag : asked.given_flags) {
+    if (std::find(std::begin(kMayChange), std::end(kMayChange), flag) != std::end(kMayChange)) continue;
+    if (flag == "--overwrite") continue;  // refused by TrainConfig::validate() as a contradiction
+    auto match = [&](const FixedFlag& f) { return flag == f.flag; };
+    if (const auto* f = std::find_if(std::begin(kModelFlags), std::end(kModelFlags), match); f != std::end(kModelFlags)) {
+      const json::json_pointer p(f->pointer);
+      if (auto d = difference(f->flag, a.at(p), r.at(p), "the checkpoint's"); !d.empty()) model_changes.push_back(d);
+    } else if (const auto* g = std::find_if(std::begin(kRunFlags), std::end(kRunFlags), match); g != std::end(kRunFlags)) {
+      const json::json_pointer p(g->pointer);
+      if (auto d = difference(g->flag, a.at(p), r.at(p), "the run's"); !d.empty()) run_changes.push_back(d);
+    } else {
+      run_changes.push_back(flag + " (not something a resumed run can take)");
+    }
+  }
+  VIT_CHECK(model_changes.empty(), "train",
+            "{}: checkpoint is a different model than requested: {}; resume without model flags, or start a new run "
+            "with another --out",
+            checkpoint_path, joined(model_changes, "; "));
+  VIT_CHECK(run_changes.empty(), "train",
+            "--resume {}: {} cannot change when resuming (the run would no longer be the one it continues); drop {}, "
+            "or start a new run with another --out. A resumed run takes only {}",
+            asked.out_dir, joined(run_changes, "; "), run_changes.size() == 1 ? "it" : "them", kMayChangeText);
+}
+
+// FNV-1a over 64-bit words (and the tail bytes): enough to tell a changed dataset, and fast.
+uint64_t hash_bytes(const uint8_t* bytes, size_t n, uint64_t h) {
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes + i, 8);
+    h = (h ^ word) * kPrime;
+    h ^= h >> 29;
+  }
+  for (; i < n; ++i) h = (h ^ bytes[i]) * kPrime;
+  return h;
+}
+
+uint64_t hash_dataset(const data::Dataset& d, uint64_t h) {
+  h = hash_bytes(d.pixels.data(), d.pixels.size(), h);
+  return hash_bytes(reinterpret_cast<const uint8_t*>(d.labels.data()), d.labels.size() * sizeof(int64_t), h);
+}
+
+}  // namespace
+
+TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoint& checkpoint,
+                          const std::string& checkpoint_path) {
+  TrainConfig saved = TrainConfig::from_json(checkpoint.info.train_config_json);
+  const model::ViTConfig& m = checkpoint.info.model;
+  if (asked.given_flags.empty()) {
+    VIT_CHECK(!asked.model_explicit || m.same_architecture(asked.model), "train",
+              "{}: checkpoint is a different model ({} dim {} depth {} heads {}) than requested ({} dim {} depth {} "
+              "heads {})", checkpoint_path, m.name, m.dim, m.depth, m.num_heads, asked.model.name, asked.model.dim,
+              asked.model.depth, asked.model.num_heads);
+  } else {
+    refuse_changes(asked, saved, checkpoint.info, checkpoint_path);
+  }
+  saved.model = m;
+  // --epochs on resume extends (or keeps) the schedule; without it the saved one continues.
+  if (asked.epochs > 0) saved.epochs = std::max(asked.epochs, checkpoint.info.epoch);
+  if (given(asked, "--data")) saved.data_dir = asked.data_dir;  // checked to be the same data once loaded
+  if (given(asked, "--skip-nonfinite")) saved.skip_nonfinite = asked.skip_nonfinite;
+  saved.out_dir = asked.out_dir;
+  saved.threads = asked.threads;
+  saved.progress = asked.progress;
+  saved.stop_after_epoch = asked.stop_after_epoch;
+  saved.checkpoint_every = asked.checkpoint_every;
+  saved.max_pixels = asked.max_pixels;
+  saved.resume = true;
+  saved.overwrite = asked.overwrite;  // refused by validate(): a resumed run continues, never replaces
+  saved.given_flags = asked.given_flags;
+  saved.validate();
+  return saved;
+}
+
+std::string dataset_fingerprint(const data::Dataset& train, const data::Dataset& test) {
+  const uint64_t h = hash_dataset(test, hash_dataset(train, 0xcbf29ce484222325ull));
+  return json{{"train_images", train.size()},
+              {"test_images", test.size()},
+              {"image", {train.channels, train.height, train.width}},
+              {"hash", fmt::format("{:016x}", h)}}
+      .dump();
+}
+
+bool check_same_data(const infer::CheckpointInfo& run, const std::string& run_data_dir, const std::string& data_dir,
+                     const data::Dataset& train, const std::string& fingerprint) {
+  std::vector<std::string> differences;
+  const auto& names = train.class_names;
+  if (names.size() != run.class_names.size()) {
+    differences.push_back(fmt::format("{} classes (the run's {})", names.size(), run.class_names.size()));
+  } else {
+    for (size_t k = 0; k < names.size(); ++k) {
+      if (names[k] == run.class_names[k]) continue;
+      differences.push_back(fmt::format("class {} is '{}' (the run's '{}')", k, names[k], run.class_names[k]));
+      break;
+    }
+  }
+  if (!run.dataset_json.empty()) {
+    try {
+      const json now = json::parse(fingerprint), then = json::parse(run.dataset_json);
+      for (const char* key : {"train_images", "test_images"}) {
+        if (now.at(key) != then.at(key)) {
+          differences.push_back(fmt::format("{} {} (the run's {})", text(now.at(key)),
+                                            key == std::string("train_images") ? "training images" : "test images",
+                                            text(then.at(key))));
+        }
+      }
+      if (now.at("image") != then.at("image")) {
+        const auto shape = [](const json& s) { return fmt::format("{}x{}x{}", text(s[0]), text(s[1]), text(s[2])); };
+        differences.push_back(fmt::format("images {} (the run's {})", shape(now.at("image")), shape(then.at("image"))));
+      }
+      if (differences.empty() && now.at("hash") != then.at("hash")) {
+        differences.push_back("the same numbers of images, but different pixels or labels");
+      }
+    } catch (const json::exception& e) {
+      fail("train", "corrupt dataset fingerprint in the checkpoint ({})", e.what());
+    }
+  }
+  if (!differences.empty()) {
+    if (data_dir == run_data_dir) {
+      fail("train", "{} is not the data this run was trained on any more: {}; restore it, or start a new run with "
+           "another --out", data_dir, joined(differences, ", "));
+    }
+    fail("train", "--data {} is not the data this run was trained on ({}): {}; resume with the run's data, or start a "
+         "new run with another --out", data_dir, run_data_dir, joined(differences, ", "));
+  }
+  return data_dir != run_data_dir;
+}
+
+}  // namespace vit::train
