@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "core/check.h"
 #include "core/system.h"
@@ -258,6 +259,41 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
   if (!folder.empty() && fs::is_directory(folder, ec)) return load_image_folder(folder, channels, size, max_pixels);
   fail("data", "{}: not a dataset directory (expected MNIST IDX files, CIFAR-10 batches, or {}/<class>/ image "
        "folders)", dir, train ? "train" : "test");
+}
+
+std::vector<std::string> map_classes(Dataset& d, const std::vector<std::string>& known, const std::string& whose) {
+  const char* op = "data";
+  for (int64_t label : d.labels) {
+    VIT_CHECK(label >= 0 && label < d.num_classes(), op, "{}: label {} is not one of its {} classes", d.source, label,
+              d.num_classes());
+  }
+  if (d.class_names != known) {
+    std::map<std::string, int64_t> position;
+    for (size_t k = 0; k < known.size(); ++k) {
+      VIT_CHECK(position.emplace(known[k], static_cast<int64_t>(k)).second, op,
+                "{}: the classes of {} name '{}' twice ([{}]), so they cannot be matched by name", d.source, whose,
+                known[k], fmt::join(known, ", "));
+    }
+    std::vector<std::string> unknown;
+    std::vector<int64_t> to(d.class_names.size(), -1);
+    for (size_t k = 0; k < d.class_names.size(); ++k) {
+      const auto it = position.find(d.class_names[k]);
+      if (it == position.end()) unknown.push_back(d.class_names[k]);
+      else to[k] = it->second;
+    }
+    VIT_CHECK(unknown.empty(), op, "{}: {} '{}' {} not among the classes of {}: [{}]; the data's classes are [{}]",
+              d.source, unknown.size() == 1 ? "class" : "classes", fmt::join(unknown, "', '"),
+              unknown.size() == 1 ? "is" : "are", whose, fmt::join(known, ", "), fmt::join(d.class_names, ", "));
+    for (int64_t& label : d.labels) label = to[static_cast<size_t>(label)];
+    d.class_names = known;
+  }
+  std::vector<bool> has_images(known.size(), false);
+  for (int64_t label : d.labels) has_images[static_cast<size_t>(label)] = true;
+  std::vector<std::string> missing;
+  for (size_t k = 0; k < known.size(); ++k) {
+    if (!has_images[k]) missing.push_back(known[k]);
+  }
+  return missing;
 }
 
 }  // namespace vit::data

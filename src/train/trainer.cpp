@@ -123,6 +123,16 @@ void load_data(Run& run) {
   const model::ViTConfig& mc = c.model;
   run.train_data = data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels);
   run.test_data = data::load_dataset(c.data_dir, data::Split::Test, mc.in_channels, mc.image_size, c.max_pixels);
+  // Labels by class name, not by position in each split's own list: the names the model was
+  // trained with are the truth (the checkpoint's when resuming, else the training split's).
+  const bool by_checkpoint = run.resumed && !run.resumed->info.class_names.empty();
+  const std::string whose = by_checkpoint ? "the checkpoint " + run.files.last
+                                          : "the training split (" + run.train_data.source + ")";
+  const std::vector<std::string> known = by_checkpoint ? run.resumed->info.class_names : run.train_data.class_names;
+  for (data::Dataset* d : {&run.train_data, &run.test_data}) {
+    const std::vector<std::string> missing = data::map_classes(*d, known, whose);
+    if (!missing.empty()) fmt::print(stderr, "note: {} has no images of: {}\n", d->source, fmt::join(missing, ", "));
+  }
   for (const data::Dataset* d : {&run.train_data, &run.test_data}) {
     VIT_CHECK(d->channels == mc.in_channels && d->height == mc.image_size && d->width == mc.image_size, "train",
               "{}: images are {}x{}x{} but the model expects {}x{}x{}", d->source, d->channels, d->height, d->width,

@@ -1,5 +1,7 @@
 // The `vit` command given what a hostile new user gives it (issue 11): a model of depth 0 and a
-// checkpoint that says depth 0 (refused by every command, never a crash).
+// checkpoint that says depth 0 (refused by every command, never a crash), and image folders whose
+// splits have different classes and datasets whose class names differ from a checkpoint's
+// (scored by name).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -23,6 +25,36 @@ using testing::vit;
 // A tiny model for 8x8 grey images, one epoch, one thread (no --depth: each test adds it).
 const std::string kModel =
     " --image-size 8 --patch-size 4 --dim 8 --heads 2 --pool mean --epochs 1 --batch-size 4 --threads 1";
+
+// root/<split>/<class>/<i>.png, each class its own brightness.
+void write_folders(const std::string& root, const std::string& split, const std::vector<std::string>& classes,
+                   int per_class) {
+  for (const std::string& name : classes) {
+    fs::create_directories(root + "/" + split + "/" + name);
+    for (int i = 0; i < per_class; ++i) {
+      const auto value = static_cast<uint8_t>(40 * (name[0] - 'a') + 10 * i);
+      data::write_png(root + "/" + split + "/" + name + "/" + std::to_string(i) + ".png",
+                      data::Image{1, 8, 8, std::vector<uint8_t>(64, value)});
+    }
+  }
+}
+
+// The JSON line of `vit eval --json` (notes go to stderr, which the tests read too).
+nlohmann::json eval_json(const CommandResult& r) {
+  const size_t start = r.out.find('{');
+  EXPECT_NE(start, std::string::npos) << r.out;
+  return nlohmann::json::parse(r.out.substr(start == std::string::npos ? 0 : start));
+}
+
+std::vector<int64_t> row_sums(const nlohmann::json& confusion) {
+  std::vector<int64_t> sums;
+  for (const auto& row : confusion) {
+    int64_t s = 0;
+    for (const auto& v : row) s += v.get<int64_t>();
+    sums.push_back(s);
+  }
+  return sums;
+}
 
 // Family 1. `vit train --depth 0` wrote a checkpoint and `vit attention` on it died of SIGSEGV.
 // Depth 0 is refused by the config; a checkpoint saying depth 0 (as older versions wrote) is
@@ -61,6 +93,68 @@ TEST(HostileCli, DepthZeroIsRefusedByEveryCommand) {
           dir.file("x.png"));
   EXPECT_EQ(drawn.exit_code, 0) << drawn.out;
   EXPECT_TRUE(fs::exists(dir.file("a.png")));
+}
+
+// Family 2. Labels were each split's position in its own sorted folder list: with train/{a,b,c}
+// and test/{a,c}, test images of c were scored as b. They are matched by name.
+TEST(HostileCli, ImageFolderClassesAreMatchedByName) {
+  TempDir dir;
+  const std::string data = dir.file("data"), run = dir.file("run");
+  write_folders(data, "train", {"a", "b", "c"}, 4);
+  write_folders(data, "test", {"a", "c"}, 2);
+  write_folders(data, "test", {"c"}, 3);  // a third c image: c has 3 test images, a 2
+  const CommandResult trained = vit("train --data " + data + " --out " + run + " --num-classes 3 --depth 1" + kModel);
+  ASSERT_EQ(trained.exit_code, 0) << trained.out;
+  EXPECT_NE(trained.out.find("note: " + data + "/test has no images of: b\n"), std::string::npos) << trained.out;
+
+  const CommandResult r = vit("eval --checkpoint " + run + "/last.safetensors --data " + data + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("note: " + data + "/test has no images of: b\n"), std::string::npos) << r.out;
+  const nlohmann::json j = eval_json(r);
+  EXPECT_EQ(j["images"], 5);
+  EXPECT_EQ(row_sums(j["confusion"]), (std::vector<int64_t>{2, 0, 3})) << "true classes a, b, c";
+  EXPECT_TRUE(j["per_class_accuracy"]["b"].is_null()) << j.dump();
+
+  // A folder with a class the checkpoint does not know: refused, both lists named.
+  write_folders(dir.file("other"), "test", {"a", "d"}, 1);
+  expect_error(vit("eval --checkpoint " + run + "/last.safetensors --data " + dir.file("other")),
+               "[data] " + dir.file("other/test") + ": class 'd' is not among the classes of the checkpoint " + run +
+                   "/last.safetensors: [a, b, c]; the data's classes are [a, d]");
+  // Training refuses a test class the training split lacks, before writing anything.
+  write_folders(dir.file("other"), "train", {"a", "b"}, 2);
+  expect_error(vit("train --data " + dir.file("other") + " --out " + dir.file("run2") + " --depth 1" + kModel),
+               "[data] " + dir.file("other/test") + ": class 'd' is not among the classes of the training split (" +
+                   dir.file("other/train") + "): [a, b]; the data's classes are [a, d]");
+  EXPECT_FALSE(fs::exists(dir.file("run2")));
+}
+
+// Family 2, IDX: the checkpoint's class names are the truth for a classes.txt too.
+TEST(HostileCli, IdxClassNamesAreMatchedByName) {
+  TempDir dir;
+  const std::string data = dir.file("data"), run = dir.file("run");
+  testing::write_toy_mnist(data, 20, 13, 8);  // test labels 1, 4, 7, 0, 3, 6, 9, 2, 5, 8, 1, 4, 7
+  const CommandResult trained = vit("train --data " + data + " --out " + run + " --depth 1" + kModel);
+  ASSERT_EQ(trained.exit_code, 0) << trained.out;
+  const std::string checkpoint = run + "/last.safetensors";
+  const nlohmann::json base = eval_json(vit("eval --checkpoint " + checkpoint + " --data " + data + " --json"));
+  // The same files, their classes named in reverse: label byte k is the class named 9 - k.
+  fs::copy(data, dir.file("reversed"));
+  std::string reversed;
+  for (int k = 9; k >= 0; --k) reversed += std::to_string(k) + "\n";
+  testing::write_bytes(dir.file("reversed/classes.txt"), std::vector<uint8_t>(reversed.begin(), reversed.end()));
+  const CommandResult r = vit("eval --checkpoint " + checkpoint + " --data " + dir.file("reversed") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json mapped = eval_json(r);
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(mapped["confusion"][9 - k], base["confusion"][k]) << "true class " << k;
+  // Names the checkpoint does not have: refused with both lists.
+  std::string other;
+  for (int k = 0; k < 10; ++k) other += "n" + std::to_string(k) + "\n";
+  testing::write_bytes(dir.file("reversed/classes.txt"), std::vector<uint8_t>(other.begin(), other.end()));
+  expect_error(vit("eval --checkpoint " + checkpoint + " --data " + dir.file("reversed")),
+               "[data] " + dir.file("reversed/t10k-images-idx3-ubyte") +
+                   ": classes 'n0', 'n1', 'n2', 'n3', 'n4', 'n5', 'n6', 'n7', 'n8', 'n9' are not among the classes "
+                   "of the checkpoint " + checkpoint + ": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]; the data's classes are [n0, "
+                   "n1, n2, n3, n4, n5, n6, n7, n8, n9]");
 }
 
 }  // namespace
