@@ -219,12 +219,23 @@ void read_class_names(const fs::path& file, Dataset& d) {
   d.class_names = std::move(names);
 }
 
+namespace {
+
+// A split with no images cannot be trained or scored on (an IDX file may hold 0 images).
+Dataset non_empty(Dataset d, const char* split) {
+  VIT_CHECK(d.size() > 0, "data", "{}: no images: the {} split is empty", d.source, split);
+  return d;
+}
+
+}  // namespace
+
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size, int64_t max_pixels) {
   std::error_code ec;
   VIT_CHECK(fs::exists(dir, ec), "data", "{}: no such directory", dir);
   VIT_CHECK(fs::is_directory(dir, ec), "data", "{}: not a directory", dir);
   const fs::path root(dir);
   const bool train = split == Split::Train;
+  const char* split_name = train ? "train" : "test";
   const std::string prefix = train ? "train" : "t10k";
   const std::string images = existing({(root / (prefix + "-images-idx3-ubyte")).string(),
                                        (root / (prefix + "-images-idx3-ubyte.gz")).string(),
@@ -236,7 +247,7 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
     VIT_CHECK(!labels.empty(), "data", "{}: found {} but no {}-labels-idx1-ubyte[.gz]", dir, images, prefix);
     Dataset d = load_mnist_idx(images, labels);
     read_class_names(root / "classes.txt", d);  // e.g. Fashion-MNIST's names instead of "0".."9"
-    return d;
+    return non_empty(std::move(d), split_name);
   }
   for (const fs::path& base : {root, root / "cifar-10-batches-bin"}) {
     if (fs::exists(base / "data_batch_1.bin") || fs::exists(base / "test_batch.bin")) {
@@ -251,12 +262,14 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
       Dataset d = load_cifar10(files);
       read_class_names(base / "batches.meta.txt", d);  // the names file of the official CIFAR-10 archive
       read_class_names(root / "classes.txt", d);
-      return d;
+      return non_empty(std::move(d), split_name);
     }
   }
   const std::string folder = train ? (root / "train").string()
                                    : existing({(root / "test").string(), (root / "val").string()});
-  if (!folder.empty() && fs::is_directory(folder, ec)) return load_image_folder(folder, channels, size, max_pixels);
+  if (!folder.empty() && fs::is_directory(folder, ec)) {
+    return non_empty(load_image_folder(folder, channels, size, max_pixels), split_name);
+  }
   fail("data", "{}: not a dataset directory (expected MNIST IDX files, CIFAR-10 batches, or {}/<class>/ image "
        "folders)", dir, train ? "train" : "test");
 }

@@ -51,6 +51,7 @@ enum class Split { Train, Test };
 // e.g. Fashion-MNIST's) replaces the defaults ("0".."9"; CIFAR-10's names, or its archive's
 // batches.meta.txt).
 // `channels`/`size` apply to image folders (decoded images are converted and resized).
+// A split without images is refused, naming its file or folder.
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size,
                      int64_t max_pixels = kDefaultMaxPixels);
 

@@ -1,7 +1,7 @@
 // The `vit` command given what a hostile new user gives it (issue 11): a model of depth 0 and a
-// checkpoint that says depth 0 (refused by every command, never a crash), and image folders whose
+// checkpoint that says depth 0 (refused by every command, never a crash), image folders whose
 // splits have different classes and datasets whose class names differ from a checkpoint's
-// (scored by name).
+// (scored by name), and empty splits (refused before anything is written).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -155,6 +155,30 @@ TEST(HostileCli, IdxClassNamesAreMatchedByName) {
                    ": classes 'n0', 'n1', 'n2', 'n3', 'n4', 'n5', 'n6', 'n7', 'n8', 'n9' are not among the classes "
                    "of the checkpoint " + checkpoint + ": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]; the data's classes are [n0, "
                    "n1, n2, n3, n4, n5, n6, n7, n8, n9]");
+}
+
+// Family 9. An IDX training file of 0 images trained "1 epochs x 0 steps", printed nan and
+// wrote a checkpoint of random weights. Empty splits are refused, naming the file.
+TEST(HostileCli, EmptySplitsAreRefused) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("no_train"), 0, 4, 8);
+  expect_error(vit("train --data " + dir.file("no_train") + " --out " + dir.file("run") + " --mean 0.5 --std 0.5" +
+                   " --depth 1" + kModel),
+               "[data] " + dir.file("no_train/train-images-idx3-ubyte") + ": no images: the train split is empty");
+  EXPECT_FALSE(fs::exists(dir.file("run")));
+  testing::write_toy_mnist(dir.file("no_test"), 8, 0, 8);
+  expect_error(vit("train --data " + dir.file("no_test") + " --out " + dir.file("run") + " --depth 1" + kModel),
+               "[data] " + dir.file("no_test/t10k-images-idx3-ubyte") + ": no images: the test split is empty");
+  EXPECT_FALSE(fs::exists(dir.file("run")));
+  // eval of a good checkpoint on an empty split.
+  testing::write_toy_mnist(dir.file("data"), 8, 4, 8);
+  const CommandResult ok = vit("train --data " + dir.file("data") + " --out " + dir.file("run") + " --depth 1" + kModel);
+  ASSERT_EQ(ok.exit_code, 0) << ok.out;
+  expect_error(vit("eval --checkpoint " + dir.file("run/last.safetensors") + " --data " + dir.file("no_test")),
+               "[data] " + dir.file("no_test/t10k-images-idx3-ubyte") + ": no images: the test split is empty");
+  expect_error(vit("eval --split train --checkpoint " + dir.file("run/last.safetensors") + " --data " +
+                   dir.file("no_train")),
+               "[data] " + dir.file("no_train/train-images-idx3-ubyte") + ": no images: the train split is empty");
 }
 
 }  // namespace

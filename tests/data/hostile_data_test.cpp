@@ -1,5 +1,6 @@
-// What a hostile new user hands the dataset readers: splits whose class lists differ (mapped by
-// name, unknown classes refused with both lists, classes without images reported).
+// What a hostile new user hands the dataset readers: empty splits (refused, naming the file),
+// and splits whose class lists differ (mapped by name, unknown classes refused with both lists,
+// classes without images reported).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,6 +22,21 @@ std::string error_of(const std::function<void()>& fn) {
     return e.what();
   }
   return "(no error)";
+}
+
+// An IDX file may hold 0 images; a split of 0 images would train "1 epochs x 0 steps" and save
+// random weights, or score nothing. Both splits are refused, naming the file.
+TEST(HostileData, EmptySplitsAreRefusedNamingTheFile) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.path(), 0, 0, 8);
+  EXPECT_EQ(error_of([&] { load_dataset(dir.path(), Split::Train, 1, 8); }),
+            "[data] " + dir.file("train-images-idx3-ubyte") + ": no images: the train split is empty");
+  EXPECT_EQ(error_of([&] { load_dataset(dir.path(), Split::Test, 1, 8); }),
+            "[data] " + dir.file("t10k-images-idx3-ubyte") + ": no images: the test split is empty");
+  testing::write_toy_mnist(dir.path(), 5, 0, 8);
+  EXPECT_EQ(load_dataset(dir.path(), Split::Train, 1, 8).size(), 5);
+  EXPECT_NE(error_of([&] { load_dataset(dir.path(), Split::Test, 1, 8); }).find("the test split is empty"),
+            std::string::npos);
 }
 
 Dataset labelled(std::vector<std::string> names, std::vector<int64_t> labels) {
