@@ -227,6 +227,14 @@ Dataset non_empty(Dataset d, const char* split) {
   return d;
 }
 
+// A split's IDX file ("train"/"t10k", "images"/"labels", "idx3"/"idx1") under any of its usual
+// names; "" when there is none.
+std::string idx_file(const fs::path& root, const std::string& prefix, const std::string& kind, const std::string& idx) {
+  return existing({(root / (prefix + "-" + kind + "-" + idx + "-ubyte")).string(),
+                   (root / (prefix + "-" + kind + "-" + idx + "-ubyte.gz")).string(),
+                   (root / (prefix + "-" + kind + "." + idx + "-ubyte")).string()});
+}
+
 }  // namespace
 
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size, int64_t max_pixels) {
@@ -236,18 +244,17 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
   const fs::path root(dir);
   const bool train = split == Split::Train;
   const char* split_name = train ? "train" : "test";
-  const std::string prefix = train ? "train" : "t10k";
-  const std::string images = existing({(root / (prefix + "-images-idx3-ubyte")).string(),
-                                       (root / (prefix + "-images-idx3-ubyte.gz")).string(),
-                                       (root / (prefix + "-images.idx3-ubyte")).string()});
+  const std::string prefix = train ? "train" : "t10k", other_prefix = train ? "t10k" : "train";
+  const std::string images = idx_file(root, prefix, "images", "idx3");
   if (!images.empty()) {
-    const std::string labels = existing({(root / (prefix + "-labels-idx1-ubyte")).string(),
-                                         (root / (prefix + "-labels-idx1-ubyte.gz")).string(),
-                                         (root / (prefix + "-labels.idx1-ubyte")).string()});
+    const std::string labels = idx_file(root, prefix, "labels", "idx1");
     VIT_CHECK(!labels.empty(), "data", "{}: found {} but no {}-labels-idx1-ubyte[.gz]", dir, images, prefix);
     Dataset d = load_mnist_idx(images, labels);
     read_class_names(root / "classes.txt", d);  // e.g. Fashion-MNIST's names instead of "0".."9"
     return non_empty(std::move(d), split_name);
+  }
+  if (const std::string other = idx_file(root, other_prefix, "images", "idx3"); !other.empty()) {
+    fail("data", "{}: found {} but no {}-images-idx3-ubyte[.gz] for the {} split", dir, other, prefix, split_name);
   }
   for (const fs::path& base : {root, root / "cifar-10-batches-bin"}) {
     if (fs::exists(base / "data_batch_1.bin") || fs::exists(base / "test_batch.bin")) {
@@ -256,7 +263,11 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
         for (int i = 1; i <= 5; ++i) {
           if (fs::exists(base / fmt::format("data_batch_{}.bin", i))) files.push_back((base / fmt::format("data_batch_{}.bin", i)).string());
         }
+        VIT_CHECK(!files.empty(), "data", "{}: found test_batch.bin but no data_batch_1.bin for the train split",
+                  base.string());
       } else {
+        VIT_CHECK(fs::exists(base / "test_batch.bin"), "data",
+                  "{}: found data_batch_1.bin but no test_batch.bin for the test split", base.string());
         files.push_back((base / "test_batch.bin").string());
       }
       Dataset d = load_cifar10(files);
@@ -270,6 +281,10 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
   if (!folder.empty() && fs::is_directory(folder, ec)) {
     return non_empty(load_image_folder(folder, channels, size, max_pixels), split_name);
   }
+  const std::string other_folder = train ? existing({(root / "test").string(), (root / "val").string()})
+                                         : (root / "train").string();
+  VIT_CHECK(!fs::is_directory(other_folder, ec), "data", "{}: found {}/ but no {}/ folder for the {} split", dir,
+            other_folder, train ? "train" : "test (or val)", split_name);
   fail("data", "{}: not a dataset directory (expected MNIST IDX files, CIFAR-10 batches, or {}/<class>/ image "
        "folders)", dir, train ? "train" : "test");
 }

@@ -51,7 +51,8 @@ enum class Split { Train, Test };
 // e.g. Fashion-MNIST's) replaces the defaults ("0".."9"; CIFAR-10's names, or its archive's
 // batches.meta.txt).
 // `channels`/`size` apply to image folders (decoded images are converted and resized).
-// A split without images is refused, naming its file or folder.
+// A split without images is refused, naming its file or folder; so is a directory holding only
+// the other split's files (naming what was found and what is missing).
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size,
                      int64_t max_pixels = kDefaultMaxPixels);
 
