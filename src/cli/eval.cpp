@@ -34,11 +34,17 @@ void add_eval_command(CLI::App& app) {
     auto model = infer::model_from_checkpoint(ckpt, o->ema);
     const model::ViTConfig& mc = ckpt.info.model;
     model::check_memory(mc, o->batch, false);
-    const data::Dataset d = data::load_dataset(o->data, o->split == "test" ? data::Split::Test : data::Split::Train,
-                                               mc.in_channels, mc.image_size, o->max_pixels);
+    data::Dataset d = data::load_dataset(o->data, o->split == "test" ? data::Split::Test : data::Split::Train,
+                                         mc.in_channels, mc.image_size, o->max_pixels);
     VIT_CHECK(d.channels == mc.in_channels && d.height == mc.image_size && d.width == mc.image_size, "eval",
               "{}: images are {}x{}x{} but {} expects {}x{}x{}", d.source, d.channels, d.height, d.width,
               o->checkpoint, mc.in_channels, mc.image_size, mc.image_size);
+    // Scored by class name: the checkpoint's names are the truth (its outputs' order).
+    if (!ckpt.info.class_names.empty()) {
+      const std::vector<std::string> missing =
+          data::map_classes(d, ckpt.info.class_names, "the checkpoint " + o->checkpoint);
+      if (!missing.empty()) fmt::print(stderr, "note: {} has no images of: {}\n", d.source, fmt::join(missing, ", "));
+    }
     const train::EvalResult r = train::evaluate(*model, d, ckpt.info.normalization, o->batch);
     const std::vector<std::string>& names = ckpt.info.class_names;
     auto name_of = [&](size_t k) { return k < names.size() ? names[k] : std::to_string(k); };

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "core/check.h"
 #include "core/system.h"
@@ -218,24 +219,42 @@ void read_class_names(const fs::path& file, Dataset& d) {
   d.class_names = std::move(names);
 }
 
+namespace {
+
+// A split with no images cannot be trained or scored on (an IDX file may hold 0 images).
+Dataset non_empty(Dataset d, const char* split) {
+  VIT_CHECK(d.size() > 0, "data", "{}: no images: the {} split is empty", d.source, split);
+  return d;
+}
+
+// A split's IDX file ("train"/"t10k", "images"/"labels", "idx3"/"idx1") under any of its usual
+// names; "" when there is none.
+std::string idx_file(const fs::path& root, const std::string& prefix, const std::string& kind, const std::string& idx) {
+  return existing({(root / (prefix + "-" + kind + "-" + idx + "-ubyte")).string(),
+                   (root / (prefix + "-" + kind + "-" + idx + "-ubyte.gz")).string(),
+                   (root / (prefix + "-" + kind + "." + idx + "-ubyte")).string()});
+}
+
+}  // namespace
+
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size, int64_t max_pixels) {
   std::error_code ec;
   VIT_CHECK(fs::exists(dir, ec), "data", "{}: no such directory", dir);
   VIT_CHECK(fs::is_directory(dir, ec), "data", "{}: not a directory", dir);
   const fs::path root(dir);
   const bool train = split == Split::Train;
-  const std::string prefix = train ? "train" : "t10k";
-  const std::string images = existing({(root / (prefix + "-images-idx3-ubyte")).string(),
-                                       (root / (prefix + "-images-idx3-ubyte.gz")).string(),
-                                       (root / (prefix + "-images.idx3-ubyte")).string()});
+  const char* split_name = train ? "train" : "test";
+  const std::string prefix = train ? "train" : "t10k", other_prefix = train ? "t10k" : "train";
+  const std::string images = idx_file(root, prefix, "images", "idx3");
   if (!images.empty()) {
-    const std::string labels = existing({(root / (prefix + "-labels-idx1-ubyte")).string(),
-                                         (root / (prefix + "-labels-idx1-ubyte.gz")).string(),
-                                         (root / (prefix + "-labels.idx1-ubyte")).string()});
+    const std::string labels = idx_file(root, prefix, "labels", "idx1");
     VIT_CHECK(!labels.empty(), "data", "{}: found {} but no {}-labels-idx1-ubyte[.gz]", dir, images, prefix);
     Dataset d = load_mnist_idx(images, labels);
     read_class_names(root / "classes.txt", d);  // e.g. Fashion-MNIST's names instead of "0".."9"
-    return d;
+    return non_empty(std::move(d), split_name);
+  }
+  if (const std::string other = idx_file(root, other_prefix, "images", "idx3"); !other.empty()) {
+    fail("data", "{}: found {} but no {}-images-idx3-ubyte[.gz] for the {} split", dir, other, prefix, split_name);
   }
   for (const fs::path& base : {root, root / "cifar-10-batches-bin"}) {
     if (fs::exists(base / "data_batch_1.bin") || fs::exists(base / "test_batch.bin")) {
@@ -244,20 +263,65 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
         for (int i = 1; i <= 5; ++i) {
           if (fs::exists(base / fmt::format("data_batch_{}.bin", i))) files.push_back((base / fmt::format("data_batch_{}.bin", i)).string());
         }
+        VIT_CHECK(!files.empty(), "data", "{}: found test_batch.bin but no data_batch_1.bin for the train split",
+                  base.string());
       } else {
+        VIT_CHECK(fs::exists(base / "test_batch.bin"), "data",
+                  "{}: found data_batch_1.bin but no test_batch.bin for the test split", base.string());
         files.push_back((base / "test_batch.bin").string());
       }
       Dataset d = load_cifar10(files);
       read_class_names(base / "batches.meta.txt", d);  // the names file of the official CIFAR-10 archive
       read_class_names(root / "classes.txt", d);
-      return d;
+      return non_empty(std::move(d), split_name);
     }
   }
   const std::string folder = train ? (root / "train").string()
                                    : existing({(root / "test").string(), (root / "val").string()});
-  if (!folder.empty() && fs::is_directory(folder, ec)) return load_image_folder(folder, channels, size, max_pixels);
+  if (!folder.empty() && fs::is_directory(folder, ec)) {
+    return non_empty(load_image_folder(folder, channels, size, max_pixels), split_name);
+  }
+  const std::string other_folder = train ? existing({(root / "test").string(), (root / "val").string()})
+                                         : (root / "train").string();
+  VIT_CHECK(!fs::is_directory(other_folder, ec), "data", "{}: found {}/ but no {}/ folder for the {} split", dir,
+            other_folder, train ? "train" : "test (or val)", split_name);
   fail("data", "{}: not a dataset directory (expected MNIST IDX files, CIFAR-10 batches, or {}/<class>/ image "
        "folders)", dir, train ? "train" : "test");
+}
+
+std::vector<std::string> map_classes(Dataset& d, const std::vector<std::string>& known, const std::string& whose) {
+  const char* op = "data";
+  for (int64_t label : d.labels) {
+    VIT_CHECK(label >= 0 && label < d.num_classes(), op, "{}: label {} is not one of its {} classes", d.source, label,
+              d.num_classes());
+  }
+  if (d.class_names != known) {
+    std::map<std::string, int64_t> position;
+    for (size_t k = 0; k < known.size(); ++k) {
+      VIT_CHECK(position.emplace(known[k], static_cast<int64_t>(k)).second, op,
+                "{}: the classes of {} name '{}' twice ([{}]), so they cannot be matched by name", d.source, whose,
+                known[k], fmt::join(known, ", "));
+    }
+    std::vector<std::string> unknown;
+    std::vector<int64_t> to(d.class_names.size(), -1);
+    for (size_t k = 0; k < d.class_names.size(); ++k) {
+      const auto it = position.find(d.class_names[k]);
+      if (it == position.end()) unknown.push_back(d.class_names[k]);
+      else to[k] = it->second;
+    }
+    VIT_CHECK(unknown.empty(), op, "{}: {} '{}' {} not among the classes of {}: [{}]; the data's classes are [{}]",
+              d.source, unknown.size() == 1 ? "class" : "classes", fmt::join(unknown, "', '"),
+              unknown.size() == 1 ? "is" : "are", whose, fmt::join(known, ", "), fmt::join(d.class_names, ", "));
+    for (int64_t& label : d.labels) label = to[static_cast<size_t>(label)];
+    d.class_names = known;
+  }
+  std::vector<bool> has_images(known.size(), false);
+  for (int64_t label : d.labels) has_images[static_cast<size_t>(label)] = true;
+  std::vector<std::string> missing;
+  for (size_t k = 0; k < known.size(); ++k) {
+    if (!has_images[k]) missing.push_back(known[k]);
+  }
+  return missing;
 }
 
 }  // namespace vit::data

@@ -51,7 +51,18 @@ enum class Split { Train, Test };
 // e.g. Fashion-MNIST's) replaces the defaults ("0".."9"; CIFAR-10's names, or its archive's
 // batches.meta.txt).
 // `channels`/`size` apply to image folders (decoded images are converted and resized).
+// A split without images is refused, naming its file or folder; so is a directory holding only
+// the other split's files (naming what was found and what is missing).
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size,
                      int64_t max_pixels = kDefaultMaxPixels);
+
+// Labels are positions in a dataset's own class list; a model's outputs are positions in the
+// list it was trained with. This maps `d` onto `known` by class name: afterwards d.class_names
+// is `known` and every label is the position of its class's name there, so a test split with
+// fewer classes (test/{a,c} beside train/{a,b,c}), or classes in another order, is scored
+// right. A class of `d` that `known` lacks is refused, with both lists; `whose` says whose
+// classes `known` are ("the training split (data/train)"). Returns the names of `known` with no
+// image in `d`, for the caller to mention.
+std::vector<std::string> map_classes(Dataset& d, const std::vector<std::string>& known, const std::string& whose);
 
 }  // namespace vit::data

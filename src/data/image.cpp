@@ -96,16 +96,32 @@ const char* image_format(const uint8_t* p, size_t size, size_t& jpeg_start) {
 // fuzzer found stb 2.27's JPEG decoder reading out of bounds on corrupt Huffman data. Grey
 // JPEGs decode to 1 channel, everything else to RGB; accurate IDCT and fancy upsampling, as
 // libjpeg's defaults (and so PIL) do. Any error or warning (e.g. truncated data) refuses.
+// A file cut short (a partial download or copy) lacks the end-of-image marker (FF D9): say so,
+// rather than only what the decoder met where the data stopped.
+bool has_end_marker(const uint8_t* p, size_t size) {
+  for (size_t i = 0; i + 1 < size; ++i) {
+    if (p[i] == 0xFF && p[i + 1] == 0xD9) return true;
+  }
+  return false;
+}
+
 template <typename CheckSize>
 Image decode_jpeg(const uint8_t* bytes, size_t size, const std::string& name, CheckSize check_size) {
   std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitDecompress(), tjDestroy);
   VIT_CHECK(handle != nullptr, "image", "{}: cannot start the JPEG decoder", name);
-  auto error = [&] { return std::string(tjGetErrorStr2(handle.get())); };
+  const bool truncated = !has_end_marker(bytes, size);
+  auto error = [&] {
+    const std::string reason = tjGetErrorStr2(handle.get());
+    return truncated ? fmt::format("truncated JPEG: the data ends before its end-of-image marker; {}", reason) : reason;
+  };
   int w = 0, h = 0, subsampling = 0, colorspace = 0;
   if (tjDecompressHeader3(handle.get(), bytes, static_cast<unsigned long>(size), &w, &h, &subsampling, &colorspace) !=
       0) {
     fail("image", "{}: cannot decode ({})", name, error());
   }
+  // The header reader accepts a stream of tables only (no frame header) and reports 0 x 0.
+  VIT_CHECK(w > 0 && h > 0, "image", "{}: cannot decode ({} JPEG: no image header (SOF) {})", name,
+            truncated ? "truncated" : "corrupt", truncated ? "before the data ends" : "before its end-of-image marker");
   check_size(w, h);
   const bool grey = colorspace == TJCS_GRAY;
   const int c = grey ? 1 : 3;
@@ -136,7 +152,8 @@ Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, i
   const char* format = image_format(bytes, size, jpeg_start);
   VIT_CHECK(format != nullptr, "image", "{}: cannot decode (not a PNG, JPEG or BMP file)", name);
   auto check_size = [&](int w, int h) {
-    VIT_CHECK(w > 0 && h > 0 && static_cast<int64_t>(w) * h <= max_pixels, "image",
+    VIT_CHECK(w > 0 && h > 0, "image", "{}: cannot decode (its header says {}x{} pixels)", name, w, h);
+    VIT_CHECK(static_cast<int64_t>(w) * h <= max_pixels, "image",
               "{}: {}x{} = {} pixels exceeds the limit of {} pixels", name, w, h, static_cast<int64_t>(w) * h,
               max_pixels);
   };

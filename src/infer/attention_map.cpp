@@ -48,12 +48,16 @@ AttentionMaps attention_maps(model::VisionTransformer& model, const data::Image&
   const model::ViTConfig& c = model.config();
   Tensor input = Tensor::empty({1, c.in_channels, c.image_size, c.image_size});
   preprocess_into(image, preprocess, c.in_channels, input.data<float>());
+  // Every map needs at least one block's attention (a model is built with depth >= 1; check
+  // rather than trust it).
   std::vector<nn::MultiHeadSelfAttention*> attentions;
-  for (const auto& [_, block] : model.blocks->named_children()) {
-    auto* attn = static_cast<nn::EncoderBlock*>(block.get())->attn.get();
-    attn->keep_attention = true;
-    attentions.push_back(attn);
+  for (const auto& [name, block] : model.blocks->named_children()) {
+    auto* encoder_block = dynamic_cast<nn::EncoderBlock*>(block.get());
+    VIT_CHECK(encoder_block != nullptr, "attention", "blocks.{} is not an encoder block", name);
+    attentions.push_back(encoder_block->attn.get());
   }
+  VIT_CHECK(!attentions.empty(), "attention", "{} has no encoder blocks: there is no attention to draw", c.name);
+  for (auto* attn : attentions) attn->keep_attention = true;
   const bool was_training = model.is_training();
   model.eval();
   Tensor probs;

@@ -132,12 +132,11 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
          fmt::join(out.unexpected_keys, ", "));
   }
   out.model->eval();
-  if (out.class_names.empty()) {
-    if (config.num_classes == 1000) {
-      out.class_names = imagenet_class_names();
-    } else {
-      for (int64_t k = 0; k < config.num_classes; ++k) out.class_names.push_back(std::to_string(k));
-    }
+  if (out.class_names.empty() && config.num_classes == 1000) out.class_names = imagenet_class_names();
+  // One name per output: a model trained on fewer classes than it has outputs (3 class folders,
+  // 10 outputs) names the unused ones by number, so every predicted index has a name.
+  for (auto k = static_cast<int64_t>(out.class_names.size()); k < config.num_classes; ++k) {
+    out.class_names.push_back(std::to_string(k));
   }
   return out;
 }

@@ -20,7 +20,7 @@ void ViTConfig::validate() const {
             patch_size);
   VIT_CHECK(in_channels > 0, op, "in_channels must be positive, got {}", in_channels);
   VIT_CHECK(num_classes > 0, op, "num_classes must be positive, got {}", num_classes);
-  VIT_CHECK(dim > 0 && depth >= 0 && num_heads > 0, op, "dim {}, depth {}, num_heads {} must be positive", dim, depth,
+  VIT_CHECK(dim > 0 && depth > 0 && num_heads > 0, op, "dim {}, depth {}, num_heads {} must be positive", dim, depth,
             num_heads);
   VIT_CHECK(dim % num_heads == 0, op, "dim {} is not divisible by num_heads {}", dim, num_heads);
   VIT_CHECK(mlp_dim > 0 || mlp_ratio > 0, op, "mlp_ratio must be positive, got {}", mlp_ratio);

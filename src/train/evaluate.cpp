@@ -13,6 +13,7 @@ namespace vit::train {
 EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, const data::Normalization& norm,
                     int64_t batch_size) {
   const int64_t K = model.config().num_classes;
+  VIT_CHECK(data.size() > 0, "evaluate", "{}: no images to evaluate on", data.source);
   VIT_CHECK(data.num_classes() <= K, "evaluate", "the data has {} classes but the model predicts {}",
             data.num_classes(), K);
   const bool was_training = model.is_training();

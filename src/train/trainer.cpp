@@ -125,6 +125,16 @@ void load_data(Run& run) {
     }
   }
   if (!escaped.empty()) std::printf("class names that are not valid UTF-8 are recorded with \\x escapes: %s\n", escaped.c_str());
+  // Labels by class name, not by position in each split's own list: the names the model was
+  // trained with are the truth (the checkpoint's when resuming, else the training split's).
+  const bool by_checkpoint = run.resumed && !run.resumed->info.class_names.empty();
+  const std::string whose = by_checkpoint ? "the checkpoint " + run.files.last
+                                          : "the training split (" + run.train_data.source + ")";
+  const std::vector<std::string> known = by_checkpoint ? run.resumed->info.class_names : run.train_data.class_names;
+  for (data::Dataset* d : {&run.train_data, &run.test_data}) {
+    const std::vector<std::string> missing = data::map_classes(*d, known, whose);
+    if (!missing.empty()) fmt::print(stderr, "note: {} has no images of: {}\n", d->source, fmt::join(missing, ", "));
+  }
   // A resumed run continues on the data it was trained on: refused otherwise, moved is fine.
   run.data_fingerprint = dataset_fingerprint(run.train_data, run.test_data);
   if (run.resumed) {

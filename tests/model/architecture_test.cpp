@@ -1,6 +1,6 @@
 // model/architecture.h describes every parameter without building the model: for every variant
 // of the config (cls/mean pooling, qkv bias on/off, a representation layer, an explicit MLP
-// width, depth 0 to 3) its table must equal the built VisionTransformer's named_parameters()
+// width, depth 1 to 3) its table must equal the built VisionTransformer's named_parameters()
 // name for name and shape for shape, and the counts and MACs read from it must equal the closed
 // formulas they replaced. The checkpoint layouts' timm keys must be the same names.
 #include <gtest/gtest.h>
@@ -57,7 +57,7 @@ std::vector<ViTConfig> variants() {
     for (bool qkv_bias : {true, false}) {
       for (int64_t representation : {0, 12}) {
         for (int64_t mlp_dim : {0, 20}) {
-          for (int64_t depth : {0, 1, 3}) {
+          for (int64_t depth : {1, 2, 3}) {
             ViTConfig c;
             c.image_size = 12;
             c.patch_size = 4;
