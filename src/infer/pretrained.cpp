@@ -78,10 +78,16 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     model::Converted converted = model::to_timm(f32, layout, path);
     weights = std::move(converted.weights);
     out.unexpected_keys = converted.unused;
-    config = model::infer_config(weights, layout, options.num_heads, path);
-    if (auto it = file.metadata.find("num_heads"); it != file.metadata.end() && options.num_heads <= 0) {
-      config.num_heads = std::stoll(it->second);
+    // The head count: --heads, else the file's "num_heads" metadata, else the standard one for the width.
+    int64_t heads = options.num_heads;
+    if (auto it = file.metadata.find("num_heads"); it != file.metadata.end() && heads <= 0) {
+      const std::string& text = it->second;
+      const bool digits = !text.empty() && text.size() <= 9 && text.find_first_not_of("0123456789") == std::string::npos;
+      heads = digits ? std::stoll(text) : 0;
+      VIT_CHECK(heads > 0, "checkpoint", "{}: metadata 'num_heads' is '{}', not a positive integer (--heads overrides it)",
+                path, text);
     }
+    config = model::infer_config(weights, layout, heads, path);
     out.preprocess = default_preprocess(layout, config);
     interpolate_align_corners = layout == model::Layout::Torchvision;
     VIT_CHECK(config.dim % config.num_heads == 0, "checkpoint", "{}: width {} is not divisible by {} heads (--heads)",

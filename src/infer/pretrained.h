@@ -17,7 +17,7 @@ namespace vit::infer {
 
 struct LoadOptions {
   std::optional<model::Layout> layout;  // detected when not given
-  int64_t num_heads = 0;                // 0: from metadata, else the standard value for the width
+  int64_t num_heads = 0;                // 0: from metadata, else the standard value for a standard width
   std::optional<double> eps;            // LayerNorm eps; default follows the layout
   int64_t image_size = 0;               // > 0: run at this resolution (pos_embed resampled)
   bool strict = true;                   // refuse missing / unexpected keys
