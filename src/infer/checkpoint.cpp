@@ -27,6 +27,13 @@ void save_checkpoint(const std::string& path, const model::VisionTransformer& mo
   io::save_safetensors(path, tensors, metadata);
 }
 
+[[noreturn]] void rethrow_for_file(const std::string& path, const std::exception& e, const std::string& context) {
+  const std::string message = e.what();
+  if (message.rfind("[checkpoint] " + path + ": ", 0) == 0) throw Error(message);  // names the file already
+  if (context.empty()) fail("checkpoint", "{}: {}", path, message);
+  fail("checkpoint", "{}: {}: {}", path, context, message);
+}
+
 bool is_vit_checkpoint(const io::SafetensorsFile& file) {
   const auto it = file.metadata.find("format");
   return it != file.metadata.end() && file.metadata.count("model_config");
@@ -60,7 +67,7 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file) {
     c.info.normalization.mean = norm.at("mean").get<std::vector<double>>();
     c.info.normalization.std = norm.at("std").get<std::vector<double>>();
   } catch (const vit::Error& e) {
-    fail("checkpoint", "{}: {}", path, e.what());
+    rethrow_for_file(path, e);
   } catch (const std::exception& e) {
     fail("checkpoint", "{}: corrupt metadata ({})", path, e.what());
   }
@@ -84,7 +91,11 @@ std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedChec
   auto model = std::make_unique<model::VisionTransformer>(checkpoint.info.model, std::make_shared<Generator>(0));
   VIT_CHECK(!use_ema || !checkpoint.ema.empty(), "checkpoint", "{}: no EMA weights in this checkpoint (trained without --ema)",
             checkpoint.path);
-  model->load_state_dict(use_ema ? checkpoint.ema : checkpoint.weights);
+  try {
+    model->load_state_dict(use_ema ? checkpoint.ema : checkpoint.weights);
+  } catch (const std::exception& e) {
+    rethrow_for_file(checkpoint.path, e, use_ema ? "EMA weights" : "");
+  }
   return model;
 }
 

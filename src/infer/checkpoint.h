@@ -58,6 +58,10 @@ bool is_vit_checkpoint(const io::SafetensorsFile& file);
 LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file);
 LoadedCheckpoint load_checkpoint(const std::string& path);
 
+// Rethrows an error met while reading `path` as "[checkpoint] FILE: [context: ]message"; an
+// error that already names the file so passes unchanged (never "[checkpoint] F: [checkpoint] F:").
+[[noreturn]] void rethrow_for_file(const std::string& path, const std::exception& e, const std::string& context = "");
+
 // Builds the model a checkpoint describes and loads its weights (its EMA weights when asked; an
 // error if it has none).
 std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint, bool use_ema = false);

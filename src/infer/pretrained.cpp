@@ -125,7 +125,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     out.missing_keys = r.missing_keys;
     for (const auto& k : r.unexpected_keys) out.unexpected_keys.push_back(k);
   } catch (const Error& e) {
-    fail("checkpoint", "{}: {}", path, e.what());
+    rethrow_for_file(path, e);
   }
   if (options.strict && !out.unexpected_keys.empty()) {
     fail("checkpoint", "{}: unexpected keys [{}] (use --no-strict to ignore them)", path,

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 namespace vit::io {
@@ -17,6 +18,21 @@ namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
 
+// What a file whose first bytes are `base` plainly is, by its magic number ("" when unknown).
+std::string known_format(const char* base, uint64_t size) {
+  auto starts = [&](std::string_view magic) { return size >= magic.size() && std::memcmp(base, magic.data(), magic.size()) == 0; };
+  if (starts("\x89PNG\r\n\x1a\n")) return "a PNG image";
+  if (starts("\xff\xd8\xff")) return "a JPEG image";
+  if (starts("PK\x03\x04")) return "a zip archive, as PyTorch .pt/.pth files are: convert it with tools/convert_checkpoint.py";
+  if (size >= 2 && static_cast<unsigned char>(base[0]) == 0x80 && base[1] >= 2 && base[1] <= 5) {
+    return "a Python pickle, as old PyTorch checkpoints are: convert it with tools/convert_checkpoint.py";
+  }
+  if (starts("\x93NUMPY")) return "a NumPy .npy array";
+  if (starts("\x89HDF\r\n\x1a\n")) return "an HDF5 file";
+  if (starts("GGUF")) return "a GGUF model";
+  if (starts("\x1f\x8b")) return "gzip-compressed data";
+  return "";
+}
 
 size_t stored_size(const std::string& dtype) {
   if (dtype == "F32" || dtype == "I32") return 4;
@@ -97,6 +113,13 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
   if (size < 8) bad(fmt::format("file is {} bytes, too short for the 8-byte header length", size));
   uint64_t header_len;
   std::memcpy(&header_len, base, 8);
+  // A header length that does not fit and no '{' where the JSON starts: another kind of file.
+  if ((header_len > kMaxHeaderBytes || header_len > size - 8) && size > 8 && base[8] != '{') {
+    const std::string kind = known_format(base, size);
+    bad(kind.empty() ? fmt::format("not a safetensors file (its first 8 bytes, read as the header length, give {} for "
+                                   "a {}-byte file, and no JSON header follows)", header_len, size)
+                     : fmt::format("not a safetensors file (it is {})", kind));
+  }
   if (header_len > kMaxHeaderBytes) bad(fmt::format("header length {} exceeds the 100 MB limit", header_len));
   if (header_len > size - 8) bad(fmt::format("header length {} is longer than the file ({} bytes)", header_len, size));
   // nlohmann stops at a NUL byte; the format forbids anything after the JSON, so refuse it here.

@@ -2,7 +2,8 @@
 // header {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}}, then
 // the tensor bytes. Reading memory-maps the file and validates everything before use: header
 // size (<= 100 MB) and JSON, dtypes, shapes, offsets inside the data and not overlapping,
-// byte lengths matching shape x dtype. F16/BF16 are widened to F32, I32 to I64 on load.
+// byte lengths matching shape x dtype. F16/BF16 are widened to F32, I32 to I64 on load. A file
+// that is plainly something else (a PNG, a zip archive, ...) is named as such.
 #pragma once
 
 #include <map>
