@@ -13,6 +13,8 @@
 #include <string_view>
 #include <nlohmann/json.hpp>
 
+#include "io/checksum.h"
+
 namespace vit::io {
 namespace {
 
@@ -33,6 +35,14 @@ std::string known_format(const char* base, uint64_t size) {
   if (starts("\x1f\x8b")) return "gzip-compressed data";
   return "";
 }
+
+// The header as the checksum covers it: without __metadata__.checksum, keys sorted, no spaces.
+uint64_t header_hash(nlohmann::json header) {
+  if (auto it = header.find("__metadata__"); it != header.end() && it->is_object()) it->erase(kChecksumKey);
+  const std::string text = header.dump();
+  return xxh64(text.data(), text.size());
+}
+
 
 size_t stored_size(const std::string& dtype) {
   if (dtype == "F32" || dtype == "I32") return 4;
@@ -136,6 +146,9 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
 
   SafetensorsFile file;
   file.path = name;
+  file.bytes = owner;
+  file.data = data;
+  file.data_size = data_size;
   struct Entry {
     std::string key, dtype;
     Shape shape;
@@ -150,6 +163,7 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
         if (!m->is_string()) bad(fmt::format("__metadata__ value '{}' is not a string", m.key()));
         file.metadata[m.key()] = m->get<std::string>();
       }
+      if (it->contains(kChecksumKey)) file.header_hash = header_hash(header);
       continue;
     }
     const auto& info = *it;
@@ -201,6 +215,7 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
   }
   for (const Entry& e : entries) {
     file.tensors.emplace_back(e.key, make_tensor(e.dtype, e.shape, data + e.begin, owner));
+    file.spans.push_back({e.key, e.dtype, e.begin, e.end});
   }
   return file;
 }
@@ -247,9 +262,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
 }
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata, bool checksum) {
+  VIT_CHECK(!checksum || !metadata.count(kChecksumKey), "safetensors", "{}: metadata key '{}' is reserved for the checksum",
+            path, kChecksumKey);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  if (!metadata.empty() || checksum) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   std::vector<Tensor> contiguous;
   for (const auto& [name, t] : tensors) {
@@ -261,6 +278,11 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     header[name] = {{"dtype", dtype}, {"shape", t.shape()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
     contiguous.push_back(t.contiguous());
+  }
+  if (checksum) {  // see safetensors.h: the data section, seeded with the canonical header
+    Xxh64 hash(header_hash(nlohmann::json::parse(header.dump())));
+    for (const Tensor& t : contiguous) hash.update(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+    header["__metadata__"][kChecksumKey] = checksum_str(hash.digest());
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
