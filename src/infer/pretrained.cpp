@@ -55,8 +55,9 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   bool interpolate_align_corners = false;
   if (is_vit_checkpoint(file)) {
     // Our own checkpoint: everything is in the metadata.
-    LoadedCheckpoint checkpoint = parse_checkpoint(file);
+    LoadedCheckpoint checkpoint = parse_checkpoint(file, {.allow_nonfinite = options.allow_nonfinite});
     out.layout = "vit";
+    out.checksum = checkpoint.checksum;
     config = checkpoint.info.model;
     weights = options.use_ema ? std::move(checkpoint.ema) : std::move(checkpoint.weights);
     VIT_CHECK(!weights.empty(), "checkpoint", "{}: no {}weights in this checkpoint", path, options.use_ema ? "EMA " : "");
@@ -68,6 +69,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     out.preprocess.crop = 0;
     out.preprocess.filter = Filter::Bilinear;
   } else {
+    scan_checkpoint_file(file, /*checksum=*/false, options.allow_nonfinite);
     const model::Layout layout = options.layout ? *options.layout : model::detect_layout(file.tensors, path);
     out.layout = model::layout_name(layout);
     model::NamedTensors f32;
@@ -132,12 +134,10 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
          fmt::join(out.unexpected_keys, ", "));
   }
   out.model->eval();
-  if (out.class_names.empty()) {
-    if (config.num_classes == 1000) {
-      out.class_names = imagenet_class_names();
-    } else {
-      for (int64_t k = 0; k < config.num_classes; ++k) out.class_names.push_back(std::to_string(k));
-    }
+  if (out.class_names.empty() && config.num_classes == 1000) out.class_names = imagenet_class_names();
+  // One name per output: numbers for classes the checkpoint names none for (fewer data classes).
+  for (auto k = static_cast<int64_t>(out.class_names.size()); k < config.num_classes; ++k) {
+    out.class_names.push_back(std::to_string(k));
   }
   return out;
 }

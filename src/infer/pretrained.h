@@ -22,6 +22,7 @@ struct LoadOptions {
   int64_t image_size = 0;               // > 0: run at this resolution (pos_embed resampled)
   bool strict = true;                   // refuse missing / unexpected keys
   bool use_ema = false;                 // our checkpoints: the EMA weights
+  bool allow_nonfinite = false;         // load weights holding NaN/Inf (refused by default)
 };
 
 struct LoadedModel {
@@ -30,6 +31,7 @@ struct LoadedModel {
   Preprocess preprocess;                    // the layout's (or checkpoint's) evaluation transform
   std::vector<std::string> class_names;     // from the checkpoint, ImageNet-1k for 1000 classes, else numbers
   std::vector<std::string> missing_keys, unexpected_keys;  // with strict = false
+  std::string checksum;  // our checkpoints: the verified checksum ("" for an older file without one)
 };
 
 LoadedModel load_model(const std::string& path, const LoadOptions& options = {});
