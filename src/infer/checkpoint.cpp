@@ -125,7 +125,7 @@ void validate_checkpoint_info(const CheckpointInfo& info, const std::string& pat
   // Progress: every finished epoch trained at least one batch, each batch is one step.
   VIT_CHECK(info.epoch >= 0 && info.step >= 0 && info.batch >= 0, "checkpoint",
             "{}: negative epoch/step/batch ({}, {}, {})", path, info.epoch, info.step, info.batch);
-  VIT_CHECK(info.step >= info.epoch + info.batch, "checkpoint",
+  VIT_CHECK(info.batch <= info.step && info.epoch <= info.step - info.batch, "checkpoint",  // no overflow
             "{}: step {} is less than epoch {} + batch {} (every epoch and every batch takes a step)", path, info.step,
             info.epoch, info.batch);
   VIT_CHECK(std::isfinite(info.elapsed_seconds) && info.elapsed_seconds >= 0, "checkpoint",
@@ -154,7 +154,7 @@ void validate_checkpoint_info(const CheckpointInfo& info, const std::string& pat
     };
     const int64_t steps = count("steps"), skipped = count("skipped"), seen_images = count("seen"),
                   correct = count("correct");
-    VIT_CHECK(steps + skipped == info.batch && correct <= seen_images, "checkpoint",
+    VIT_CHECK(skipped <= info.batch && steps == info.batch - skipped && correct <= seen_images, "checkpoint",
               "{}: epoch_stats ({} steps + {} skipped, {} of {} correct) do not add up to batch {}", path, steps,
               skipped, correct, seen_images, info.batch);
     for (const char* key : {"loss_sum", "seconds"}) {
