@@ -28,8 +28,8 @@ double parse_seconds(const std::string& path, const std::string& text) {
     if (used != text.size()) v = -1;
   } catch (const std::exception&) {
   }
-  VIT_CHECK(std::isfinite(v) && v >= 0, "checkpoint", "{}: metadata 'elapsed_seconds' is '{}', not a finite number >= 0",
-            path, text);
+  VIT_CHECK(std::isfinite(v) && v >= 0, "checkpoint",
+            "{}: metadata 'elapsed_seconds' is '{}', not a finite number >= 0", path, text);
   return v;
 }
 
@@ -62,8 +62,8 @@ void check_config_fits_weights(const std::string& path, const model::ViTConfig& 
   double held = 0;
   for (const auto& [name, t] : weights) held += static_cast<double>(t.numel());
   VIT_CHECK(held == model::parameter_count(c), "checkpoint",
-            "{}: model_config describes {:.0f} parameters, but the weights hold {:.0f}", path, model::parameter_count(c),
-            held);
+            "{}: model_config describes {:.0f} parameters, but the weights hold {:.0f}", path,
+            model::parameter_count(c), held);
 }
 
 // EMA weights (when present) mirror the model's: same names, shapes, float32.
@@ -96,8 +96,10 @@ void validate_checkpoint_info(const CheckpointInfo& info, const std::string& pat
   } catch (const std::exception& e) {
     rethrow_for_file(path, e, "model_config");
   }
-  VIT_CHECK(m.eps <= kMaxLayerNormEps, "checkpoint", "{}: model_config eps is {}, outside (0, {}] (LayerNorm eps: timm "
-            "1e-6, PyTorch 1e-5)", path, number_str(m.eps), kMaxLayerNormEps);
+  VIT_CHECK(m.eps <= kMaxLayerNormEps, "checkpoint",
+            "{}: model_config eps is {}, outside (0, {}] (LayerNorm eps: timm "
+            "1e-6, PyTorch 1e-5)",
+            path, number_str(m.eps), kMaxLayerNormEps);
   // Normalisation: one finite mean and std per input channel, in the range pixels in [0, 1] allow.
   const data::Normalization& n = info.normalization;
   const auto C = static_cast<size_t>(m.in_channels);
@@ -137,8 +139,8 @@ void validate_checkpoint_info(const CheckpointInfo& info, const std::string& pat
   } catch (const nlohmann::json::exception& e) {
     fail("checkpoint", "{}: train_config or epoch_stats is not valid JSON ({})", path, e.what());
   }
-  VIT_CHECK(train.is_object() && stats.is_object(), "checkpoint", "{}: train_config and epoch_stats must be JSON objects",
-            path);
+  VIT_CHECK(train.is_object() && stats.is_object(), "checkpoint",
+            "{}: train_config and epoch_stats must be JSON objects", path);
   if (train.contains("epochs") && train["epochs"].is_number_integer() && train["epochs"].get<int64_t>() > 0) {
     const auto epochs = train["epochs"].get<int64_t>();
     VIT_CHECK(info.epoch < epochs || (info.epoch == epochs && info.batch == 0), "checkpoint",
@@ -197,7 +199,8 @@ io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool check
   io::ContentScan scan = io::scan_contents(file, checksum, !allow_nonfinite);
   VIT_CHECK(scan.nonfinite_count == 0, "checkpoint",
             "{}: tensor '{}' holds {} at index {} ({} non-finite value{} in the file); refusing to load it "
-            "(--allow-nonfinite loads it anyway)", file.path, scan.nonfinite_tensor,
+            "(--allow-nonfinite loads it anyway)",
+            file.path, scan.nonfinite_tensor,
             std::isnan(scan.nonfinite_value) ? "NaN" : (scan.nonfinite_value > 0 ? "Inf" : "-Inf"),
             scan.nonfinite_index, scan.nonfinite_count, scan.nonfinite_count == 1 ? "" : "s");
   return scan;
@@ -209,7 +212,8 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOpt
     auto it = file.metadata.find(key);
     VIT_CHECK(it != file.metadata.end(), "checkpoint",
               "{}: not a checkpoint written by vit train (no '{}' in its metadata); timm, torchvision and Hugging Face "
-              "weights are for vit predict / vit attention", path, key);
+              "weights are for vit predict / vit attention",
+              path, key);
     return it->second;
   };
   VIT_CHECK(meta("format") == kCheckpointFormat, "checkpoint", "{}: unknown checkpoint format '{}'", path,
@@ -290,8 +294,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const ReadOptions& opt
 
 std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint, bool use_ema) {
   auto model = std::make_unique<model::VisionTransformer>(checkpoint.info.model, std::make_shared<Generator>(0));
-  VIT_CHECK(!use_ema || !checkpoint.ema.empty(), "checkpoint", "{}: no EMA weights in this checkpoint (trained without --ema)",
-            checkpoint.path);
+  VIT_CHECK(!use_ema || !checkpoint.ema.empty(), "checkpoint",
+            "{}: no EMA weights in this checkpoint (trained without --ema)", checkpoint.path);
   try {
     model->load_state_dict(use_ema ? checkpoint.ema : checkpoint.weights);
   } catch (const std::exception& e) {

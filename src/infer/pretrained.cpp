@@ -84,10 +84,11 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     int64_t heads = options.num_heads;
     if (auto it = file.metadata.find("num_heads"); it != file.metadata.end() && heads <= 0) {
       const std::string& text = it->second;
-      const bool digits = !text.empty() && text.size() <= 9 && text.find_first_not_of("0123456789") == std::string::npos;
+      const bool digits =
+          !text.empty() && text.size() <= 9 && text.find_first_not_of("0123456789") == std::string::npos;
       heads = digits ? std::stoll(text) : 0;
-      VIT_CHECK(heads > 0, "checkpoint", "{}: metadata 'num_heads' is '{}', not a positive integer (--heads overrides it)",
-                path, text);
+      VIT_CHECK(heads > 0, "checkpoint",
+                "{}: metadata 'num_heads' is '{}', not a positive integer (--heads overrides it)", path, text);
     }
     config = model::infer_config(weights, layout, heads, path);
     out.preprocess = default_preprocess(layout, config);

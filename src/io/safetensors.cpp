@@ -22,10 +22,14 @@ constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
 
 // What a file whose first bytes are `base` plainly is, by its magic number ("" when unknown).
 std::string known_format(const char* base, uint64_t size) {
-  auto starts = [&](std::string_view magic) { return size >= magic.size() && std::memcmp(base, magic.data(), magic.size()) == 0; };
+  auto starts = [&](std::string_view magic) {
+    return size >= magic.size() && std::memcmp(base, magic.data(), magic.size()) == 0;
+  };
   if (starts("\x89PNG\r\n\x1a\n")) return "a PNG image";
   if (starts("\xff\xd8\xff")) return "a JPEG image";
-  if (starts("PK\x03\x04")) return "a zip archive, as PyTorch .pt/.pth files are: convert it with tools/convert_checkpoint.py";
+  if (starts("PK\x03\x04")) {
+    return "a zip archive, as PyTorch .pt/.pth files are: convert it with tools/convert_checkpoint.py";
+  }
   if (size >= 2 && static_cast<unsigned char>(base[0]) == 0x80 && base[1] >= 2 && base[1] <= 5) {
     return "a Python pickle, as old PyTorch checkpoints are: convert it with tools/convert_checkpoint.py";
   }
@@ -263,8 +267,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata, bool checksum) {
-  VIT_CHECK(!checksum || !metadata.count(kChecksumKey), "safetensors", "{}: metadata key '{}' is reserved for the checksum",
-            path, kChecksumKey);
+  VIT_CHECK(!checksum || !metadata.count(kChecksumKey), "safetensors",
+            "{}: metadata key '{}' is reserved for the checksum", path, kChecksumKey);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty() || checksum) header["__metadata__"] = metadata;
   uint64_t offset = 0;
@@ -281,7 +285,9 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   }
   if (checksum) {  // see safetensors.h: the data section, seeded with the canonical header
     Xxh64 hash(header_hash(nlohmann::json::parse(header.dump())));
-    for (const Tensor& t : contiguous) hash.update(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+    for (const Tensor& t : contiguous) {
+      hash.update(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+    }
     header["__metadata__"][kChecksumKey] = checksum_str(hash.digest());
   }
   std::string text = header.dump();

@@ -69,7 +69,8 @@ TEST_F(HostileCheckpointCli, EditedMetadataIsRefusedNamingTheField) {
   expect_refused(edited("std.safetensors", "0.3081", "0.0000"), "normalization std[0] is 0, outside (0, 1]");
   expect_refused(edited("eps.safetensors", R"(\"eps\":1e-06)", R"(\"eps\":1e+10)"),
                  "model_config eps is 10000000000, outside (0, 0.01]");
-  expect_refused(edited("names.safetensors", R"(\"1\")", R"(\"0\")"), "class_names[1] '0' repeats an earlier class name");
+  expect_refused(edited("names.safetensors", R"(\"1\")", R"(\"0\")"),
+                 "class_names[1] '0' repeats an earlier class name");
   expect_refused(edited("depth.safetensors", R"(\"depth\":1)", R"(\"depth\":2)"),
                  "model_config depth is 2, but the weights have 1");
   // Once "[checkpoint] F: [checkpoint] F: ..." (a check inside the wrapper that adds the prefix).
@@ -103,8 +104,9 @@ TEST_F(HostileCheckpointCli, NonFiniteWeightsNeedAllowNonfinite) {
       if (name == "blocks.0.attn.qkv.weight") t.data<float>()[17] = std::numeric_limits<float>::quiet_NaN();
     }
   });
-  expect_refused(file, "tensor 'blocks.0.attn.qkv.weight' holds NaN at index 17 (1 non-finite value in the file); "
-                       "refusing to load it (--allow-nonfinite loads it anyway)");
+  expect_refused(file,
+                 "tensor 'blocks.0.attn.qkv.weight' holds NaN at index 17 (1 non-finite value in the file); "
+                 "refusing to load it (--allow-nonfinite loads it anyway)");
   const CommandResult p = predict(file, " --allow-nonfinite");
   EXPECT_EQ(p.exit_code, 0) << p.out;
   const CommandResult e = eval(file, " --allow-nonfinite");
@@ -120,8 +122,9 @@ TEST_F(HostileCheckpointCli, OtherFilesAndGuessedHeads) {
   const std::string input = dir_->file("rgb.npy");
   io::save_npy(input, Tensor::zeros({1, 3, 32, 32}));
   expect_error(vit("predict --checkpoint " + timm + " --tensor " + input),
-               "[checkpoint] " + timm + ": width 48 is not a standard ViT width (192, 384, 768, 1024, 1280); its "
-               "number of attention heads cannot be inferred: pass --heads");
+               "[checkpoint] " + timm +
+                   ": width 48 is not a standard ViT width (192, 384, 768, 1024, 1280); its "
+                   "number of attention heads cannot be inferred: pass --heads");
   const CommandResult ok = vit("predict --checkpoint " + timm + " --heads 4 --tensor " + input);
   EXPECT_EQ(ok.exit_code, 0) << ok.out;
 }

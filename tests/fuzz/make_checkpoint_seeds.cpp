@@ -3,7 +3,8 @@
 // load, and copies with one value edited as a hostile user would, each refused for its own
 // reason -- so the fuzzer starts next to every check. Deterministic: rerunning rewrites the same
 // bytes. Not built by default:
-//   cmake --build build --target make_checkpoint_seeds && build/tests/fuzz/make_checkpoint_seeds tests/fuzz/corpus/checkpoint
+//   cmake --build build --target make_checkpoint_seeds && build/tests/fuzz/make_checkpoint_seeds
+//   tests/fuzz/corpus/checkpoint
 #include <cstdio>
 #include <limits>
 #include <string>

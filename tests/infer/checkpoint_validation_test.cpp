@@ -19,8 +19,8 @@
 namespace vit::infer {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::edit_metadata;
+using ::testing::HasSubstr;
 using testing::replace_in_file;
 using testing::write_tiny_checkpoint;
 
@@ -85,7 +85,10 @@ TEST_F(HostileCheckpoint, NormalisationEditsAreRefusedByName) {
   EXPECT_THAT(refused_after_json("normalization", [](J& n) { n["std"] = {0}; }),
               HasSubstr("normalization std[0] is 0, outside (0, 1]"));
   EXPECT_THAT(refused_after_json("normalization", [](J& n) { n["std"] = {255.0}; }), HasSubstr("std[0] is 255"));
-  EXPECT_THAT(refused_after_json("normalization", [](J& n) { n["mean"] = {0.5, 0.5, 0.5}; }),
+  EXPECT_THAT(refused_after_json("normalization",
+                                 [](J& n) {
+                                   n["mean"] = {0.5, 0.5, 0.5};
+                                 }),
               HasSubstr("normalization has 3 means and 1 stds for a model of 1 input channels"));
   EXPECT_THAT(refused_after_json("normalization", [](J& n) { n.erase("std"); }),
               HasSubstr("metadata 'normalization' is not {\"mean\": [...], \"std\": [...]}"));
@@ -129,7 +132,8 @@ TEST_F(HostileCheckpoint, ClassNameEditsAreRefusedByName) {
 TEST_F(HostileCheckpoint, ProgressEditsAreRefusedByName) {
   using J = nlohmann::json;
   // Once "[checkpoint] F: [checkpoint] F: negative epoch/step/batch" (the check inside a wrapper).
-  EXPECT_THAT(refused_after([](J& m) { m["epoch"] = "-1"; }), HasSubstr("metadata 'epoch' is '-1', not a non-negative"));
+  EXPECT_THAT(refused_after([](J& m) { m["epoch"] = "-1"; }),
+              HasSubstr("metadata 'epoch' is '-1', not a non-negative"));
   EXPECT_THAT(refused_after([](J& m) { m["step"] = "40abc"; }), HasSubstr("metadata 'step' is '40abc'"));
   EXPECT_THAT(refused_after([](J& m) { m["step"] = "1"; }), HasSubstr("step 1 is less than epoch 2 + batch 0"));
   EXPECT_THAT(refused_after([](J& m) { m["epoch"] = "4"; }),
@@ -146,8 +150,9 @@ TEST_F(HostileCheckpoint, ProgressEditsAreRefusedByName) {
   EXPECT_THAT(refused_after([](J& m) { m["optimizer"] = "adam"; }), HasSubstr("metadata 'optimizer' is 'adam'"));
   EXPECT_THAT(refused_after([](J& m) { m["train_config"] = "[1]"; }), HasSubstr("must be JSON objects"));
   edit_metadata(file_, [](J& m) { m["checksum"] = "md5:0"; });
-  EXPECT_EQ(error_of([&] { load_checkpoint(file_); }),
-            "[checkpoint] " + file_ + ": metadata 'checksum' is 'md5:0', not an xxh64 checksum (xxh64: and 16 hex digits)");
+  EXPECT_EQ(
+      error_of([&] { load_checkpoint(file_); }),
+      "[checkpoint] " + file_ + ": metadata 'checksum' is 'md5:0', not an xxh64 checksum (xxh64: and 16 hex digits)");
   write_tiny_checkpoint(file_);
   // Once "[checkpoint] F: [checkpoint] F: not a checkpoint written by vit train (no 'train_config' ...)".
   EXPECT_THAT(refused_after([](J& m) { m.erase("train_config"); }), HasSubstr("no 'train_config' in its metadata"));
@@ -155,13 +160,15 @@ TEST_F(HostileCheckpoint, ProgressEditsAreRefusedByName) {
 
 TEST_F(HostileCheckpoint, TheChecksumCatchesWhatStaysInRange) {
   // num_heads 4 -> 1 and mean 0.1307 -> 0.1306 are valid values: only the checksum tells.
-  for (const auto& [from, to] : {std::pair<std::string, std::string>{R"(\"num_heads\":4)", R"(\"num_heads\":1)"},
-                                 {"0.1307", "0.1306"}}) {
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{R"(\"num_heads\":4)", R"(\"num_heads\":1)"}, {"0.1307", "0.1306"}}) {
     write_tiny_checkpoint(file_);
     replace_in_file(file_, from, to);
     const std::string e = error_of([&] { load_checkpoint(file_); });
-    EXPECT_THAT(e, HasSubstr("[checkpoint] " + file_ + ": checksum mismatch (the file was edited or corrupted): stored "
-                             "xxh64:")) << from;
+    EXPECT_THAT(e, HasSubstr("[checkpoint] " + file_ +
+                             ": checksum mismatch (the file was edited or corrupted): stored "
+                             "xxh64:"))
+        << from;
     EXPECT_THAT(error_of([&] { load_model(file_); }), HasSubstr("checksum mismatch")) << from;
   }
   // One data byte: the last byte of the last tensor.
@@ -179,8 +186,10 @@ TEST_F(HostileCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
       if (name == "head.bias") t.data<float>()[2] = -std::numeric_limits<float>::infinity();
     }
   });
-  const std::string expected = "[checkpoint] " + file_ + ": tensor 'blocks.0.attn.qkv.weight' holds NaN at index 17 "
-                               "(2 non-finite values in the file); refusing to load it (--allow-nonfinite loads it anyway)";
+  const std::string expected =
+      "[checkpoint] " + file_ +
+      ": tensor 'blocks.0.attn.qkv.weight' holds NaN at index 17 "
+      "(2 non-finite values in the file); refusing to load it (--allow-nonfinite loads it anyway)";
   EXPECT_EQ(error_of([&] { load_checkpoint(file_); }), expected);
   EXPECT_EQ(error_of([&] { load_model(file_); }), expected);
   const LoadedCheckpoint c = load_checkpoint(file_, {.allow_nonfinite = true});
@@ -203,8 +212,9 @@ TEST(ForeignCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
   LoadOptions options;
   options.num_heads = 4;
   EXPECT_EQ(error_of([&] { load_model(file, options); }),
-            "[checkpoint] " + file + ": tensor 'blocks.1.mlp.fc2.weight' holds Inf at index 5 (1 non-finite value in "
-            "the file); refusing to load it (--allow-nonfinite loads it anyway)");
+            "[checkpoint] " + file +
+                ": tensor 'blocks.1.mlp.fc2.weight' holds Inf at index 5 (1 non-finite value in "
+                "the file); refusing to load it (--allow-nonfinite loads it anyway)");
   options.allow_nonfinite = true;
   EXPECT_NO_THROW(load_model(file, options));
 }
@@ -212,8 +222,9 @@ TEST(ForeignCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
 TEST(CheckpointSave, RefusesWhatWouldNotLoadAndWritesNothing) {
   testing::TempDir dir;
   const std::string file = dir.file("bad.safetensors");
-  EXPECT_THAT(error_of([&] { write_tiny_checkpoint(file, [](auto&, CheckpointInfo& i) { i.normalization.std = {0.0}; }); }),
-              HasSubstr("[checkpoint] " + file + ": normalization std[0] is 0"));
+  EXPECT_THAT(
+      error_of([&] { write_tiny_checkpoint(file, [](auto&, CheckpointInfo& i) { i.normalization.std = {0.0}; }); }),
+      HasSubstr("[checkpoint] " + file + ": normalization std[0] is 0"));
   EXPECT_THAT(error_of([&] { write_tiny_checkpoint(file, [](auto&, CheckpointInfo& i) { i.class_names[9] = "0"; }); }),
               HasSubstr("class_names[9] '0' repeats"));
   EXPECT_FALSE(std::filesystem::exists(file));

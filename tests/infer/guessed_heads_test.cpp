@@ -30,7 +30,8 @@ std::string error_of(const std::function<void()>& fn) {
 TEST(ForeignCheckpoint, ANonStandardWidthNeedsHeads) {
   EXPECT_EQ(error_of([&] { load_model(kTimm); }),
             fmt::format("[checkpoint] {}: width 48 is not a standard ViT width (192, 384, 768, 1024, 1280); its "
-                        "number of attention heads cannot be inferred: pass --heads", kTimm));
+                        "number of attention heads cannot be inferred: pass --heads",
+                        kTimm));
   EXPECT_EQ(model::default_num_heads(48), 0);
   EXPECT_EQ(model::default_num_heads(384), 6);
   EXPECT_EQ(model::default_num_heads(1024), 16);

@@ -35,7 +35,8 @@ TEST(Xxh64, PiecesGiveTheSameHashAsTheWhole) {
   const uint64_t whole = xxh64(input.data(), input.size(), 5);
   for (size_t piece : {1, 3, 7, 31, 32, 33, 64, 999}) {
     Xxh64 state(5);
-    for (size_t at = 0; at < input.size(); at += piece) state.update(input.data() + at, std::min(piece, input.size() - at));
+    for (size_t at = 0; at < input.size(); at += piece)
+      state.update(input.data() + at, std::min(piece, input.size() - at));
     EXPECT_EQ(state.digest(), whole) << "pieces of " << piece;
   }
   Xxh64 empty_updates(5);

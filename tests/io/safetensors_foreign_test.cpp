@@ -30,7 +30,10 @@ TEST_F(SafetensorsTest, FilesOfAnotherKindAreNamed) {
   EXPECT_THAT(refused(std::string("PK\x03\x04\x14\0\0\0", 8) + std::string(100, 'x'), "model.pth"),
               HasSubstr("not a safetensors file (it is a zip archive, as PyTorch .pt/.pth files are: convert it with "
                         "tools/convert_checkpoint.py)"));
-  EXPECT_THAT(refused("\x80\x04\x95" "abcdefghijklmnop", "old.pt"), HasSubstr("a Python pickle"));
+  EXPECT_THAT(refused("\x80\x04\x95"
+                      "abcdefghijklmnop",
+                      "old.pt"),
+              HasSubstr("a Python pickle"));
   EXPECT_THAT(refused("This is a text file, not a tensor file.\n", "notes.txt"),
               HasSubstr("not a safetensors file (its first 8 bytes, read as the header length, give "));
   // A safetensors file whose header length is wrong is still diagnosed as one.

@@ -25,8 +25,8 @@ TEST_F(SafetensorsTest, ChecksumIsWrittenAsDocumented) {
   save_safetensors(file, {{"w", Tensor::from_data(std::vector<float>{1.0f, -2.5f, 3.0f}, {3})}}, {{"note", "hi"}},
                    /*checksum=*/true);
   const SafetensorsFile f = load_safetensors(file);
-  // /usr/bin/python3: h = {"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}, "__metadata__": {"note": "hi"}};
-  // seed = xxh64(json.dumps(h, sort_keys=True, separators=(",", ":"))); xxh64(pack("<3f", 1, -2.5, 3), seed)
+  // /usr/bin/python3: h = {"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}, "__metadata__": {"note":
+  // "hi"}}; seed = xxh64(json.dumps(h, sort_keys=True, separators=(",", ":"))); xxh64(pack("<3f", 1, -2.5, 3), seed)
   EXPECT_EQ(f.metadata.at(kChecksumKey), "xxh64:f58bd3e5e32866a6");
   EXPECT_EQ(scan_contents(f, true, false).checksum, "xxh64:f58bd3e5e32866a6");
   // Without asking, nothing is added; asking twice for the key is refused.
@@ -39,7 +39,8 @@ TEST_F(SafetensorsTest, ChecksumChangesWithAnyDataByteOrMetadataValue) {
   const std::string file = path("sum.safetensors");
   std::vector<float> values(1000);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
-  save_safetensors(file, {{"a", Tensor::from_data(values, {1000})}, {"b", Tensor::ones({3, 3})}}, {{"k", "0.25"}}, true);
+  save_safetensors(file, {{"a", Tensor::from_data(values, {1000})}, {"b", Tensor::ones({3, 3})}}, {{"k", "0.25"}},
+                   true);
   const std::string good = read_file(file);
   const std::string stored = load_safetensors(file).metadata.at(kChecksumKey);
   uint64_t header_len = 0;
@@ -85,7 +86,8 @@ TEST_F(SafetensorsTest, ScanFindsNonFiniteValuesInEveryFloatDtype) {
   const std::string half = bytes_of(std::vector<uint16_t>{0x3c00, 0x7c00, 0x0000});
   const std::string bf16 = bytes_of(std::vector<uint16_t>{0x3f80, 0x4000, 0x7fc0});
   const std::string crafted = craft(R"({"h":{"dtype":"F16","shape":[3],"data_offsets":[0,6]},)"
-                                    R"("b":{"dtype":"BF16","shape":[3],"data_offsets":[6,12]}})", half + bf16);
+                                    R"("b":{"dtype":"BF16","shape":[3],"data_offsets":[6,12]}})",
+                                    half + bf16);
   s = scan_contents(parse_safetensors(to_shared(crafted), "halves"), false, true);
   EXPECT_EQ(s.nonfinite_count, 2);
   EXPECT_EQ(s.nonfinite_tensor, "h");

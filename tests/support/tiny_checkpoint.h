@@ -44,8 +44,8 @@ inline infer::CheckpointInfo tiny_checkpoint_info() {
 }
 
 // Writes the checkpoint; `edit` may change the model's weights or the info first.
-inline void write_tiny_checkpoint(const std::string& path,
-                                  const std::function<void(model::VisionTransformer&, infer::CheckpointInfo&)>& edit = {}) {
+inline void write_tiny_checkpoint(
+    const std::string& path, const std::function<void(model::VisionTransformer&, infer::CheckpointInfo&)>& edit = {}) {
   infer::CheckpointInfo info = tiny_checkpoint_info();
   model::VisionTransformer model(info.model, std::make_shared<Generator>(7));
   if (edit) edit(model, info);

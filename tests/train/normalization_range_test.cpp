@@ -21,8 +21,9 @@ std::string error_of(const TrainConfig& c) {
 TEST(TrainConfigValidate, NormalisationOutsideThePixelRangeIsRefused) {
   TrainConfig c = digits_recipe();
   c.normalization = {{127.0}, {64.0}};  // a 0-255 scale
-  EXPECT_EQ(error_of(c), "[train] --mean must be in [0, 1] and --std in (0, 1] (pixels are scaled to [0, 1]), got "
-                         "mean 127 std 64");
+  EXPECT_EQ(error_of(c),
+            "[train] --mean must be in [0, 1] and --std in (0, 1] (pixels are scaled to [0, 1]), got "
+            "mean 127 std 64");
   c.normalization = {{0.5}, {1.5}};
   EXPECT_NE(error_of(c).find("got mean 0.5 std 1.5"), std::string::npos);
   c.normalization = {{-0.1}, {0.5}};
