@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/validators.h"
+#include "cli/model_options.h"
 #include "infer/checkpoint.h"
 #include "train/evaluate.h"
 
@@ -12,7 +13,7 @@ namespace vit::cli {
 void add_eval_command(CLI::App& app) {
   struct Options {
     std::string checkpoint, data = "data/mnist", split = "test";
-    bool json = false, ema = false;
+    bool json = false, ema = false, allow_nonfinite = false;
     int threads = 0;
     int64_t batch = 500;
     int64_t max_pixels = data::kDefaultMaxPixels;
@@ -26,11 +27,13 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--max-pixels", o->max_pixels, "image folders: refuse images with more pixels")
       ->capture_default_str()->check(kPositive);
   cmd->add_flag("--ema", o->ema, "use the checkpoint's EMA weights");
+  cmd->add_flag("--allow-nonfinite", o->allow_nonfinite, "load weights that hold NaN or Inf (refused by default)");
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->callback([o] {
     set_threads(o->threads);
-    const infer::LoadedCheckpoint ckpt = infer::load_checkpoint(o->checkpoint);
+    const infer::LoadedCheckpoint ckpt = infer::load_checkpoint(o->checkpoint, {.allow_nonfinite = o->allow_nonfinite});
+    if (ckpt.checksum.empty()) warn_no_checksum(o->checkpoint);
     auto model = infer::model_from_checkpoint(ckpt, o->ema);
     const model::ViTConfig& mc = ckpt.info.model;
     model::check_memory(mc, o->batch, false);

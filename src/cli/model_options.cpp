@@ -22,6 +22,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->check(kPositive);
   cmd->add_flag("--no-strict", o.no_strict, "list missing / unexpected keys and continue");
   cmd->add_flag("--ema", o.ema, "use a vit checkpoint's EMA weights");
+  cmd->add_flag("--allow-nonfinite", o.allow_nonfinite, "load weights that hold NaN or Inf (refused by default)");
   cmd->add_option("--resize", o.resize, "preprocessing: resize the shorter side to this")->check(kPositive);
   cmd->add_option("--crop", o.crop, "preprocessing: center crop size (0: none)")->check(kNonNegative);
   cmd->add_option("--interpolation", o.interpolation, "preprocessing: bilinear or bicubic")
@@ -30,6 +31,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--std", o.std, "preprocessing: per-channel std")->expected(1, 3);
   cmd->add_option("--threads", o.threads, "threads (0: all cores)")->check(kThreads);
   cmd->add_option("--max-pixels", o.max_pixels, "refuse images with more pixels")->check(kPositive);
+}
+
+void warn_no_checksum(const std::string& path) {
+  std::fprintf(stderr, "warning: %s has no checksum (written by an older vit): its integrity cannot be verified\n",
+               path.c_str());
 }
 
 infer::LoadedModel load_for_inference(const ModelOptions& o) {
@@ -41,7 +47,9 @@ infer::LoadedModel load_for_inference(const ModelOptions& o) {
   options.image_size = o.image_size;
   options.strict = !o.no_strict;
   options.use_ema = o.ema;
+  options.allow_nonfinite = o.allow_nonfinite;
   infer::LoadedModel m = infer::load_model(o.checkpoint, options);
+  if (m.layout == "vit" && m.checksum.empty()) warn_no_checksum(o.checkpoint);
   if (o.no_strict) {
     for (const auto& k : m.missing_keys) std::fprintf(stderr, "warning: %s: missing key '%s' (left at its initial value)\n", o.checkpoint.c_str(), k.c_str());
     for (const auto& k : m.unexpected_keys) std::fprintf(stderr, "warning: %s: unexpected key '%s' (ignored)\n", o.checkpoint.c_str(), k.c_str());

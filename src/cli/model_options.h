@@ -13,17 +13,20 @@ struct ModelOptions {
   std::string checkpoint, layout;
   int64_t heads = 0, image_size = 0, resize = 0, crop = -1;
   double eps = 0.0;
-  bool no_strict = false, ema = false;
+  bool no_strict = false, ema = false, allow_nonfinite = false;
   std::string interpolation;
   std::vector<double> mean, std;
   int threads = 0;
   int64_t max_pixels = 0;
 };
 
-// Registers --checkpoint, --layout, --heads, --eps, --image-size, --no-strict, --ema, --resize,
-// --crop, --interpolation, --mean, --std, --threads, --max-pixels.
+// Registers --checkpoint, --layout, --heads, --eps, --image-size, --no-strict, --ema,
+// --allow-nonfinite, --resize, --crop, --interpolation, --mean, --std, --threads, --max-pixels.
 void add_model_options(CLI::App* cmd, ModelOptions& o);
-// Loads the model and applies the preprocessing overrides; prints what was not loaded with --no-strict.
+// Loads the model and applies the preprocessing overrides; prints what was not loaded with
+// --no-strict, and a warning for a vit checkpoint without a checksum (written before them).
 infer::LoadedModel load_for_inference(const ModelOptions& o);
+// "warning: FILE has no checksum ..." on stderr.
+void warn_no_checksum(const std::string& path);
 
 }  // namespace vit::cli

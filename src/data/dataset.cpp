@@ -216,6 +216,11 @@ void read_class_names(const fs::path& file, Dataset& d) {
   VIT_CHECK(!in.bad(), "data", "{}: cannot read", file.string());
   VIT_CHECK(names.size() == d.class_names.size(), "data", "{}: {} class names, but {} has {} classes (one name per line)",
             file.string(), names.size(), d.source, d.class_names.size());
+  for (size_t k = 1; k < names.size(); ++k) {  // a prediction names one class: names must differ
+    const auto earlier = std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(k), names[k]);
+    VIT_CHECK(earlier == names.begin() + static_cast<std::ptrdiff_t>(k), "data",
+              "{}: class name '{}' appears twice (one different name per line)", file.string(), names[k]);
+  }
   d.class_names = std::move(names);
 }
 

@@ -44,6 +44,11 @@ struct AugmentConfig {
 struct Normalization {
   std::vector<double> mean, std;  // per channel, applied to pixels scaled to [0, 1]
 };
+// Pixels are scaled to [0, 1], so a channel's mean lies in [0, 1] and its std in [0, 0.5] (a std
+// of 1 leaves pixels unscaled): means outside [0, kMaxNormalizationMean] and stds outside
+// (0, kMaxNormalizationStd] are refused (a 0-255 scale mistake, an edited checkpoint).
+inline constexpr double kMaxNormalizationMean = 1.0;
+inline constexpr double kMaxNormalizationStd = 1.0;
 // Per-channel mean and standard deviation of a dataset's pixels (scaled to [0, 1]), computed
 // in double over every image: the normalisation when a recipe does not fix one.
 Normalization compute_normalization(const Dataset& data);

@@ -1,9 +1,171 @@
-// vit checkpoints: writing and reading (see checkpoint.h).
+// vit checkpoints: writing and reading, with every metadata value checked (see checkpoint.h).
 #include "infer/checkpoint.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace vit::infer {
+namespace {
+
+constexpr double kMaxLayerNormEps = 1e-2;  // timm 1e-6, PyTorch 1e-5, Hugging Face 1e-12
+
+// A metadata integer: digits only (std::stoll would take "12abc" as 12), no overflow.
+int64_t parse_count(const std::string& path, const std::string& key, const std::string& text) {
+  int64_t v = 0;
+  bool ok = !text.empty() && text.size() <= 18;
+  for (char ch : text) ok = ok && ch >= '0' && ch <= '9';
+  if (ok) v = std::stoll(text);
+  VIT_CHECK(ok, "checkpoint", "{}: metadata '{}' is '{}', not a non-negative integer", path, key, text);
+  return v;
+}
+
+double parse_seconds(const std::string& path, const std::string& text) {
+  double v = -1;
+  try {
+    size_t used = 0;
+    v = std::stod(text, &used);
+    if (used != text.size()) v = -1;
+  } catch (const std::exception&) {
+  }
+  VIT_CHECK(std::isfinite(v) && v >= 0, "checkpoint",
+            "{}: metadata 'elapsed_seconds' is '{}', not a finite number >= 0", path, text);
+  return v;
+}
+
+// The model config's shape fields against what the weights' shapes say.
+void check_config_fits_weights(const std::string& path, const model::ViTConfig& c, const model::NamedTensors& weights) {
+  model::ViTConfig w;
+  try {  // one head: the shapes cannot tell the head count, and any width is divisible by 1
+    w = model::infer_config(weights, model::Layout::Timm, 1, path);
+  } catch (const std::exception& e) {
+    rethrow_for_file(path, e, "its weights do not form a ViT");
+  }
+  const std::pair<const char*, std::pair<int64_t, int64_t>> fields[] = {
+      {"dim", {c.dim, w.dim}},
+      {"depth", {c.depth, w.depth}},
+      {"patch_size", {c.patch_size, w.patch_size}},
+      {"in_channels", {c.in_channels, w.in_channels}},
+      {"image_size", {c.image_size, w.image_size}},
+      {"num_classes", {c.num_classes, w.num_classes}},
+      {"mlp hidden size (mlp_dim, mlp_ratio)", {c.hidden_dim(), w.hidden_dim()}},
+      {"representation_size", {c.representation_size, w.representation_size}},
+      {"qkv_bias", {c.qkv_bias, w.qkv_bias}},
+  };
+  for (const auto& [field, values] : fields) {
+    VIT_CHECK(values.first == values.second, "checkpoint", "{}: model_config {} is {}, but the weights have {}", path,
+              field, values.first, values.second);
+  }
+  VIT_CHECK(c.pool == w.pool, "checkpoint", "{}: model_config pool is '{}', but the weights are of a '{}'-pooled model",
+            path, c.pool, w.pool);
+  // Every other shape follows; the count bounds what building the model allocates by the file's size.
+  double held = 0;
+  for (const auto& [name, t] : weights) held += static_cast<double>(t.numel());
+  VIT_CHECK(held == model::parameter_count(c), "checkpoint",
+            "{}: model_config describes {:.0f} parameters, but the weights hold {:.0f}", path,
+            model::parameter_count(c), held);
+}
+
+// EMA weights (when present) mirror the model's: same names, shapes, float32.
+void check_ema(const std::string& path, const model::NamedTensors& weights, const model::NamedTensors& ema) {
+  if (ema.empty()) return;
+  VIT_CHECK(ema.size() == weights.size(), "checkpoint", "{}: {} EMA tensors for {} weights", path, ema.size(),
+            weights.size());
+  for (size_t i = 0; i < ema.size(); ++i) {
+    VIT_CHECK(ema[i].first == weights[i].first && ema[i].second.shape() == weights[i].second.shape() &&
+                  ema[i].second.dtype() == DType::F32,
+              "checkpoint", "{}: EMA tensor 'ema.{}' {} {} does not mirror weight '{}' {} float32", path, ema[i].first,
+              dtype_name(ema[i].second.dtype()), shape_str(ema[i].second.shape()), weights[i].first,
+              shape_str(weights[i].second.shape()));
+  }
+}
+
+}  // namespace
+
+[[noreturn]] void rethrow_for_file(const std::string& path, const std::exception& e, const std::string& context) {
+  const std::string message = e.what();
+  if (message.rfind("[checkpoint] " + path + ": ", 0) == 0) throw Error(message);  // names the file already
+  if (context.empty()) fail("checkpoint", "{}: {}", path, message);
+  fail("checkpoint", "{}: {}: {}", path, context, message);
+}
+
+void validate_checkpoint_info(const CheckpointInfo& info, const std::string& path) {
+  const model::ViTConfig& m = info.model;
+  try {
+    m.validate();
+  } catch (const std::exception& e) {
+    rethrow_for_file(path, e, "model_config");
+  }
+  VIT_CHECK(m.eps <= kMaxLayerNormEps, "checkpoint",
+            "{}: model_config eps is {}, outside (0, {}] (LayerNorm eps: timm "
+            "1e-6, PyTorch 1e-5)",
+            path, number_str(m.eps), kMaxLayerNormEps);
+  // Normalisation: one finite mean and std per input channel, in the range pixels in [0, 1] allow.
+  const data::Normalization& n = info.normalization;
+  const auto C = static_cast<size_t>(m.in_channels);
+  VIT_CHECK(n.mean.size() == C && n.std.size() == C, "checkpoint",
+            "{}: normalization has {} means and {} stds for a model of {} input channels", path, n.mean.size(),
+            n.std.size(), C);
+  for (size_t c = 0; c < C; ++c) {
+    VIT_CHECK(std::isfinite(n.mean[c]) && n.mean[c] >= 0 && n.mean[c] <= data::kMaxNormalizationMean, "checkpoint",
+              "{}: normalization mean[{}] is {}, outside [0, {}] (pixels are scaled to [0, 1])", path, c,
+              number_str(n.mean[c]), data::kMaxNormalizationMean);
+    VIT_CHECK(std::isfinite(n.std[c]) && n.std[c] > 0 && n.std[c] <= data::kMaxNormalizationStd, "checkpoint",
+              "{}: normalization std[{}] is {}, outside (0, {}] (pixels are scaled to [0, 1])", path, c,
+              number_str(n.std[c]), data::kMaxNormalizationStd);
+  }
+  // Class names: at most one per output, each non-empty and different (a prediction names one).
+  VIT_CHECK(static_cast<int64_t>(info.class_names.size()) <= m.num_classes, "checkpoint",
+            "{}: class_names has {} names for a model of {} classes", path, info.class_names.size(), m.num_classes);
+  std::set<std::string> seen;
+  for (size_t k = 0; k < info.class_names.size(); ++k) {
+    const std::string& name = info.class_names[k];
+    VIT_CHECK(!name.empty(), "checkpoint", "{}: class_names[{}] is empty", path, k);
+    VIT_CHECK(seen.insert(name).second, "checkpoint", "{}: class_names[{}] '{}' repeats an earlier class name", path, k,
+              name);
+  }
+  // Progress: every finished epoch trained at least one batch, each batch is one step.
+  VIT_CHECK(info.epoch >= 0 && info.step >= 0 && info.batch >= 0, "checkpoint",
+            "{}: negative epoch/step/batch ({}, {}, {})", path, info.epoch, info.step, info.batch);
+  VIT_CHECK(info.batch <= info.step && info.epoch <= info.step - info.batch, "checkpoint",  // no overflow
+            "{}: step {} is less than epoch {} + batch {} (every epoch and every batch takes a step)", path, info.step,
+            info.epoch, info.batch);
+  VIT_CHECK(std::isfinite(info.elapsed_seconds) && info.elapsed_seconds >= 0, "checkpoint",
+            "{}: elapsed_seconds is {}, not a finite number >= 0", path, number_str(info.elapsed_seconds));
+  nlohmann::json train, stats;
+  try {
+    train = nlohmann::json::parse(info.train_config_json.empty() ? "{}" : info.train_config_json);
+    stats = nlohmann::json::parse(info.epoch_stats_json.empty() ? "{}" : info.epoch_stats_json);
+  } catch (const nlohmann::json::exception& e) {
+    fail("checkpoint", "{}: train_config or epoch_stats is not valid JSON ({})", path, e.what());
+  }
+  VIT_CHECK(train.is_object() && stats.is_object(), "checkpoint",
+            "{}: train_config and epoch_stats must be JSON objects", path);
+  if (train.contains("epochs") && train["epochs"].is_number_integer() && train["epochs"].get<int64_t>() > 0) {
+    const auto epochs = train["epochs"].get<int64_t>();
+    VIT_CHECK(info.epoch < epochs || (info.epoch == epochs && info.batch == 0), "checkpoint",
+              "{}: epoch {} (batch {}) is past the end of train_config's {} epochs", path, info.epoch, info.batch,
+              epochs);
+  }
+  if (info.batch > 0) {  // mid-epoch: the epoch's statistics so far cover exactly `batch` batches
+    auto count = [&](const char* key) -> int64_t {
+      const auto it = stats.find(key);
+      VIT_CHECK(it != stats.end() && it->is_number_integer() && it->get<int64_t>() >= 0, "checkpoint",
+                "{}: epoch_stats '{}' is missing or not a count (batch {} is mid-epoch)", path, key, info.batch);
+      return it->get<int64_t>();
+    };
+    const int64_t steps = count("steps"), skipped = count("skipped"), seen_images = count("seen"),
+                  correct = count("correct");
+    VIT_CHECK(skipped <= info.batch && steps == info.batch - skipped && correct <= seen_images, "checkpoint",
+              "{}: epoch_stats ({} steps + {} skipped, {} of {} correct) do not add up to batch {}", path, steps,
+              skipped, correct, seen_images, info.batch);
+    for (const char* key : {"loss_sum", "seconds"}) {
+      const auto it = stats.find(key);
+      VIT_CHECK(it != stats.end() && it->is_number() && std::isfinite(it->get<double>()) && it->get<double>() >= 0,
+                "checkpoint", "{}: epoch_stats '{}' is missing or not a finite number >= 0", path, key);
+    }
+  }
+}
 
 std::map<std::string, std::string> checkpoint_metadata(const std::string& path, const CheckpointInfo& info,
                                                        const std::string& optimizer) {
@@ -33,12 +195,13 @@ std::map<std::string, std::string> checkpoint_metadata(const std::string& path, 
 
 void save_checkpoint(const std::string& path, const model::VisionTransformer& model, const CheckpointInfo& info,
                      const TrainingState& state) {
+  validate_checkpoint_info(info, path);
   const std::map<std::string, std::string> metadata = checkpoint_metadata(path, info, state.optimizer);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
   for (const auto& [name, t] : state.optimizer_state) tensors.emplace_back("optimizer." + name, t);
   for (const auto& [name, t] : state.ema) tensors.emplace_back("ema." + name, t);
-  io::save_safetensors(path, tensors, metadata);
+  io::save_safetensors(path, tensors, metadata, /*checksum=*/true);
 }
 
 bool is_vit_checkpoint(const io::SafetensorsFile& file) {
@@ -46,39 +209,64 @@ bool is_vit_checkpoint(const io::SafetensorsFile& file) {
   return it != file.metadata.end() && file.metadata.count("model_config");
 }
 
-LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file) {
+io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool checksum, bool allow_nonfinite) {
+  io::ContentScan scan = io::scan_contents(file, checksum, !allow_nonfinite);
+  VIT_CHECK(scan.nonfinite_count == 0, "checkpoint",
+            "{}: tensor '{}' holds {} at index {} ({} non-finite value{} in the file); refusing to load it "
+            "(--allow-nonfinite loads it anyway)",
+            file.path, scan.nonfinite_tensor,
+            std::isnan(scan.nonfinite_value) ? "NaN" : (scan.nonfinite_value > 0 ? "Inf" : "-Inf"),
+            scan.nonfinite_index, scan.nonfinite_count, scan.nonfinite_count == 1 ? "" : "s");
+  return scan;
+}
+
+LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOptions& options) {
   const std::string& path = file.path;
   auto meta = [&](const std::string& key) -> const std::string& {
     auto it = file.metadata.find(key);
     VIT_CHECK(it != file.metadata.end(), "checkpoint",
               "{}: not a checkpoint written by vit train (no '{}' in its metadata); timm, torchvision and Hugging Face "
-              "weights are for vit predict / vit attention", path, key);
+              "weights are for vit predict / vit attention",
+              path, key);
     return it->second;
   };
   VIT_CHECK(meta("format") == kCheckpointFormat, "checkpoint", "{}: unknown checkpoint format '{}'", path,
             meta("format"));
   LoadedCheckpoint c;
   c.path = path;
+  CheckpointInfo& info = c.info;
   try {
-    c.info.model = model::ViTConfig::from_json(meta("model_config"));
-    c.info.train_config_json = meta("train_config");
-    c.info.epoch = std::stoll(meta("epoch"));
-    c.info.step = std::stoll(meta("step"));
-    if (file.metadata.count("batch")) c.info.batch = std::stoll(meta("batch"));
-    if (file.metadata.count("epoch_stats")) c.info.epoch_stats_json = meta("epoch_stats");
-    if (file.metadata.count("dataset")) c.info.dataset_json = meta("dataset");
-    VIT_CHECK(c.info.epoch >= 0 && c.info.step >= 0 && c.info.batch >= 0, "checkpoint",
-              "{}: negative epoch/step/batch in its metadata", path);
-    c.info.elapsed_seconds = std::stod(meta("elapsed_seconds"));
-    c.info.class_names = nlohmann::json::parse(meta("class_names")).get<std::vector<std::string>>();
-    const auto norm = nlohmann::json::parse(meta("normalization"));
-    c.info.normalization.mean = norm.at("mean").get<std::vector<double>>();
-    c.info.normalization.std = norm.at("std").get<std::vector<double>>();
-  } catch (const vit::Error& e) {
-    fail("checkpoint", "{}: {}", path, e.what());
+    info.model = model::ViTConfig::from_json(meta("model_config"));
   } catch (const std::exception& e) {
-    fail("checkpoint", "{}: corrupt metadata ({})", path, e.what());
+    rethrow_for_file(path, e, "model_config");
   }
+  info.train_config_json = meta("train_config");
+  info.epoch = parse_count(path, "epoch", meta("epoch"));
+  info.step = parse_count(path, "step", meta("step"));
+  if (file.metadata.count("batch")) info.batch = parse_count(path, "batch", meta("batch"));
+  if (file.metadata.count("epoch_stats")) info.epoch_stats_json = meta("epoch_stats");
+  if (file.metadata.count("dataset")) info.dataset_json = meta("dataset");
+  info.elapsed_seconds = parse_seconds(path, meta("elapsed_seconds"));
+  for (const char* key : {"class_names", "normalization"}) {
+    try {
+      const auto j = nlohmann::json::parse(meta(key));
+      if (std::string(key) == "class_names") {
+        info.class_names = j.get<std::vector<std::string>>();
+      } else {
+        info.normalization.mean = j.at("mean").get<std::vector<double>>();
+        info.normalization.std = j.at("std").get<std::vector<double>>();
+      }
+    } catch (const nlohmann::json::exception& e) {
+      fail("checkpoint", "{}: metadata '{}' is not {} ({})", path, key,
+           std::string(key) == "class_names" ? "a JSON list of strings" : "{\"mean\": [...], \"std\": [...]}",
+           e.what());
+    }
+  }
+  validate_checkpoint_info(info, path);
+  const std::string optimizer = file.metadata.count("optimizer") ? meta("optimizer") : "";  // "": an older file
+  VIT_CHECK(optimizer.empty() || optimizer == "adamw" || optimizer == "sgd" || optimizer == "none", "checkpoint",
+            "{}: metadata 'optimizer' is '{}' (adamw, sgd or none)", path, optimizer);
+
   for (const auto& [name, t] : file.tensors) {
     if (name.rfind("optimizer.", 0) == 0) {
       c.optimizer.emplace_back(name.substr(10), t);
@@ -90,16 +278,44 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file) {
       c.weights.emplace_back(name, t);
     }
   }
+  VIT_CHECK(optimizer != "none" || c.optimizer.empty(), "checkpoint",
+            "{}: metadata 'optimizer' is 'none' but the file holds {} optimizer tensors", path, c.optimizer.size());
+  check_config_fits_weights(path, info.model, c.weights);
+  check_ema(path, c.weights, c.ema);
+
+  // Integrity last, so that an edit that breaks a rule is reported by name.
+  const auto stored = file.metadata.find(io::kChecksumKey);
+  const bool has_checksum = stored != file.metadata.end();
+  if (has_checksum) {
+    const std::string& s = stored->second;
+    bool ok = s.size() == 22 && s.rfind("xxh64:", 0) == 0;
+    for (size_t i = 6; ok && i < s.size(); ++i) ok = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
+    VIT_CHECK(ok, "checkpoint", "{}: metadata 'checksum' is '{}', not an xxh64 checksum (xxh64: and 16 hex digits)",
+              path, s);
+  }
+  const io::ContentScan scan = scan_checkpoint_file(file, has_checksum, options.allow_nonfinite);
+  if (has_checksum) {
+    VIT_CHECK(scan.checksum == stored->second, "checkpoint",
+              "{}: checksum mismatch (the file was edited or corrupted): stored {}, computed {}", path, stored->second,
+              scan.checksum);
+    c.checksum = scan.checksum;
+  }
   return c;
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& path) { return parse_checkpoint(io::load_safetensors(path)); }
+LoadedCheckpoint load_checkpoint(const std::string& path, const ReadOptions& options) {
+  return parse_checkpoint(io::load_safetensors(path), options);
+}
 
 std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint, bool use_ema) {
   auto model = std::make_unique<model::VisionTransformer>(checkpoint.info.model, std::make_shared<Generator>(0));
-  VIT_CHECK(!use_ema || !checkpoint.ema.empty(), "checkpoint", "{}: no EMA weights in this checkpoint (trained without --ema)",
-            checkpoint.path);
-  model->load_state_dict(use_ema ? checkpoint.ema : checkpoint.weights);
+  VIT_CHECK(!use_ema || !checkpoint.ema.empty(), "checkpoint",
+            "{}: no EMA weights in this checkpoint (trained without --ema)", checkpoint.path);
+  try {
+    model->load_state_dict(use_ema ? checkpoint.ema : checkpoint.weights);
+  } catch (const std::exception& e) {
+    rethrow_for_file(checkpoint.path, e, use_ema ? "EMA weights" : "");
+  }
   return model;
 }
 

@@ -4,6 +4,11 @@
 // names and normalisation, so `vit eval`, `vit predict` and `vit train --resume` need only the
 // file. Writes are atomic (temporary file, fsync, rename: io::save_safetensors). The training
 // state is passed as plain tensors, so this room needs no optimiser: `train` hands them over.
+//
+// Reading trusts nothing: every metadata value is checked (finite, in range, consistent with
+// the others and with the tensors' shapes) and an error names the field and value; the
+// checksum over header and data (written since checksums were added; older files load without
+// one) must match; NaN/Inf in any tensor is refused unless allowed (--allow-nonfinite).
 #pragma once
 
 #include <map>
@@ -56,17 +61,37 @@ std::map<std::string, std::string> checkpoint_metadata(const std::string& path, 
 
 struct LoadedCheckpoint {
   std::string path;  // the file it came from (for messages)
+  std::string checksum;  // the verified "xxh64:..." checksum; empty: an older file without one
   CheckpointInfo info;
   model::NamedTensors weights;    // model parameters (timm names)
   model::NamedTensors optimizer;  // without the "optimizer." prefix
   model::NamedTensors ema;        // without the "ema." prefix
 };
 
+struct ReadOptions {
+  bool allow_nonfinite = false;  // load tensors holding NaN/Inf (refused by default)
+};
+
 // True when the file's metadata says it is a vit checkpoint.
 bool is_vit_checkpoint(const io::SafetensorsFile& file);
-// Throws "[checkpoint] FILE: ..." when the file is not a (valid) vit checkpoint.
-LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file);
-LoadedCheckpoint load_checkpoint(const std::string& path);
+// Throws "[checkpoint] FILE: ..." when the file is not a (valid) vit checkpoint, naming the
+// metadata field and value, the checksum mismatch or the non-finite tensor.
+LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOptions& options = {});
+LoadedCheckpoint load_checkpoint(const std::string& path, const ReadOptions& options = {});
+
+// The checks of what save_checkpoint writes and parse_checkpoint reads (also run before a
+// save, so nothing writes a checkpoint that would not load): "[checkpoint] FILE: ..." naming
+// the field. Normalisation: per-channel means in [0, 1] and stds in (0, 1] (pixels are scaled
+// to [0, 1]); class names: at most num_classes, non-empty, unique; LayerNorm eps in (0, 0.01].
+void validate_checkpoint_info(const CheckpointInfo& info, const std::string& path);
+
+// Refuses NaN/Inf in a file's float tensors ("[checkpoint] FILE: tensor 'x' holds NaN at index
+// i ...") in one pass over its data, which also computes the checksum when `checksum` is set.
+io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool checksum, bool allow_nonfinite);
+
+// Rethrows an error met while reading `path` as "[checkpoint] FILE: [context: ]message"; an
+// error that already names the file so passes unchanged (never "[checkpoint] F: [checkpoint] F:").
+[[noreturn]] void rethrow_for_file(const std::string& path, const std::exception& e, const std::string& context = "");
 
 // Builds the model a checkpoint describes and loads its weights (its EMA weights when asked; an
 // error if it has none).

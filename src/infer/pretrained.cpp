@@ -55,11 +55,12 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   bool interpolate_align_corners = false;
   if (is_vit_checkpoint(file)) {
     // Our own checkpoint: everything is in the metadata.
-    LoadedCheckpoint checkpoint = parse_checkpoint(file);
+    LoadedCheckpoint checkpoint = parse_checkpoint(file, {.allow_nonfinite = options.allow_nonfinite});
     VIT_CHECK(!options.layout || *options.layout == model::Layout::Timm, "checkpoint",
               "{}: a checkpoint written by vit train (weights under timm's names); --layout {} does not apply to it",
               path, model::layout_name(*options.layout));
     out.layout = "vit";
+    out.checksum = checkpoint.checksum;
     config = checkpoint.info.model;
     weights = options.use_ema ? std::move(checkpoint.ema) : std::move(checkpoint.weights);
     VIT_CHECK(!weights.empty(), "checkpoint", "{}: no {}weights in this checkpoint", path, options.use_ema ? "EMA " : "");
@@ -71,6 +72,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     out.preprocess.crop = 0;
     out.preprocess.filter = Filter::Bilinear;
   } else {
+    scan_checkpoint_file(file, /*checksum=*/false, options.allow_nonfinite);
     const model::Layout layout = options.layout ? *options.layout : model::detect_layout(file.tensors, path);
     out.layout = model::layout_name(layout);
     VIT_CHECK(!options.use_ema, "checkpoint",
@@ -84,10 +86,17 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     model::Converted converted = model::to_timm(f32, layout, path);
     weights = std::move(converted.weights);
     out.unexpected_keys = converted.unused;
-    config = model::infer_config(weights, layout, options.num_heads, path);
-    if (auto it = file.metadata.find("num_heads"); it != file.metadata.end() && options.num_heads <= 0) {
-      config.num_heads = std::stoll(it->second);
+    // The head count: --heads, else the file's "num_heads" metadata, else the standard one for the width.
+    int64_t heads = options.num_heads;
+    if (auto it = file.metadata.find("num_heads"); it != file.metadata.end() && heads <= 0) {
+      const std::string& text = it->second;
+      const bool digits =
+          !text.empty() && text.size() <= 9 && text.find_first_not_of("0123456789") == std::string::npos;
+      heads = digits ? std::stoll(text) : 0;
+      VIT_CHECK(heads > 0, "checkpoint",
+                "{}: metadata 'num_heads' is '{}', not a positive integer (--heads overrides it)", path, text);
     }
+    config = model::infer_config(weights, layout, heads, path);
     out.preprocess = default_preprocess(layout, config);
     interpolate_align_corners = layout == model::Layout::Torchvision;
     VIT_CHECK(config.dim % config.num_heads == 0, "checkpoint", "{}: width {} is not divisible by {} heads (--heads)",
@@ -125,7 +134,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     out.missing_keys = r.missing_keys;
     for (const auto& k : r.unexpected_keys) out.unexpected_keys.push_back(k);
   } catch (const Error& e) {
-    fail("checkpoint", "{}: {}", path, e.what());
+    rethrow_for_file(path, e);
   }
   if (options.strict && !out.unexpected_keys.empty()) {
     fail("checkpoint", "{}: unexpected keys [{}] (use --no-strict to ignore them)", path,

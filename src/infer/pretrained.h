@@ -17,11 +17,12 @@ namespace vit::infer {
 
 struct LoadOptions {
   std::optional<model::Layout> layout;  // detected when not given
-  int64_t num_heads = 0;                // 0: from metadata, else the standard value for the width
+  int64_t num_heads = 0;                // 0: from metadata, else the standard value for a standard width
   std::optional<double> eps;            // LayerNorm eps; default follows the layout
   int64_t image_size = 0;               // > 0: run at this resolution (pos_embed resampled)
   bool strict = true;                   // refuse missing / unexpected keys
   bool use_ema = false;                 // our checkpoints: the EMA weights
+  bool allow_nonfinite = false;         // load weights holding NaN/Inf (refused by default)
 };
 
 struct LoadedModel {
@@ -30,6 +31,7 @@ struct LoadedModel {
   Preprocess preprocess;                    // the layout's (or checkpoint's) evaluation transform
   std::vector<std::string> class_names;     // from the checkpoint, ImageNet-1k for 1000 classes, else numbers
   std::vector<std::string> missing_keys, unexpected_keys;  // with strict = false
+  std::string checksum;  // our checkpoints: the verified checksum ("" for an older file without one)
 };
 
 LoadedModel load_model(const std::string& path, const LoadOptions& options = {});

@@ -11,12 +11,42 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <nlohmann/json.hpp>
+
+#include "io/checksum.h"
 
 namespace vit::io {
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
+
+// What a file whose first bytes are `base` plainly is, by its magic number ("" when unknown).
+std::string known_format(const char* base, uint64_t size) {
+  auto starts = [&](std::string_view magic) {
+    return size >= magic.size() && std::memcmp(base, magic.data(), magic.size()) == 0;
+  };
+  if (starts("\x89PNG\r\n\x1a\n")) return "a PNG image";
+  if (starts("\xff\xd8\xff")) return "a JPEG image";
+  if (starts("PK\x03\x04")) {
+    return "a zip archive, as PyTorch .pt/.pth files are: convert it with tools/convert_checkpoint.py";
+  }
+  if (size >= 2 && static_cast<unsigned char>(base[0]) == 0x80 && base[1] >= 2 && base[1] <= 5) {
+    return "a Python pickle, as old PyTorch checkpoints are: convert it with tools/convert_checkpoint.py";
+  }
+  if (starts("\x93NUMPY")) return "a NumPy .npy array";
+  if (starts("\x89HDF\r\n\x1a\n")) return "an HDF5 file";
+  if (starts("GGUF")) return "a GGUF model";
+  if (starts("\x1f\x8b")) return "gzip-compressed data";
+  return "";
+}
+
+// The header as the checksum covers it: without __metadata__.checksum, keys sorted, no spaces.
+uint64_t header_hash(nlohmann::json header) {
+  if (auto it = header.find("__metadata__"); it != header.end() && it->is_object()) it->erase(kChecksumKey);
+  const std::string text = header.dump();
+  return xxh64(text.data(), text.size());
+}
 
 
 size_t stored_size(const std::string& dtype) {
@@ -98,6 +128,13 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
   if (size < 8) bad(fmt::format("file is {} bytes, too short for the 8-byte header length", size));
   uint64_t header_len;
   std::memcpy(&header_len, base, 8);
+  // A header length that does not fit and no '{' where the JSON starts: another kind of file.
+  if ((header_len > kMaxHeaderBytes || header_len > size - 8) && size > 8 && base[8] != '{') {
+    const std::string kind = known_format(base, size);
+    bad(kind.empty() ? fmt::format("not a safetensors file (its first 8 bytes, read as the header length, give {} for "
+                                   "a {}-byte file, and no JSON header follows)", header_len, size)
+                     : fmt::format("not a safetensors file (it is {})", kind));
+  }
   if (header_len > kMaxHeaderBytes) bad(fmt::format("header length {} exceeds the 100 MB limit", header_len));
   if (header_len > size - 8) bad(fmt::format("header length {} is longer than the file ({} bytes)", header_len, size));
   // nlohmann stops at a NUL byte; the format forbids anything after the JSON, so refuse it here.
@@ -114,6 +151,9 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
 
   SafetensorsFile file;
   file.path = name;
+  file.bytes = owner;
+  file.data = data;
+  file.data_size = data_size;
   struct Entry {
     std::string key, dtype;
     Shape shape;
@@ -128,6 +168,7 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
         if (!m->is_string()) bad(fmt::format("__metadata__ value '{}' is not a string", m.key()));
         file.metadata[m.key()] = m->get<std::string>();
       }
+      if (it->contains(kChecksumKey)) file.header_hash = header_hash(header);
       continue;
     }
     const auto& info = *it;
@@ -179,6 +220,7 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
   }
   for (const Entry& e : entries) {
     file.tensors.emplace_back(e.key, make_tensor(e.dtype, e.shape, data + e.begin, owner));
+    file.spans.push_back({e.key, e.dtype, e.begin, e.end});
   }
   return file;
 }
@@ -230,9 +272,11 @@ std::string temp_path(const std::string& path) {
 }
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata, bool checksum) {
+  VIT_CHECK(!checksum || !metadata.count(kChecksumKey), "safetensors",
+            "{}: metadata key '{}' is reserved for the checksum", path, kChecksumKey);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  if (!metadata.empty() || checksum) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   std::vector<Tensor> contiguous;
   for (const auto& [name, t] : tensors) {
@@ -247,6 +291,13 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   }
   std::string text;
   try {
+    if (checksum) {  // see safetensors.h: the data section, seeded with the canonical header
+      Xxh64 hash(header_hash(nlohmann::json::parse(header.dump())));
+      for (const Tensor& t : contiguous) {
+        hash.update(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+      }
+      header["__metadata__"][kChecksumKey] = checksum_str(hash.digest());
+    }
     text = header.dump();
   } catch (const nlohmann::json::exception& e) {  // names or metadata that are not valid UTF-8
     fail("safetensors", "{}: cannot write the header as JSON ({})", path, e.what());

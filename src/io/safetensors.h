@@ -2,7 +2,14 @@
 // header {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}}, then
 // the tensor bytes. Reading memory-maps the file and validates everything before use: header
 // size (<= 100 MB) and JSON, dtypes, shapes, offsets inside the data and not overlapping,
-// byte lengths matching shape x dtype. F16/BF16 are widened to F32, I32 to I64 on load.
+// byte lengths matching shape x dtype. F16/BF16 are widened to F32, I32 to I64 on load. A file
+// that is plainly something else (a PNG, a zip archive, ...) is named as such.
+//
+// Checksum (optional, written for vit checkpoints): __metadata__["checksum"] = "xxh64:<16 hex>",
+// the XXH64 (io/checksum.h) of the data section (every byte after the header), seeded with the
+// XXH64 of the header JSON without that one entry, re-serialised with sorted keys and no spaces
+// (Python: json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False)).
+// Reading never enforces it: scan_contents computes it, and the caller compares.
 #pragma once
 
 #include <map>
@@ -23,18 +30,42 @@ struct SafetensorsFile {
   // The tensor called name; throws "[safetensors] FILE: no tensor 'name'" if absent.
   const Tensor& get(const std::string& name) const;
   std::string path;
+
+  // What scan_contents reads: the data section, and where each tensor lies in it as stored.
+  struct Span {
+    std::string name, dtype;  // dtype as stored: "F32", "F16", "BF16", "F64", "I64", "I32"
+    uint64_t begin = 0, end = 0;  // byte offsets into the data section
+  };
+  std::vector<Span> spans;        // in data order
+  std::shared_ptr<void> bytes;    // keeps the mapping (or buffer) alive
+  const char* data = nullptr;     // the data section
+  uint64_t data_size = 0;
+  uint64_t header_hash = 0;       // with a "checksum" in __metadata__: the checksum's seed
 };
+
+inline constexpr const char* kChecksumKey = "checksum";
+
+// One pass over the data section (block by block, each block hashed and scanned while in cache).
+struct ContentScan {
+  std::string checksum;            // with `checksum`: "xxh64:..." as save_safetensors writes it
+  int64_t nonfinite_count = 0;     // with `finite`: NaN/Inf values in the float tensors
+  std::string nonfinite_tensor;    // the first one: its tensor, element index and value
+  int64_t nonfinite_index = -1;
+  double nonfinite_value = 0.0;
+};
+ContentScan scan_contents(const SafetensorsFile& file, bool checksum, bool finite);
 
 // Reads a whole file. Throws vit::Error naming the file and what is wrong.
 SafetensorsFile load_safetensors(const std::string& path);
 // Parses an in-memory image of a file (the same checks); `name` is used in error messages.
 SafetensorsFile parse_safetensors(std::shared_ptr<std::vector<char>> bytes, const std::string& name);
 
-// Writes tensors (F32, F64 or I64) and string metadata. Writes to a temporary file of its own
-// (temp_path), flushes, fsyncs and renames, so an existing file is replaced only by a complete one,
-// even with several writers. Throws before renaming, leaving path untouched and no temporary file.
+// Writes tensors (F32, F64 or I64) and string metadata, with a checksum in the metadata when
+// asked. Writes to a temporary file of its own (temp_path), flushes, fsyncs and renames, so an
+// existing file is replaced only by a complete one, even with several writers. Throws before
+// renaming, leaving path untouched and no temporary file.
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {}, bool checksum = false);
 
 // A temporary name beside `path` that no other writer uses: path + ".tmp.<pid>.<n>", n counting
 // this process's calls, so two processes (or threads) replacing the same file never share one.

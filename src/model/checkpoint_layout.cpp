@@ -200,7 +200,7 @@ int64_t default_num_heads(int64_t dim) {
     case 768: return 12;
     case 1024: return 16;
     case 1280: return 16;
-    default: return std::max<int64_t>(1, dim / 64);
+    default: return 0;  // not a standard width: the head count cannot be told
   }
 }
 
@@ -241,6 +241,8 @@ ViTConfig infer_config(const NamedTensors& w, Layout layout, int64_t num_heads, 
             "'classifier.weight')", source);
   c.num_classes = head->size(0);
   c.num_heads = num_heads > 0 ? num_heads : default_num_heads(c.dim);
+  VIT_CHECK(c.num_heads > 0, "checkpoint", "{}: width {} is not a standard ViT width (192, 384, 768, 1024, 1280); its "
+            "number of attention heads cannot be inferred: pass --heads", source, c.dim);
   c.eps = default_eps(layout);
   if (find(w, "fc_norm.weight")) c.pool = "mean";
   c.validate();

@@ -53,7 +53,8 @@ const std::vector<KeyNames>& top_level_keys();
 const std::vector<KeyNames>& block_keys();
 
 // Infers a config from timm-named weights. num_heads <= 0 picks the standard value for the
-// width (192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16; otherwise dim / 64); eps follows the layout.
+// width (192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16) and refuses any other width, whose head
+// count the shapes cannot tell (pass --heads); eps follows the layout.
 ViTConfig infer_config(const NamedTensors& timm_weights, Layout layout, int64_t num_heads, const std::string& source);
 
 // Position embedding (1, prefix + gh*gw, D) resampled to a new grid by bicubic interpolation,
@@ -62,7 +63,7 @@ ViTConfig infer_config(const NamedTensors& timm_weights, Layout layout, int64_t 
 Tensor resample_pos_embed(const Tensor& pos_embed, int64_t prefix_tokens, int64_t new_grid_h, int64_t new_grid_w,
                           bool align_corners);
 
-int64_t default_num_heads(int64_t dim);
+int64_t default_num_heads(int64_t dim);  // 0 for a width that is not a standard one
 double default_eps(Layout layout);
 
 }  // namespace vit::model

@@ -69,6 +69,9 @@ void TrainConfig::validate() const {
     for (size_t c = 0; c < C; ++c) {
       VIT_CHECK(std::isfinite(mean[c]) && std::isfinite(std[c]) && std[c] > 0, op,
                 "--mean must be finite and --std positive, got mean {} std {}", mean[c], std[c]);
+      VIT_CHECK(mean[c] >= 0 && mean[c] <= data::kMaxNormalizationMean && std[c] <= data::kMaxNormalizationStd, op,
+                "--mean must be in [0, {}] and --std in (0, {}] (pixels are scaled to [0, 1]), got mean {} std {}",
+                data::kMaxNormalizationMean, data::kMaxNormalizationStd, mean[c], std[c]);
     }
   }
 }

@@ -81,7 +81,7 @@ TEST(HostileCli, DepthZeroIsRefusedByEveryCommand) {
   io::save_safetensors(forged, tensors, metadata);
   data::write_png(dir.file("x.png"), data::Image{1, 8, 8, std::vector<uint8_t>(64, 50)});
 
-  const std::string bad = "[checkpoint] " + forged + ": " + refused;
+  const std::string bad = "[checkpoint] " + forged + ": model_config: " + refused;
   expect_error(vit("attention --checkpoint " + forged + " --out " + dir.file("a.png") + " " + dir.file("x.png")), bad);
   EXPECT_FALSE(fs::exists(dir.file("a.png")));
   expect_error(vit("predict --checkpoint " + forged + " " + dir.file("x.png")), bad);

@@ -68,16 +68,17 @@ INSTANTIATE_TEST_SUITE_P(AllLayouts, Layouts,
                          });
 
 TEST(Layouts, DetectionDefaultsAndForcing) {
-  EXPECT_EQ(load_model(kDir + "timm.safetensors").layout, "timm");
-  EXPECT_EQ(load_model(kDir + "torchvision.safetensors").layout, "torchvision");
-  const LoadedModel hf = load_model(kDir + "hf.safetensors");
+  EXPECT_EQ(load_model(kDir + "timm.safetensors", with_heads()).layout, "timm");
+  EXPECT_EQ(load_model(kDir + "torchvision.safetensors", with_heads()).layout, "torchvision");
+  const LoadedModel hf = load_model(kDir + "hf.safetensors", with_heads());
   EXPECT_EQ(hf.layout, "huggingface");
   EXPECT_EQ(hf.model->config().eps, 1e-12);
-  EXPECT_EQ(load_model(kDir + "timm.safetensors").model->config().eps, 1e-6);
-  EXPECT_EQ(load_model(kDir + "timm.safetensors").model->config().num_heads, 1);  // 48 / 64, floored at 1
+  EXPECT_EQ(load_model(kDir + "timm.safetensors", with_heads()).model->config().eps, 1e-6);
+  // 48 is no standard width: refused without --heads (it once got 48 / 64 floored at 1 head).
+  EXPECT_THROW(load_model(kDir + "timm.safetensors"), Error);
   EXPECT_EQ(model::default_num_heads(768), 12);
   EXPECT_EQ(model::default_num_heads(192), 3);
-  LoadOptions forced;
+  LoadOptions forced = with_heads();
   forced.layout = model::Layout::Timm;
   EXPECT_THROW(load_model(kDir + "hf.safetensors", forced), Error);  // HF keys are not timm keys
   LoadOptions heads;
@@ -97,7 +98,7 @@ TEST(PosEmbed, ResamplingMatchesTimmAndTorchvision) {
   LoadedModel m = load_model(kDir + "timm.safetensors", at48);
   EXPECT_EQ(m.model->config().image_size, 48);
   expect_logits_match(run(m, f.get("input_48").to(DType::F32)), f.get("logits_timm_48"), "timm at 48x48");
-  LoadOptions odd;
+  LoadOptions odd = with_heads();
   odd.image_size = 50;
   EXPECT_THROW(load_model(kDir + "timm.safetensors", odd), Error);
 }
@@ -112,7 +113,7 @@ TEST(BadCheckpoints, MissingUnexpectedWrongShapeNotAViT) {
     io::save_safetensors(dir.file(name), tensors);
     return dir.file(name);
   };
-  auto error_of = [](const std::string& path, LoadOptions options = {}) -> std::string {
+  auto error_of = [](const std::string& path, LoadOptions options = with_heads()) -> std::string {
     try {
       load_model(path, options);
     } catch (const Error& e) {
@@ -126,7 +127,7 @@ TEST(BadCheckpoints, MissingUnexpectedWrongShapeNotAViT) {
   const std::string e1 = error_of(missing);
   EXPECT_NE(e1.find(missing), std::string::npos) << e1;
   EXPECT_NE(e1.find("missing keys [blocks.1.norm2.bias]"), std::string::npos) << e1;
-  LoadOptions lenient;
+  LoadOptions lenient = with_heads();
   lenient.strict = false;
   const LoadedModel partial = load_model(missing, lenient);
   EXPECT_EQ(partial.missing_keys, (std::vector<std::string>{"blocks.1.norm2.bias"}));

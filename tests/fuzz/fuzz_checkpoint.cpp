@@ -1,0 +1,21 @@
+// Fuzz target: vit's own checkpoint format on top of the safetensors reader -- every metadata
+// value's validation (model config, normalisation, class names, progress, optimizer, checksum
+// syntax), the config-against-shapes checks, the one-pass checksum and NaN/Inf scan, and
+// building the model the checkpoint describes. The seeds (corpus/checkpoint/seed_*) are a tiny
+// checkpoint written by infer::save_checkpoint (tests/support/tiny_checkpoint.h) and copies with
+// one metadata value edited, as each file's name says.
+#include <memory>
+#include <vector>
+
+#include "fuzz_target.h"
+#include "infer/checkpoint.h"
+
+VIT_FUZZ_TARGET({
+  auto bytes = std::make_shared<std::vector<char>>(data, data + size);
+  const vit::io::SafetensorsFile file = vit::io::parse_safetensors(bytes, "fuzz.safetensors");
+  const vit::infer::LoadedCheckpoint checkpoint = vit::infer::parse_checkpoint(file);
+  // The weights' element count equals the config's parameter count: building allocates at most
+  // about the input's size.
+  auto model = vit::infer::model_from_checkpoint(checkpoint, !checkpoint.ema.empty());
+  (void)model;
+})
