@@ -32,7 +32,8 @@ void forward_fast(benchmark::State& state, AttentionShape s) {
   Buffers b(s);
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
   for (auto _ : state) {
-    vit::kernels::attention_forward<float>(s, b.qkv.data<float>(), nullptr, scale, b.probs.data<float>(), b.out.data<float>());
+    vit::kernels::attention_forward<float>(s, b.qkv.data<float>(), nullptr, scale, b.probs.data<float>(),
+                                           b.out.data<float>());
     benchmark::DoNotOptimize(b.out.data<float>());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(forward_flops(s), benchmark::Counter::kIsIterationInvariantRate);
@@ -52,7 +53,8 @@ void forward_backward_fast(benchmark::State& state, AttentionShape s) {
   Buffers b(s);
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
   for (auto _ : state) {
-    vit::kernels::attention_forward<float>(s, b.qkv.data<float>(), nullptr, scale, b.probs.data<float>(), b.out.data<float>());
+    vit::kernels::attention_forward<float>(s, b.qkv.data<float>(), nullptr, scale, b.probs.data<float>(),
+                                           b.out.data<float>());
     vit::kernels::attention_backward<float>(s, b.qkv.data<float>(), b.probs.data<float>(), nullptr, scale,
                                             b.dout.data<float>(), b.dqkv.data<float>());
     benchmark::DoNotOptimize(b.dqkv.data<float>());

@@ -28,9 +28,11 @@ void linear_gemm(benchmark::State& state) {
   Tensor y = Tensor::empty({M, N});
   for (auto _ : state) {
     if constexpr (Reference) {
-      vit::kernels::gemm_ref<float>(false, true, M, N, K, 1.0f, x.data<float>(), K, w.data<float>(), K, 0.0f, y.data<float>(), N);
+      vit::kernels::gemm_ref<float>(false, true, M, N, K, 1.0f, x.data<float>(), K, w.data<float>(), K, 0.0f,
+                                    y.data<float>(), N);
     } else {
-      vit::kernels::gemm<float>(false, true, M, N, K, 1.0f, x.data<float>(), K, w.data<float>(), K, 0.0f, y.data<float>(), N);
+      vit::kernels::gemm<float>(false, true, M, N, K, 1.0f, x.data<float>(), K, w.data<float>(), K, 0.0f,
+                                y.data<float>(), N);
     }
     benchmark::DoNotOptimize(y.data<float>());
   }
@@ -52,8 +54,8 @@ void linear_fused(benchmark::State& state) {
   const Tensor x = random({M, K}), w = random({N, K}), bias = random({N});
   Tensor y = Tensor::empty({M, N});
   for (auto _ : state) {
-    vit::kernels::linear_forward<float>(x.data<float>(), M, K, K, w.data<float>(), N, bias.data<float>(), y.data<float>(), N,
-                                 vit::kernels::Epilogue::Store);
+    vit::kernels::linear_forward<float>(x.data<float>(), M, K, K, w.data<float>(), N, bias.data<float>(),
+                                        y.data<float>(), N, vit::kernels::Epilogue::Store);
     benchmark::DoNotOptimize(y.data<float>());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
@@ -80,7 +82,7 @@ void linear_cold(benchmark::State& state) {
     const float* w = ws[i++ % ws.size()].data<float>();
     if (fused) {
       vit::kernels::linear_forward<float>(x.data<float>(), M, K, K, w, N, bias.data<float>(), y.data<float>(), N,
-                                   vit::kernels::Epilogue::Store);
+                                          vit::kernels::Epilogue::Store);
     } else {
       vit::kernels::gemm<float>(false, true, M, N, K, 1.0f, x.data<float>(), K, w, K, 0.0f, y.data<float>(), N);
     }
@@ -88,8 +90,12 @@ void linear_cold(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(linear_cold)->Args({197, 3072, 768, 1})->Args({197, 3072, 768, 0})->Args({197, 768, 3072, 1})
-    ->Args({197, 768, 3072, 0})->Unit(benchmark::kMicrosecond);
+BENCHMARK(linear_cold)
+    ->Args({197, 3072, 768, 1})
+    ->Args({197, 3072, 768, 0})
+    ->Args({197, 768, 3072, 1})
+    ->Args({197, 768, 3072, 0})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(linear_gemm<true>)->Args({197, 576, 192})->Unit(benchmark::kMillisecond);
 
 template <bool Reference>
@@ -99,7 +105,8 @@ void layernorm(benchmark::State& state) {
   Tensor y = Tensor::empty({rows, n}), mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
   for (auto _ : state) {
     if constexpr (Reference) {
-      vit::kernels::layernorm_forward_ref<float>(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), rows, n, 1e-6);
+      vit::kernels::layernorm_forward_ref<float>(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(),
+                                                 rows, n, 1e-6);
     } else {
       vit::kernels::layernorm_forward<float>(x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(),
                                              mean.data<float>(), rstd.data<float>(), rows, n, 1e-6);
@@ -117,8 +124,10 @@ void softmax_rows(benchmark::State& state) {
   const Tensor x = random({rows, n});
   Tensor y = Tensor::empty({rows, n});
   for (auto _ : state) {
-    if constexpr (Reference) vit::kernels::softmax_forward_ref<float>(x.data<float>(), y.data<float>(), rows, n);
-    else vit::kernels::softmax_forward<float>(x.data<float>(), y.data<float>(), rows, n);
+    if constexpr (Reference)
+      vit::kernels::softmax_forward_ref<float>(x.data<float>(), y.data<float>(), rows, n);
+    else
+      vit::kernels::softmax_forward<float>(x.data<float>(), y.data<float>(), rows, n);
     benchmark::DoNotOptimize(y.data<float>());
   }
   state.counters["GB/s"] = benchmark::Counter(8.0 * rows * n, benchmark::Counter::kIsIterationInvariantRate);
@@ -142,7 +151,8 @@ void gelu_reference(benchmark::State& state) {
   const float* in = x.data<float>();
   float* out = y.data<float>();
   for (auto _ : state) {
-    for (int64_t i = 0; i < x.numel(); ++i) out[i] = static_cast<float>(vit::kernels::unary_ref(vit::kernels::Unary::Gelu, in[i]));
+    for (int64_t i = 0; i < x.numel(); ++i)
+      out[i] = static_cast<float>(vit::kernels::unary_ref(vit::kernels::Unary::Gelu, in[i]));
     benchmark::DoNotOptimize(out);
   }
   state.counters["GB/s"] = benchmark::Counter(8.0 * x.numel(), benchmark::Counter::kIsIterationInvariantRate);

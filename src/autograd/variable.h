@@ -21,12 +21,12 @@ using BackwardFn = std::function<void(const Tensor& grad_out, std::vector<Tensor
 
 struct Node {
   Tensor data;
-  Tensor grad;                 // accumulated gradient (leaves keep it across backward calls)
+  Tensor grad;  // accumulated gradient (leaves keep it across backward calls)
   bool requires_grad = false;
-  bool retains_grad = false;   // keep .grad on a non-leaf after backward
-  std::string grad_fn;         // name of the op that made it ("" for leaves)
+  bool retains_grad = false;  // keep .grad on a non-leaf after backward
+  std::string grad_fn;        // name of the op that made it ("" for leaves)
   std::vector<std::shared_ptr<Node>> inputs;
-  BackwardFn backward;         // released after backward() runs (the graph is freed)
+  BackwardFn backward;  // released after backward() runs (the graph is freed)
 };
 
 class Variable {

@@ -13,7 +13,8 @@ void add_attention_command(CLI::App& app) {
     int64_t size = 224;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("attention", "draw where a ViT looks (last-block CLS attention and rollout) as an image");
+  CLI::App* cmd =
+      app.add_subcommand("attention", "draw where a ViT looks (last-block CLS attention and rollout) as an image");
   add_model_options(cmd, *o);
   cmd->add_option("image", o->image, "image file")->required();
   cmd->add_option("--out", o->out, "output image (.png, .jpg or .bmp)")->capture_default_str();
@@ -24,8 +25,8 @@ void add_attention_command(CLI::App& app) {
     const infer::AttentionMaps maps = infer::attention_maps(*m.model, image, m.preprocess);
     data::write_image(o->out, infer::render_attention(image, maps, o->size));
     std::printf("%s: predicted %s (%.2f%%); wrote %s [image | last-block attention | rollout], %ldx%ld grid\n",
-                o->image.c_str(), m.class_names[static_cast<size_t>(maps.predicted_class)].c_str(), 100.0 * maps.probability,
-                o->out.c_str(), maps.grid, maps.grid);
+                o->image.c_str(), m.class_names[static_cast<size_t>(maps.predicted_class)].c_str(),
+                100.0 * maps.probability, o->out.c_str(), maps.grid, maps.grid);
   });
 }
 

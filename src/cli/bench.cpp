@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "cli/validators.h"
 #include "cli/model_flags.h"
+#include "cli/validators.h"
 #include "perf/model_benchmark.h"
 
 namespace vit::cli {

@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/validators.h"
 #include "cli/model_options.h"
+#include "cli/validators.h"
 #include "infer/checkpoint.h"
 #include "train/evaluate.h"
 
@@ -25,7 +25,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--split", o->split, "test or train")->capture_default_str()->check(CLI::IsMember({"test", "train"}));
   cmd->add_option("--batch-size", o->batch, "batch size")->capture_default_str()->check(kPositive);
   cmd->add_option("--max-pixels", o->max_pixels, "image folders: refuse images with more pixels")
-      ->capture_default_str()->check(kPositive);
+      ->capture_default_str()
+      ->check(kPositive);
   cmd->add_flag("--ema", o->ema, "use the checkpoint's EMA weights");
   cmd->add_flag("--allow-nonfinite", o->allow_nonfinite, "load weights that hold NaN or Inf (refused by default)");
   cmd->add_flag("--json", o->json, "print one JSON object");
@@ -40,8 +41,8 @@ void add_eval_command(CLI::App& app) {
     data::Dataset d = data::load_dataset(o->data, o->split == "test" ? data::Split::Test : data::Split::Train,
                                          mc.in_channels, mc.image_size, o->max_pixels);
     VIT_CHECK(d.channels == mc.in_channels && d.height == mc.image_size && d.width == mc.image_size, "eval",
-              "{}: images are {}x{}x{} but {} expects {}x{}x{}", d.source, d.channels, d.height, d.width,
-              o->checkpoint, mc.in_channels, mc.image_size, mc.image_size);
+              "{}: images are {}x{}x{} but {} expects {}x{}x{}", d.source, d.channels, d.height, d.width, o->checkpoint,
+              mc.in_channels, mc.image_size, mc.image_size);
     // Scored by class name: the checkpoint's names are the truth (its outputs' order).
     if (!ckpt.info.class_names.empty()) {
       const std::vector<std::string> missing =
@@ -52,8 +53,12 @@ void add_eval_command(CLI::App& app) {
     const std::vector<std::string>& names = ckpt.info.class_names;
     auto name_of = [&](size_t k) { return k < names.size() ? names[k] : std::to_string(k); };
     if (o->json) {
-      nlohmann::ordered_json j = {{"checkpoint", o->checkpoint}, {"data", o->data}, {"split", o->split},
-                                  {"images", r.count},          {"loss", r.loss},   {"top1", r.top1},
+      nlohmann::ordered_json j = {{"checkpoint", o->checkpoint},
+                                  {"data", o->data},
+                                  {"split", o->split},
+                                  {"images", r.count},
+                                  {"loss", r.loss},
+                                  {"top1", r.top1},
                                   {"top5", r.top5}};
       nlohmann::ordered_json per_class = nlohmann::ordered_json::object();
       for (size_t k = 0; k < r.per_class_accuracy.size(); ++k) per_class[name_of(k)] = r.per_class_accuracy[k];

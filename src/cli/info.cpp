@@ -30,8 +30,8 @@ void add_info_command(CLI::App& app) {
     }
     const model::ViTConfig& m = model->config();
     std::printf("%s\n", m.name.c_str());
-    std::printf("  image %ldx%ldx%ld, patch %ld -> %ld patches, %ld tokens\n", m.in_channels, m.image_size, m.image_size,
-                m.patch_size, m.num_patches(), m.num_tokens());
+    std::printf("  image %ldx%ldx%ld, patch %ld -> %ld patches, %ld tokens\n", m.in_channels, m.image_size,
+                m.image_size, m.patch_size, m.num_patches(), m.num_tokens());
     std::printf("  dim %ld, depth %ld, heads %ld (head dim %ld), mlp %ld, qkv_bias %s, pool %s, eps %g, classes %ld\n",
                 m.dim, m.depth, m.num_heads, m.head_dim(), m.hidden_dim(), m.qkv_bias ? "yes" : "no", m.pool.c_str(),
                 m.eps, m.num_classes);

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
       found = found || sub->check_name(argv[1]);
     }
     if (!found) {
-      std::fprintf(stderr, "error: unknown command '%s' (commands: %s; vit --help says more)\n", argv[1], known.c_str());
+      std::fprintf(stderr, "error: unknown command '%s' (commands: %s; vit --help says more)\n", argv[1],
+                   known.c_str());
       return 2;
     }
   }

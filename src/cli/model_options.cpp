@@ -12,7 +12,8 @@ namespace vit::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
   o.max_pixels = data::kDefaultMaxPixels;
-  cmd->add_option("--checkpoint", o.checkpoint, "model file (.safetensors): ours, timm, torchvision or Hugging Face")->required();
+  cmd->add_option("--checkpoint", o.checkpoint, "model file (.safetensors): ours, timm, torchvision or Hugging Face")
+      ->required();
   cmd->add_option("--layout", o.layout, "force the key layout: timm, torchvision, huggingface (default: detected)");
   cmd->add_option("--heads", o.heads, "attention heads (default: from the file, else standard for the width)")
       ->check(kPositive);
@@ -51,8 +52,11 @@ infer::LoadedModel load_for_inference(const ModelOptions& o) {
   infer::LoadedModel m = infer::load_model(o.checkpoint, options);
   if (m.layout == "vit" && m.checksum.empty()) warn_no_checksum(o.checkpoint);
   if (o.no_strict) {
-    for (const auto& k : m.missing_keys) std::fprintf(stderr, "warning: %s: missing key '%s' (left at its initial value)\n", o.checkpoint.c_str(), k.c_str());
-    for (const auto& k : m.unexpected_keys) std::fprintf(stderr, "warning: %s: unexpected key '%s' (ignored)\n", o.checkpoint.c_str(), k.c_str());
+    for (const auto& k : m.missing_keys)
+      std::fprintf(stderr, "warning: %s: missing key '%s' (left at its initial value)\n", o.checkpoint.c_str(),
+                   k.c_str());
+    for (const auto& k : m.unexpected_keys)
+      std::fprintf(stderr, "warning: %s: unexpected key '%s' (ignored)\n", o.checkpoint.c_str(), k.c_str());
   }
   infer::Preprocess& p = m.preprocess;
   if (o.resize > 0) p.resize = o.resize, p.square = false;
@@ -60,9 +64,11 @@ infer::LoadedModel load_for_inference(const ModelOptions& o) {
   if (!o.interpolation.empty()) p.filter = infer::parse_filter(o.interpolation);
   const auto channels = static_cast<size_t>(m.model->config().in_channels);
   auto per_channel = [channels](const std::vector<double>& v, const char* name) {
-    VIT_CHECK(v.size() == 1 || v.size() == channels, "predict", "--{} needs {} (one value for all channels, or one per channel), got {}",
-              name, channels == 1 ? std::string("1 value (the model takes grey images)")
-                                  : fmt::format("1 or {} values", channels), v.size());
+    VIT_CHECK(
+        v.size() == 1 || v.size() == channels, "predict",
+        "--{} needs {} (one value for all channels, or one per channel), got {}", name,
+        channels == 1 ? std::string("1 value (the model takes grey images)") : fmt::format("1 or {} values", channels),
+        v.size());
     for (double x : v) VIT_CHECK(std::isfinite(x), "predict", "--{} values must be finite numbers, got {}", name, x);
     return v.size() == 1 ? std::vector<double>(channels, v[0]) : v;
   };

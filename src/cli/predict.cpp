@@ -1,16 +1,16 @@
 // `vit predict`: top-k classes for image files, or raw logits for a .npy batch.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include "cli/commands.h"
-#include "cli/validators.h"
 #include "cli/model_options.h"
-#include "io/npy.h"
+#include "cli/validators.h"
 #include "infer/inference.h"
+#include "io/npy.h"
 
 namespace vit::cli {
 
@@ -44,7 +44,8 @@ void add_predict_command(CLI::App& app) {
                     input.size(3) == c.image_size,
                 "predict", "{}: input {} but the model takes (B, {}, {}, {})", o->tensor, shape_str(input.shape()),
                 c.in_channels, c.image_size, c.image_size);
-      for (double v : input.to_vector()) VIT_CHECK(std::isfinite(v), "predict", "{}: the input contains NaN or infinity", o->tensor);
+      for (double v : input.to_vector())
+        VIT_CHECK(std::isfinite(v), "predict", "{}: the input contains NaN or infinity", o->tensor);
       std::vector<Tensor> parts;
       for (int64_t b = 0; b < input.size(0); b += o->batch) {
         parts.push_back(session.forward(input.slice(0, b, std::min(input.size(0), b + o->batch))));
@@ -52,7 +53,8 @@ void add_predict_command(CLI::App& app) {
       const Tensor logits = parts.empty() ? Tensor::empty({0, c.num_classes}) : cat(parts, 0);
       if (!o->out.empty()) {
         io::save_npy(o->out, logits);
-        std::printf("wrote %s: logits %s (%s layout)\n", o->out.c_str(), shape_str(logits.shape()).c_str(), m.layout.c_str());
+        std::printf("wrote %s: logits %s (%s layout)\n", o->out.c_str(), shape_str(logits.shape()).c_str(),
+                    m.layout.c_str());
       } else {
         std::printf("%s\n", logits.to_string().c_str());
       }
@@ -72,7 +74,8 @@ void add_predict_command(CLI::App& app) {
           if (o->invert) {
             for (auto& px : image.pixels) px = static_cast<uint8_t>(255 - px);
           }
-          infer::preprocess_into(image, m.preprocess, C, batch.data<float>() + static_cast<int64_t>(ok.size()) * C * S * S);
+          infer::preprocess_into(image, m.preprocess, C,
+                                 batch.data<float>() + static_cast<int64_t>(ok.size()) * C * S * S);
           ok.push_back(i);
         } catch (const Error& e) {
           if (o->images.size() == 1) throw;  // one image: its error is the command's
@@ -88,7 +91,8 @@ void add_predict_command(CLI::App& app) {
         const float* row = probs.data<float>() + static_cast<int64_t>(j) * K;
         std::vector<int64_t> order(K);
         std::iota(order.begin(), order.end(), 0);
-        std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int64_t a, int64_t b) { return row[a] > row[b]; });
+        std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                          [row](int64_t a, int64_t b) { return row[a] > row[b]; });
         std::printf("%s\n", o->images[ok[j]].c_str());
         for (int64_t r = 0; r < k; ++r) {
           std::printf("  %6.2f%%  %s\n", 100.0 * row[order[r]], m.class_names[static_cast<size_t>(order[r])].c_str());

@@ -5,8 +5,8 @@
 #include <functional>
 
 #include "cli/commands.h"
-#include "cli/validators.h"
 #include "cli/model_flags.h"
+#include "cli/validators.h"
 #include "kernels/gemm.h"
 #include "train/trainer.h"
 
@@ -25,8 +25,10 @@ void add_train_command(CLI::App& app) {
   auto plain = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "train", "train a ViT (default: the bundled MNIST digits, vit_digits preset, a recipe tuned for 2 CPU cores)");
-  auto* data = cmd->add_option("--data", c->data_dir, "dataset directory: MNIST IDX files, CIFAR-10 batches, or train/ and test/ "
-                                         "image folders")->capture_default_str();
+  auto* data = cmd->add_option("--data", c->data_dir,
+                               "dataset directory: MNIST IDX files, CIFAR-10 batches, or train/ and test/ "
+                               "image folders")
+                   ->capture_default_str();
   auto* mean = cmd->add_option("--mean", c->normalization.mean,
                                "per-channel normalisation mean (default: the recipe's for its own data, else computed "
                                "from the training images)");
@@ -42,21 +44,31 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--lr", c->lr, "peak learning rate")->capture_default_str();
   cmd->add_option("--min-lr", c->min_lr, "final learning rate of the cosine decay")->capture_default_str();
   cmd->add_option("--warmup-epochs", c->warmup_epochs, "linear warmup length")->capture_default_str();
-  cmd->add_option("--weight-decay", c->weight_decay, "decoupled weight decay (not on biases, norms, cls_token, "
-                                                    "pos_embed)")->capture_default_str();
+  cmd->add_option("--weight-decay", c->weight_decay,
+                  "decoupled weight decay (not on biases, norms, cls_token, "
+                  "pos_embed)")
+      ->capture_default_str();
   cmd->add_option("--momentum", c->momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--label-smoothing", c->label_smoothing, "label smoothing")->capture_default_str();
   cmd->add_option("--clip-grad", c->clip_grad, "global gradient-norm clip (0: off)")->capture_default_str();
   cmd->add_option("--ema", c->ema_decay, "weight EMA decay (0: off)")->capture_default_str();
   std::vector<CLI::Option*> augment_flags;
-  augment_flags.push_back(cmd->add_option("--rotate", c->augment.rotate_degrees, "augmentation: max rotation (degrees)")->capture_default_str());
-  augment_flags.push_back(cmd->add_option("--translate", c->augment.translate, "augmentation: max shift (fraction)")->capture_default_str());
-  augment_flags.push_back(cmd->add_option("--scale-min", c->augment.scale_min, "augmentation: min zoom")->capture_default_str());
-  augment_flags.push_back(cmd->add_option("--scale-max", c->augment.scale_max, "augmentation: max zoom")->capture_default_str());
-  augment_flags.push_back(cmd->add_option("--crop-padding", c->augment.crop_padding, "augmentation: random crop padding")->capture_default_str());
+  augment_flags.push_back(cmd->add_option("--rotate", c->augment.rotate_degrees, "augmentation: max rotation (degrees)")
+                              ->capture_default_str());
+  augment_flags.push_back(cmd->add_option("--translate", c->augment.translate, "augmentation: max shift (fraction)")
+                              ->capture_default_str());
+  augment_flags.push_back(
+      cmd->add_option("--scale-min", c->augment.scale_min, "augmentation: min zoom")->capture_default_str());
+  augment_flags.push_back(
+      cmd->add_option("--scale-max", c->augment.scale_max, "augmentation: max zoom")->capture_default_str());
+  augment_flags.push_back(
+      cmd->add_option("--crop-padding", c->augment.crop_padding, "augmentation: random crop padding")
+          ->capture_default_str());
   augment_flags.push_back(cmd->add_flag("--hflip", c->augment.hflip, "augmentation: random horizontal flips"));
-  augment_flags.push_back(cmd->add_option("--mixup", c->augment.mixup_alpha, "mixup alpha (0: off)")->capture_default_str());
-  augment_flags.push_back(cmd->add_option("--cutmix", c->augment.cutmix_alpha, "cutmix alpha (0: off)")->capture_default_str());
+  augment_flags.push_back(
+      cmd->add_option("--mixup", c->augment.mixup_alpha, "mixup alpha (0: off)")->capture_default_str());
+  augment_flags.push_back(
+      cmd->add_option("--cutmix", c->augment.cutmix_alpha, "cutmix alpha (0: off)")->capture_default_str());
   CLI::Option* no_augment_flag = cmd->add_flag("--no-augment", *no_augment, "turn all augmentation off");
   for (CLI::Option* flag : augment_flags) no_augment_flag->excludes(flag);  // not silently overridden
   cmd->add_option("--seed", c->seed, "random seed")->capture_default_str()->check(kSeed);
@@ -74,7 +86,8 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-pixels", c->max_pixels, "image folders: refuse images with more pixels (decompression bombs)")
       ->capture_default_str();
-  cmd->add_flag("--skip-nonfinite", c->skip_nonfinite, "skip steps with a NaN/Inf loss or gradient instead of stopping");
+  cmd->add_flag("--skip-nonfinite", c->skip_nonfinite,
+                "skip steps with a NaN/Inf loss or gradient instead of stopping");
   cmd->add_flag("--plain", *plain, "plain log lines even on a terminal");
   cmd->callback([=] {
     c->model = model_flags->config(preset->empty() ? "vit_digits" : *preset, !preset->empty());
@@ -96,8 +109,10 @@ void add_train_command(CLI::App& app) {
       std::error_code e1, e2;
       VIT_CHECK(out->count() == 0 || std::filesystem::weakly_canonical(c->out_dir, e1) ==
                                          std::filesystem::weakly_canonical(*resume_dir, e2),
-                "train", "--out {} with --resume {}: a resumed run continues in its own folder (to continue a copy "
-                "elsewhere, copy the folder and resume the copy)", c->out_dir, *resume_dir);
+                "train",
+                "--out {} with --resume {}: a resumed run continues in its own folder (to continue a copy "
+                "elsewhere, copy the folder and resume the copy)",
+                c->out_dir, *resume_dir);
       c->out_dir = *resume_dir;
     }
     train::train(*c);

@@ -51,8 +51,8 @@ inline const CLI::Validator kThreads(
     [](std::string& text) -> std::string {
       const double v = detail::number_of(text);
       if (std::isfinite(v) && v >= 0 && v <= kMaxThreads && v == std::floor(v)) return "";
-      return "must be 0 (all " + std::to_string(std::thread::hardware_concurrency()) + " cores) or a thread count up to " +
-             std::to_string(kMaxThreads) + ", got " + text;
+      return "must be 0 (all " + std::to_string(std::thread::hardware_concurrency()) +
+             " cores) or a thread count up to " + std::to_string(kMaxThreads) + ", got " + text;
     },
     "THREADS");
 

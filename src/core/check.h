@@ -30,10 +30,9 @@ inline std::string number_str(double v) {
 }  // namespace vit
 
 // VIT_CHECK(cond, "op", "format {}", args...): throws vit::Error when cond is false.
-#define VIT_CHECK(cond, op, ...)        \
-  do {                                  \
+#define VIT_CHECK(cond, op, ...)               \
+  do {                                         \
     if (!(cond)) ::vit::fail(op, __VA_ARGS__); \
   } while (0)
 
-#define VIT_ASSERT(cond) \
-  VIT_CHECK(cond, "internal", "assertion failed: {} ({}:{})", #cond, __FILE__, __LINE__)
+#define VIT_ASSERT(cond) VIT_CHECK(cond, "internal", "assertion failed: {} ({}:{})", #cond, __FILE__, __LINE__)

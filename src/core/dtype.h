@@ -17,9 +17,12 @@ enum class DType : uint8_t { F32, F64, I64 };
 inline size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : 8; }
 inline std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "float32";
-    case DType::F64: return "float64";
-    case DType::I64: return "int64";
+    case DType::F32:
+      return "float32";
+    case DType::F64:
+      return "float64";
+    case DType::I64:
+      return "int64";
   }
   return "?";
 }
@@ -28,9 +31,12 @@ template <typename T>
 constexpr DType dtype_of() {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t>,
                 "vit tensors hold float, double or int64_t");
-  if constexpr (std::is_same_v<T, float>) return DType::F32;
-  else if constexpr (std::is_same_v<T, double>) return DType::F64;
-  else return DType::I64;
+  if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::F64;
+  else
+    return DType::I64;
 }
 
 // Calls fn.template operator()<T>() with T = float or double matching dtype, for math:

@@ -33,7 +33,9 @@ struct AnyFieldVisitor {
 }  // namespace detail
 
 template <class T>
-concept HasFields = requires(T& object, detail::AnyFieldVisitor& visit) { object.visit_fields(visit); };
+concept HasFields = requires(T& object, detail::AnyFieldVisitor& visit) {
+  object.visit_fields(visit);
+};
 
 // Calls visit(key, field[, presence]) for every field of a const object. The visitor gets
 // non-const references (visit_fields has one signature, as in gemma.cpp) and must only read.

@@ -46,8 +46,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (size_t i = 0; i < n; ++i) {
     const int64_t sa = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t sb = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    VIT_CHECK(sa == sb || sa == 1 || sb == 1, op, "shapes {} and {} do not broadcast", shape_str(a),
-              shape_str(b));
+    VIT_CHECK(sa == sb || sa == 1 || sb == 1, op, "shapes {} and {} do not broadcast", shape_str(a), shape_str(b));
     out[i] = sa == 1 ? sb : sa;
   }
   return out;
@@ -66,8 +65,8 @@ Shape infer_shape(Shape requested, int64_t numel, const char* op, const Shape& f
     }
   }
   if (infer_at >= 0) {
-    VIT_CHECK(known != 0 && numel % known == 0, op, "shape {} is invalid for input of shape {}",
-              shape_str(requested), shape_str(from));
+    VIT_CHECK(known != 0 && numel % known == 0, op, "shape {} is invalid for input of shape {}", shape_str(requested),
+              shape_str(from));
     requested[infer_at] = numel / known;
   }
   VIT_CHECK(shape_numel(requested) == numel, op, "shape {} is invalid for input of shape {} ({} elements)",

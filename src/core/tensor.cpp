@@ -79,8 +79,10 @@ Tensor Tensor::rand(const Shape& shape, Generator& gen, DType dtype) {
   dispatch(dtype, [&]<typename T>() {
     T* p = t.data<T>();
     for (int64_t i = 0; i < t.numel_; ++i) {
-      if constexpr (std::is_same_v<T, float>) p[i] = gen.uniform_float();
-      else p[i] = gen.uniform_double();
+      if constexpr (std::is_same_v<T, float>)
+        p[i] = gen.uniform_float();
+      else
+        p[i] = gen.uniform_double();
     }
   });
   return t;
@@ -172,11 +174,12 @@ void Tensor::copy_(const Tensor& src) const {
     D* dst = data<D>();
     dispatch_all(s.dtype_, [&]<typename S>() {
       const S* from = s.data<S>();
-      for_each_row<2>(shape_, {&ds, &ss}, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& in) {
-        D* d = dst + off[0];
-        const S* f = from + off[1];
-        for (int64_t i = 0; i < n; ++i) d[i * in[0]] = static_cast<D>(f[i * in[1]]);
-      });
+      for_each_row<2>(shape_, {&ds, &ss},
+                      [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& in) {
+                        D* d = dst + off[0];
+                        const S* f = from + off[1];
+                        for (int64_t i = 0; i < n; ++i) d[i * in[0]] = static_cast<D>(f[i * in[1]]);
+                      });
     });
   });
 }
@@ -195,7 +198,8 @@ void Tensor::fill_(double value) const {
 void accumulate_into(const Tensor& dst, const Tensor& src) {
   VIT_CHECK(dst.shape() == src.shape(), "accumulate", "destination {} and source {} differ", shape_str(dst.shape()),
             shape_str(src.shape()));
-  VIT_CHECK(dst.dtype() == src.dtype(), "accumulate", "dtype {} vs {}", dtype_name(dst.dtype()), dtype_name(src.dtype()));
+  VIT_CHECK(dst.dtype() == src.dtype(), "accumulate", "dtype {} vs {}", dtype_name(dst.dtype()),
+            dtype_name(src.dtype()));
   dispatch_all(dst.dtype(), [&]<typename T>() {
     T* d = dst.data<T>();
     const T* s = src.data<T>();
@@ -250,7 +254,8 @@ Tensor index_select(const Tensor& t, int64_t dim, const std::vector<int64_t>& in
   Tensor out = Tensor::empty(shape, t.dtype());
   for (size_t i = 0; i < indices.size(); ++i) {
     VIT_CHECK(indices[i] >= 0 && indices[i] < t.size(at), "index_select",
-              "index {} out of range for dim {} of size {} (shape {})", indices[i], dim, t.size(at), shape_str(t.shape()));
+              "index {} out of range for dim {} of size {} (shape {})", indices[i], dim, t.size(at),
+              shape_str(t.shape()));
     out.select(at, static_cast<int64_t>(i)).copy_(t.select(at, indices[i]));
   }
   return out;
@@ -285,11 +290,13 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   shape[at] = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    VIT_CHECK(t.dim() == first.dim() && t.dtype() == first.dtype(), "cat", "tensor {} has shape {} {}, tensor 0 has {} {}",
-              i, shape_str(t.shape()), dtype_name(t.dtype()), shape_str(first.shape()), dtype_name(first.dtype()));
+    VIT_CHECK(t.dim() == first.dim() && t.dtype() == first.dtype(), "cat",
+              "tensor {} has shape {} {}, tensor 0 has {} {}", i, shape_str(t.shape()), dtype_name(t.dtype()),
+              shape_str(first.shape()), dtype_name(first.dtype()));
     for (int64_t d = 0; d < t.dim(); ++d) {
-      VIT_CHECK(d == at || t.size(d) == first.size(d), "cat", "sizes must match except in dim {}: tensor {} has shape {}, tensor 0 has {}",
-                at, i, shape_str(t.shape()), shape_str(first.shape()));
+      VIT_CHECK(d == at || t.size(d) == first.size(d), "cat",
+                "sizes must match except in dim {}: tensor {} has shape {}, tensor 0 has {}", at, i,
+                shape_str(t.shape()), shape_str(first.shape()));
     }
     shape[at] += t.size(at);
   }

@@ -73,8 +73,8 @@ class Tensor {
   template <typename T>
   T* data() const {
     VIT_CHECK(defined(), "tensor", "data() of an undefined tensor");
-    VIT_CHECK(dtype_of<T>() == dtype_, "tensor", "data<{}>() of a {} tensor",
-              dtype_name(dtype_of<T>()), dtype_name(dtype_));
+    VIT_CHECK(dtype_of<T>() == dtype_, "tensor", "data<{}>() of a {} tensor", dtype_name(dtype_of<T>()),
+              dtype_name(dtype_));
     return static_cast<T*>(storage_->data()) + offset_;
   }
   void* raw_data() const { return static_cast<char*>(storage_->data()) + offset_ * dtype_size(dtype_); }

@@ -97,7 +97,8 @@ std::string format_rec(const Tensor& t, const Formatter& f, const PrintOptions& 
     }
     return s + "]";
   }
-  const std::string separator = "," + std::string(static_cast<size_t>(t.dim() - 1), '\n') + std::string(indent + 1, ' ');
+  const std::string separator =
+      "," + std::string(static_cast<size_t>(t.dim() - 1), '\n') + std::string(indent + 1, ' ');
   for (size_t k = 0; k < idx.size(); ++k) {
     if (k > 0) s += separator;
     s += idx[k] < 0 ? "..." : format_rec(t.select(0, idx[k]), f, o, summarize, indent + 1);

@@ -1,10 +1,10 @@
 // Tensor views (see tensor.h): view, reshape, flatten, transpose, permute, (un)squeeze, slice,
 // select, expand, unfold, as_strided. View rules follow PyTorch's: a view keeps the storage and
 // rewrites (shape, strides, offset); reshape copies only when no view exists.
-#include "core/tensor.h"
-
 #include <algorithm>
 #include <optional>
+
+#include "core/tensor.h"
 
 namespace vit {
 
@@ -63,7 +63,8 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (dim() == 0) return reshape({1});
   const int64_t s = normalize_dim(start_dim, dim(), "flatten");
   const int64_t e = normalize_dim(end_dim, dim(), "flatten");
-  VIT_CHECK(s <= e, "flatten", "start_dim {} comes after end_dim {} for shape {}", start_dim, end_dim, shape_str(shape_));
+  VIT_CHECK(s <= e, "flatten", "start_dim {} comes after end_dim {} for shape {}", start_dim, end_dim,
+            shape_str(shape_));
   Shape target(shape_.begin(), shape_.begin() + s);
   int64_t merged = 1;
   for (int64_t d = s; d <= e; ++d) merged *= shape_[d];

@@ -103,8 +103,9 @@ Dataset parse_mnist_idx(std::vector<uint8_t> images_file, std::vector<uint8_t> l
                  cols = big_endian(images.data() + 12), n_labels = big_endian(labels.data() + 4);
   VIT_CHECK(rows > 0 && cols > 0 && rows <= 4096 && cols <= 4096, op, "{}: implausible image size {}x{}", images_path,
             rows, cols);
-  VIT_CHECK(images.size() - 16 == n * rows * cols, op, "{}: header says {} images of {}x{} ({} bytes) but the file has {}",
-            images_path, n, rows, cols, n * rows * cols, images.size() - 16);
+  VIT_CHECK(images.size() - 16 == n * rows * cols, op,
+            "{}: header says {} images of {}x{} ({} bytes) but the file has {}", images_path, n, rows, cols,
+            n * rows * cols, images.size() - 16);
   VIT_CHECK(labels.size() - 8 == n_labels, op, "{}: header says {} labels but the file has {}", labels_path, n_labels,
             labels.size() - 8);
   VIT_CHECK(n == n_labels, op, "{} has {} images but {} has {} labels", images_path, n, labels_path, n_labels);
@@ -214,8 +215,9 @@ void read_class_names(const fs::path& file, Dataset& d) {
     if (!line.empty()) names.push_back(line);
   }
   VIT_CHECK(!in.bad(), "data", "{}: cannot read", file.string());
-  VIT_CHECK(names.size() == d.class_names.size(), "data", "{}: {} class names, but {} has {} classes (one name per line)",
-            file.string(), names.size(), d.source, d.class_names.size());
+  VIT_CHECK(names.size() == d.class_names.size(), "data",
+            "{}: {} class names, but {} has {} classes (one name per line)", file.string(), names.size(), d.source,
+            d.class_names.size());
   for (size_t k = 1; k < names.size(); ++k) {  // a prediction names one class: names must differ
     const auto earlier = std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(k), names[k]);
     VIT_CHECK(earlier == names.begin() + static_cast<std::ptrdiff_t>(k), "data",
@@ -266,7 +268,8 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
       std::vector<std::string> files;
       if (train) {
         for (int i = 1; i <= 5; ++i) {
-          if (fs::exists(base / fmt::format("data_batch_{}.bin", i))) files.push_back((base / fmt::format("data_batch_{}.bin", i)).string());
+          if (fs::exists(base / fmt::format("data_batch_{}.bin", i)))
+            files.push_back((base / fmt::format("data_batch_{}.bin", i)).string());
         }
         VIT_CHECK(!files.empty(), "data", "{}: found test_batch.bin but no data_batch_1.bin for the train split",
                   base.string());
@@ -281,17 +284,19 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
       return non_empty(std::move(d), split_name);
     }
   }
-  const std::string folder = train ? (root / "train").string()
-                                   : existing({(root / "test").string(), (root / "val").string()});
+  const std::string folder =
+      train ? (root / "train").string() : existing({(root / "test").string(), (root / "val").string()});
   if (!folder.empty() && fs::is_directory(folder, ec)) {
     return non_empty(load_image_folder(folder, channels, size, max_pixels), split_name);
   }
-  const std::string other_folder = train ? existing({(root / "test").string(), (root / "val").string()})
-                                         : (root / "train").string();
+  const std::string other_folder =
+      train ? existing({(root / "test").string(), (root / "val").string()}) : (root / "train").string();
   VIT_CHECK(!fs::is_directory(other_folder, ec), "data", "{}: found {}/ but no {}/ folder for the {} split", dir,
             other_folder, train ? "train" : "test (or val)", split_name);
-  fail("data", "{}: not a dataset directory (expected MNIST IDX files, CIFAR-10 batches, or {}/<class>/ image "
-       "folders)", dir, train ? "train" : "test");
+  fail("data",
+       "{}: not a dataset directory (expected MNIST IDX files, CIFAR-10 batches, or {}/<class>/ image "
+       "folders)",
+       dir, train ? "train" : "test");
 }
 
 std::vector<std::string> map_classes(Dataset& d, const std::vector<std::string>& known, const std::string& whose) {
@@ -311,8 +316,10 @@ std::vector<std::string> map_classes(Dataset& d, const std::vector<std::string>&
     std::vector<int64_t> to(d.class_names.size(), -1);
     for (size_t k = 0; k < d.class_names.size(); ++k) {
       const auto it = position.find(d.class_names[k]);
-      if (it == position.end()) unknown.push_back(d.class_names[k]);
-      else to[k] = it->second;
+      if (it == position.end())
+        unknown.push_back(d.class_names[k]);
+      else
+        to[k] = it->second;
     }
     VIT_CHECK(unknown.empty(), op, "{}: {} '{}' {} not among the classes of {}: [{}]; the data's classes are [{}]",
               d.source, unknown.size() == 1 ? "class" : "classes", fmt::join(unknown, "', '"),

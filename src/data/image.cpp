@@ -6,11 +6,11 @@
 #include <stb/stb_image_write.h>
 #include <turbojpeg.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <algorithm>
-#include <cctype>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -204,9 +204,9 @@ Image convert_channels(const Image& image, int64_t channels) {
   Image out{channels, image.height, image.width, std::vector<uint8_t>(static_cast<size_t>(channels * plane))};
   for (int64_t i = 0; i < plane; ++i) {
     if (channels == 1) {
-      const double v = colour == 1 ? image.pixels[i]
-                                   : 0.299 * image.pixels[i] + 0.587 * image.pixels[plane + i] +
-                                         0.114 * image.pixels[2 * plane + i];
+      const double v =
+          colour == 1 ? image.pixels[i]
+                      : 0.299 * image.pixels[i] + 0.587 * image.pixels[plane + i] + 0.114 * image.pixels[2 * plane + i];
       out.pixels[i] = static_cast<uint8_t>(std::lround(std::min(255.0, v)));
     } else {
       for (int64_t c = 0; c < 3; ++c) out.pixels[c * plane + i] = image.pixels[(colour == 1 ? 0 : c) * plane + i];
@@ -220,9 +220,10 @@ Image resize(const Image& image, int64_t height, int64_t width) {
   if (height == image.height && width == image.width) return image;
   Image out{image.channels, height, width, std::vector<uint8_t>(static_cast<size_t>(image.channels * height * width))};
   for (int64_t c = 0; c < image.channels; ++c) {
-    const int ok = stbir_resize_uint8(image.pixels.data() + c * image.height * image.width, static_cast<int>(image.width),
-                                      static_cast<int>(image.height), 0, out.pixels.data() + c * height * width,
-                                      static_cast<int>(width), static_cast<int>(height), 0, 1);
+    const int ok =
+        stbir_resize_uint8(image.pixels.data() + c * image.height * image.width, static_cast<int>(image.width),
+                           static_cast<int>(image.height), 0, out.pixels.data() + c * height * width,
+                           static_cast<int>(width), static_cast<int>(height), 0, 1);
     VIT_CHECK(ok, "image", "resize {}x{} -> {}x{} failed", image.height, image.width, height, width);
   }
   return out;
@@ -235,7 +236,10 @@ enum class Format { Png, Jpeg, Bmp };
 // An image's bytes in one of stb's formats (1 or 3 channels).
 std::vector<uint8_t> encode(const Image& image, Format format) {
   VIT_CHECK(image.channels == 1 || image.channels == 3, "image", "{} needs 1 or 3 channels, not {}",
-            format == Format::Png ? "PNG" : format == Format::Jpeg ? "JPEG" : "BMP", image.channels);
+            format == Format::Png    ? "PNG"
+            : format == Format::Jpeg ? "JPEG"
+                                     : "BMP",
+            image.channels);
   std::vector<uint8_t> interleaved(image.pixels.size());
   const int64_t plane = image.height * image.width;
   for (int64_t i = 0; i < plane; ++i) {
@@ -249,9 +253,15 @@ std::vector<uint8_t> encode(const Image& image, Format format) {
   const int w = static_cast<int>(image.width), h = static_cast<int>(image.height), c = static_cast<int>(image.channels);
   int ok = 0;
   switch (format) {
-    case Format::Png: ok = stbi_write_png_to_func(append, &bytes, w, h, c, interleaved.data(), w * c); break;
-    case Format::Jpeg: ok = stbi_write_jpg_to_func(append, &bytes, w, h, c, interleaved.data(), 95); break;
-    case Format::Bmp: ok = stbi_write_bmp_to_func(append, &bytes, w, h, c, interleaved.data()); break;
+    case Format::Png:
+      ok = stbi_write_png_to_func(append, &bytes, w, h, c, interleaved.data(), w * c);
+      break;
+    case Format::Jpeg:
+      ok = stbi_write_jpg_to_func(append, &bytes, w, h, c, interleaved.data(), 95);
+      break;
+    case Format::Bmp:
+      ok = stbi_write_bmp_to_func(append, &bytes, w, h, c, interleaved.data());
+      break;
   }
   VIT_CHECK(ok, "image", "{} encoding failed", format == Format::Png ? "PNG" : format == Format::Jpeg ? "JPEG" : "BMP");
   return bytes;
@@ -273,9 +283,13 @@ void write_image(const std::string& path, const Image& image) {
   std::string ext = std::filesystem::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
   Format format = Format::Png;
-  if (ext == ".jpg" || ext == ".jpeg") format = Format::Jpeg;
-  else if (ext == ".bmp") format = Format::Bmp;
-  else VIT_CHECK(ext == ".png", "image", "{}: cannot tell the image format from '{}' (write .png, .jpg or .bmp)", path, ext);
+  if (ext == ".jpg" || ext == ".jpeg")
+    format = Format::Jpeg;
+  else if (ext == ".bmp")
+    format = Format::Bmp;
+  else
+    VIT_CHECK(ext == ".png", "image", "{}: cannot tell the image format from '{}' (write .png, .jpg or .bmp)", path,
+              ext);
   write_bytes(path, encode(image, format));
 }
 

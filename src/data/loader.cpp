@@ -20,7 +20,8 @@ double sample_gamma(double shape, Generator& gen) {
     } while (v <= 0.0);
     v = v * v * v;
     const double u = gen.uniform_double();
-    if (u < 1.0 - 0.0331 * x * x * x * x || std::log(u + 1e-300) < 0.5 * x * x + d * (1.0 - v + std::log(v))) return d * v;
+    if (u < 1.0 - 0.0331 * x * x * x * x || std::log(u + 1e-300) < 0.5 * x * x + d * (1.0 - v + std::log(v)))
+      return d * v;
   }
 }
 
@@ -123,7 +124,8 @@ uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b) {
 Batch make_batch(const Dataset& d, const std::vector<int64_t>& indices, const AugmentConfig& aug,
                  const Normalization& norm, bool train, Generator& gen) {
   VIT_CHECK(static_cast<int64_t>(norm.mean.size()) == d.channels && static_cast<int64_t>(norm.std.size()) == d.channels,
-            "data", "normalisation has {} means / {} stds for {} channels", norm.mean.size(), norm.std.size(), d.channels);
+            "data", "normalisation has {} means / {} stds for {} channels", norm.mean.size(), norm.std.size(),
+            d.channels);
   const auto B = static_cast<int64_t>(indices.size());
   Batch batch;
   batch.indices = indices;
@@ -131,7 +133,8 @@ Batch make_batch(const Dataset& d, const std::vector<int64_t>& indices, const Au
   std::vector<int64_t> labels(B);
   float* out = batch.images.data<float>();
   for (int64_t b = 0; b < B; ++b) {
-    VIT_CHECK(indices[b] >= 0 && indices[b] < d.size(), "data", "index {} out of range for {} images", indices[b], d.size());
+    VIT_CHECK(indices[b] >= 0 && indices[b] < d.size(), "data", "index {} out of range for {} images", indices[b],
+              d.size());
     fill_image(d, indices[b], aug, norm, train, gen, out + b * d.image_bytes());
     labels[b] = d.labels[indices[b]];
   }
@@ -148,7 +151,8 @@ Batch make_batch(const Dataset& d, const std::vector<int64_t>& indices, const Au
     double lam = sample_beta(use_cutmix ? aug.cutmix_alpha : aug.mixup_alpha, gen);
     if (use_cutmix) {
       const double ratio = std::sqrt(1.0 - lam);
-      const auto ch = static_cast<int64_t>(static_cast<double>(H) * ratio), cw = static_cast<int64_t>(static_cast<double>(W) * ratio);
+      const auto ch = static_cast<int64_t>(static_cast<double>(H) * ratio),
+                 cw = static_cast<int64_t>(static_cast<double>(W) * ratio);
       const auto cy = static_cast<int64_t>(gen.integer(H)), cx = static_cast<int64_t>(gen.integer(W));
       const int64_t y0 = std::max<int64_t>(cy - ch / 2, 0), y1 = std::min<int64_t>(cy + ch / 2, H);
       const int64_t x0 = std::max<int64_t>(cx - cw / 2, 0), x1 = std::min<int64_t>(cx + cw / 2, W);
@@ -196,8 +200,15 @@ std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size
 
 BatchLoader::BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, AugmentConfig augment,
                          Normalization norm, bool train, uint64_t seed, int64_t epoch, size_t prefetch, size_t first)
-    : data_(data), batches_(std::move(batches)), augment_(augment), norm_(std::move(norm)), train_(train), seed_(seed),
-      epoch_(epoch), prefetch_(std::max<size_t>(prefetch, 1)), first_(std::min(first, batches_.size())),
+    : data_(data),
+      batches_(std::move(batches)),
+      augment_(augment),
+      norm_(std::move(norm)),
+      train_(train),
+      seed_(seed),
+      epoch_(epoch),
+      prefetch_(std::max<size_t>(prefetch, 1)),
+      first_(std::min(first, batches_.size())),
       consumed_(first_) {
   worker_ = std::thread([this] { work(); });
 }

@@ -21,8 +21,8 @@ struct AugmentConfig {
   double rotate_degrees = 0.0;  // random affine: rotation in [-d, d]
   double translate = 0.0;       // shift up to this fraction of the size, each axis
   double scale_min = 1.0, scale_max = 1.0;
-  double mixup_alpha = 0.0;     // > 0: mix pairs of images, lam ~ Beta(a, a)
-  double cutmix_alpha = 0.0;    // > 0: paste a box from another image (chosen instead of mixup half the time)
+  double mixup_alpha = 0.0;   // > 0: mix pairs of images, lam ~ Beta(a, a)
+  double cutmix_alpha = 0.0;  // > 0: paste a box from another image (chosen instead of mixup half the time)
   bool any() const {
     return crop_padding > 0 || hflip || rotate_degrees > 0 || translate > 0 || scale_min != 1.0 || scale_max != 1.0 ||
            mixup_alpha > 0 || cutmix_alpha > 0;
@@ -54,10 +54,10 @@ inline constexpr double kMaxNormalizationStd = 1.0;
 Normalization compute_normalization(const Dataset& data);
 
 struct Batch {
-  Tensor images;     // (B, C, H, W) float32, normalised
-  Tensor targets;    // (B) int64
-  Tensor targets_b;  // (B) int64 partner labels when mixed (lam < 1), else undefined
-  double lam = 1.0;  // weight of `targets` in the loss
+  Tensor images;                 // (B, C, H, W) float32, normalised
+  Tensor targets;                // (B) int64
+  Tensor targets_b;              // (B) int64 partner labels when mixed (lam < 1), else undefined
+  double lam = 1.0;              // weight of `targets` in the loss
   std::vector<int64_t> indices;  // dataset indices of the images
 };
 

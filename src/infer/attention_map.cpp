@@ -35,7 +35,8 @@ std::vector<float> patch_weights(const std::vector<double>& a, int64_t N, bool c
 
 // A perceptual colour ramp (dark blue -> cyan -> yellow -> red) for t in [0, 1].
 void colour(double t, double rgb[3]) {
-  static const double stops[5][3] = {{0.05, 0.05, 0.35}, {0.0, 0.45, 0.85}, {0.1, 0.8, 0.7}, {0.95, 0.85, 0.1}, {0.85, 0.1, 0.05}};
+  static const double stops[5][3] = {
+      {0.05, 0.05, 0.35}, {0.0, 0.45, 0.85}, {0.1, 0.8, 0.7}, {0.95, 0.85, 0.1}, {0.85, 0.1, 0.05}};
   t = std::clamp(t, 0.0, 1.0) * 4.0;
   const auto i = std::min<int64_t>(static_cast<int64_t>(t), 3);
   const double f = t - static_cast<double>(i);
@@ -109,7 +110,8 @@ data::Image render_attention(const data::Image& image, const AttentionMaps& maps
   };
   for (int64_t y = 0; y < size; ++y) {
     for (int64_t x = 0; x < size; ++x) {
-      const double rgb[3] = {base.pixels[(0 * size + y) * size + x] / 255.0, base.pixels[(1 * size + y) * size + x] / 255.0,
+      const double rgb[3] = {base.pixels[(0 * size + y) * size + x] / 255.0,
+                             base.pixels[(1 * size + y) * size + x] / 255.0,
                              base.pixels[(2 * size + y) * size + x] / 255.0};
       put(0, y, x, rgb);
     }

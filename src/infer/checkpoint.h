@@ -29,7 +29,7 @@ inline constexpr const char* kCheckpointFormat = "vit-checkpoint-1";
 struct CheckpointInfo {
   model::ViTConfig model;
   std::string train_config_json;  // the TrainConfig as JSON ("{}" when unknown)
-  int64_t epoch = 0, step = 0;  // completed epochs; optimiser steps taken
+  int64_t epoch = 0, step = 0;    // completed epochs; optimiser steps taken
   double elapsed_seconds = 0.0;
   std::vector<std::string> class_names;
   data::Normalization normalization;
@@ -45,7 +45,7 @@ struct CheckpointInfo {
 
 // The training state saved beside the weights (all empty for a model alone).
 struct TrainingState {
-  std::string optimizer = "none";  // "adamw", "sgd" or "none" (metadata only)
+  std::string optimizer = "none";       // "adamw", "sgd" or "none" (metadata only)
   model::NamedTensors optimizer_state;  // saved as "optimizer.<name>"
   model::NamedTensors ema;              // saved as "ema.<name>"
 };
@@ -60,7 +60,7 @@ std::map<std::string, std::string> checkpoint_metadata(const std::string& path, 
                                                        const std::string& optimizer);
 
 struct LoadedCheckpoint {
-  std::string path;  // the file it came from (for messages)
+  std::string path;      // the file it came from (for messages)
   std::string checksum;  // the verified "xxh64:..." checksum; empty: an older file without one
   CheckpointInfo info;
   model::NamedTensors weights;    // model parameters (timm names)
@@ -95,6 +95,7 @@ io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool check
 
 // Builds the model a checkpoint describes and loads its weights (its EMA weights when asked; an
 // error if it has none).
-std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint, bool use_ema = false);
+std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint,
+                                                                bool use_ema = false);
 
 }  // namespace vit::infer

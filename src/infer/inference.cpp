@@ -76,8 +76,8 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
 
   // ---- patch embedding: im2row + GEMM, then tokens = [cls; patches + bias] + pos_embed ----
   const nn::Conv2d& conv = *model_.patch_embed->proj;
-  const kernels::ConvShape cs{B, c.in_channels, c.image_size, c.image_size, c.patch_size, c.patch_size,
-                              c.patch_size, 0};
+  const kernels::ConvShape cs{B, c.in_channels, c.image_size, c.image_size, c.patch_size, c.patch_size, c.patch_size,
+                              0};
   const int64_t K = cs.row_length();
   float* patch_rows = buffer(kRows, static_cast<size_t>(B * P * K));
   kernels::im2row<float>(cs, images.data<float>(), patch_rows);
@@ -118,7 +118,8 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
     linear(attn, rows, *a.proj, x, kernels::Epilogue::Accumulate);  // x += proj(attn): the residual
     const nn::Mlp& mlp = *block.mlp;
     layernorm_rows(x, ptr(block.norm2->weight), ptr(block.norm2->bias), h, rows, D, block.norm2->eps);
-    linear(h, rows, *mlp.fc1, hidden, mlp.act->tanh_approximation ? kernels::Epilogue::GeluTanh : kernels::Epilogue::Gelu);
+    linear(h, rows, *mlp.fc1, hidden,
+           mlp.act->tanh_approximation ? kernels::Epilogue::GeluTanh : kernels::Epilogue::Gelu);
     linear(hidden, rows, *mlp.fc2, x, kernels::Epilogue::Accumulate);
   }
 
@@ -137,8 +138,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
       }
       for (int64_t i = 0; i < D; ++i) pooled[b * D + i] = static_cast<float>(sum[i] / static_cast<double>(N));
     }
-    layernorm_rows(pooled, ptr(model_.fc_norm->weight), ptr(model_.fc_norm->bias), pooled, B, D,
-                            model_.fc_norm->eps);
+    layernorm_rows(pooled, ptr(model_.fc_norm->weight), ptr(model_.fc_norm->bias), pooled, B, D, model_.fc_norm->eps);
   }
   const float* features = pooled;
   int64_t width = D;

@@ -22,9 +22,9 @@ const char* filter_name(Filter filter);
 data::Image resize_pil(const data::Image& image, int64_t height, int64_t width, Filter filter);
 
 struct Preprocess {
-  int64_t resize = 224;      // target of the resize step (see `square`)
-  bool square = false;       // true: resize to resize x resize; false: the shorter side to resize
-  int64_t crop = 224;        // center crop size (0: no crop)
+  int64_t resize = 224;  // target of the resize step (see `square`)
+  bool square = false;   // true: resize to resize x resize; false: the shorter side to resize
+  int64_t crop = 224;    // center crop size (0: no crop)
   Filter filter = Filter::Bicubic;
   std::vector<double> mean{0.5, 0.5, 0.5}, std{0.5, 0.5, 0.5};
   std::string describe() const;

@@ -63,7 +63,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     out.checksum = checkpoint.checksum;
     config = checkpoint.info.model;
     weights = options.use_ema ? std::move(checkpoint.ema) : std::move(checkpoint.weights);
-    VIT_CHECK(!weights.empty(), "checkpoint", "{}: no {}weights in this checkpoint", path, options.use_ema ? "EMA " : "");
+    VIT_CHECK(!weights.empty(), "checkpoint", "{}: no {}weights in this checkpoint", path,
+              options.use_ema ? "EMA " : "");
     out.class_names = checkpoint.info.class_names;
     out.preprocess.mean = checkpoint.info.normalization.mean;
     out.preprocess.std = checkpoint.info.normalization.std;
@@ -80,7 +81,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
               out.layout);
     model::NamedTensors f32;
     for (const auto& [name, t] : file.tensors) {
-      VIT_CHECK(t.dtype() != DType::I64, "checkpoint", "{}: tensor '{}' is an integer tensor, not a weight", path, name);
+      VIT_CHECK(t.dtype() != DType::I64, "checkpoint", "{}: tensor '{}' is an integer tensor, not a weight", path,
+                name);
       f32.emplace_back(name, t.to(DType::F32));
     }
     model::Converted converted = model::to_timm(f32, layout, path);

@@ -27,9 +27,9 @@ struct LoadOptions {
 
 struct LoadedModel {
   std::unique_ptr<model::VisionTransformer> model;
-  std::string layout;                       // "vit", "timm", "torchvision", "huggingface"
-  Preprocess preprocess;                    // the layout's (or checkpoint's) evaluation transform
-  std::vector<std::string> class_names;     // from the checkpoint, ImageNet-1k for 1000 classes, else numbers
+  std::string layout;                    // "vit", "timm", "torchvision", "huggingface"
+  Preprocess preprocess;                 // the layout's (or checkpoint's) evaluation transform
+  std::vector<std::string> class_names;  // from the checkpoint, ImageNet-1k for 1000 classes, else numbers
   std::vector<std::string> missing_keys, unexpected_keys;  // with strict = false
   std::string checksum;  // our checkpoints: the verified checksum ("" for an older file without one)
 };

@@ -3,9 +3,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <filesystem>
 #include <vector>
 
 namespace vit::io {
@@ -127,7 +127,8 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
   const int major = static_cast<unsigned char>(bytes[6]);
   size_t header_len = 0, offset = 0;
   if (major == 1) {
-    header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+    header_len =
+        static_cast<unsigned char>(bytes[8]) | (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
     offset = 10;
   } else if (major == 2 || major == 3) {
     if (size < 12) bad("truncated header");
@@ -151,10 +152,14 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
   if (d[0] == '>') bad("big-endian data is not supported");
   const std::string type = d.substr(1);
   DType dtype = DType::F32;
-  if (type == "f4") dtype = DType::F32;
-  else if (type == "f8") dtype = DType::F64;
-  else if (type == "i8") dtype = DType::I64;
-  else bad(fmt::format("unsupported dtype '{}' (float32, float64 or int64)", type));
+  if (type == "f4")
+    dtype = DType::F32;
+  else if (type == "f8")
+    dtype = DType::F64;
+  else if (type == "i8")
+    dtype = DType::I64;
+  else
+    bad(fmt::format("unsupported dtype '{}' (float32, float64 or int64)", type));
   if (f.fortran) bad("Fortran-order arrays are not supported (save with np.ascontiguousarray)");
   int64_t numel = 0;
   try {
@@ -188,8 +193,8 @@ Tensor load_npy(const std::string& path) {
 void save_npy(const std::string& path, const Tensor& tensor) {
   const char* descr = tensor.dtype() == DType::F32 ? "<f4" : (tensor.dtype() == DType::F64 ? "<f8" : "<i8");
   // Python tuple syntax: (), (5,), (2, 3)
-  const std::string dims = tensor.dim() == 1 ? fmt::format("{},", tensor.size(0))
-                                             : fmt::format("{}", fmt::join(tensor.shape(), ", "));
+  const std::string dims =
+      tensor.dim() == 1 ? fmt::format("{},", tensor.size(0)) : fmt::format("{}", fmt::join(tensor.shape(), ", "));
   std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, dims);
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');

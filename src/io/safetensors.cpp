@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <string_view>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "io/checksum.h"
 
@@ -47,7 +47,6 @@ uint64_t header_hash(nlohmann::json header) {
   const std::string text = header.dump();
   return xxh64(text.data(), text.size());
 }
-
 
 size_t stored_size(const std::string& dtype) {
   if (dtype == "F32" || dtype == "I32") return 4;
@@ -132,7 +131,8 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
   if ((header_len > kMaxHeaderBytes || header_len > size - 8) && size > 8 && base[8] != '{') {
     const std::string kind = known_format(base, size);
     bad(kind.empty() ? fmt::format("not a safetensors file (its first 8 bytes, read as the header length, give {} for "
-                                   "a {}-byte file, and no JSON header follows)", header_len, size)
+                                   "a {}-byte file, and no JSON header follows)",
+                                   header_len, size)
                      : fmt::format("not a safetensors file (it is {})", kind));
   }
   if (header_len > kMaxHeaderBytes) bad(fmt::format("header length {} exceeds the 100 MB limit", header_len));
@@ -210,9 +210,8 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
     }
     entries.push_back(std::move(e));
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   for (size_t i = 1; i < entries.size(); ++i) {
     if (entries[i].begin < entries[i - 1].end) {
       bad(fmt::format("tensors '{}' and '{}' overlap in the data section", entries[i - 1].key, entries[i].key));

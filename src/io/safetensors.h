@@ -33,23 +33,23 @@ struct SafetensorsFile {
 
   // What scan_contents reads: the data section, and where each tensor lies in it as stored.
   struct Span {
-    std::string name, dtype;  // dtype as stored: "F32", "F16", "BF16", "F64", "I64", "I32"
+    std::string name, dtype;      // dtype as stored: "F32", "F16", "BF16", "F64", "I64", "I32"
     uint64_t begin = 0, end = 0;  // byte offsets into the data section
   };
-  std::vector<Span> spans;        // in data order
-  std::shared_ptr<void> bytes;    // keeps the mapping (or buffer) alive
-  const char* data = nullptr;     // the data section
+  std::vector<Span> spans;      // in data order
+  std::shared_ptr<void> bytes;  // keeps the mapping (or buffer) alive
+  const char* data = nullptr;   // the data section
   uint64_t data_size = 0;
-  uint64_t header_hash = 0;       // with a "checksum" in __metadata__: the checksum's seed
+  uint64_t header_hash = 0;  // with a "checksum" in __metadata__: the checksum's seed
 };
 
 inline constexpr const char* kChecksumKey = "checksum";
 
 // One pass over the data section (block by block, each block hashed and scanned while in cache).
 struct ContentScan {
-  std::string checksum;            // with `checksum`: "xxh64:..." as save_safetensors writes it
-  int64_t nonfinite_count = 0;     // with `finite`: NaN/Inf values in the float tensors
-  std::string nonfinite_tensor;    // the first one: its tensor, element index and value
+  std::string checksum;          // with `checksum`: "xxh64:..." as save_safetensors writes it
+  int64_t nonfinite_count = 0;   // with `finite`: NaN/Inf values in the float tensors
+  std::string nonfinite_tensor;  // the first one: its tensor, element index and value
   int64_t nonfinite_index = -1;
   double nonfinite_value = 0.0;
 };

@@ -16,19 +16,28 @@ constexpr int64_t kParallelThreshold = 1 << 15;  // below this, threading costs 
 template <typename T>
 inline T value(Unary op, T x) {
   switch (op) {
-    case Unary::Neg: return -x;
-    case Unary::Exp: return std::exp(x);
-    case Unary::Log: return std::log(x);
-    case Unary::Sqrt: return std::sqrt(x);
-    case Unary::Tanh: return std::tanh(x);
-    case Unary::Relu: return x > T(0) ? x : T(0);
-    case Unary::Gelu: return T(0.5) * x * (T(1) + std::erf(x * T(kSqrt1_2)));
+    case Unary::Neg:
+      return -x;
+    case Unary::Exp:
+      return std::exp(x);
+    case Unary::Log:
+      return std::log(x);
+    case Unary::Sqrt:
+      return std::sqrt(x);
+    case Unary::Tanh:
+      return std::tanh(x);
+    case Unary::Relu:
+      return x > T(0) ? x : T(0);
+    case Unary::Gelu:
+      return T(0.5) * x * (T(1) + std::erf(x * T(kSqrt1_2)));
     case Unary::GeluTanh: {
       const T inner = T(kSqrt2OverPi) * (x + T(kGeluTanhCoeff) * x * x * x);
       return T(0.5) * x * (T(1) + std::tanh(inner));
     }
-    case Unary::Sigmoid: return T(1) / (T(1) + std::exp(-x));
-    case Unary::Abs: return std::fabs(x);
+    case Unary::Sigmoid:
+      return T(1) / (T(1) + std::exp(-x));
+    case Unary::Abs:
+      return std::fabs(x);
   }
   return x;
 }
@@ -37,12 +46,18 @@ inline T value(Unary op, T x) {
 template <typename T>
 inline T derivative(Unary op, T x, T y) {
   switch (op) {
-    case Unary::Neg: return T(-1);
-    case Unary::Exp: return y;
-    case Unary::Log: return T(1) / x;
-    case Unary::Sqrt: return T(0.5) / y;
-    case Unary::Tanh: return T(1) - y * y;
-    case Unary::Relu: return x > T(0) ? T(1) : T(0);
+    case Unary::Neg:
+      return T(-1);
+    case Unary::Exp:
+      return y;
+    case Unary::Log:
+      return T(1) / x;
+    case Unary::Sqrt:
+      return T(0.5) / y;
+    case Unary::Tanh:
+      return T(1) - y * y;
+    case Unary::Relu:
+      return x > T(0) ? T(1) : T(0);
     case Unary::Gelu: {
       const T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
       const T pdf = std::exp(T(-0.5) * x * x) * T(kInvSqrt2Pi);
@@ -55,8 +70,10 @@ inline T derivative(Unary op, T x, T y) {
       const T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluTanhCoeff) * x2);
       return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
     }
-    case Unary::Sigmoid: return y * (T(1) - y);
-    case Unary::Abs: return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+    case Unary::Sigmoid:
+      return y * (T(1) - y);
+    case Unary::Abs:
+      return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
   }
   return T(0);
 }
@@ -65,16 +82,26 @@ inline T derivative(Unary op, T x, T y) {
 
 const char* unary_name(Unary op) {
   switch (op) {
-    case Unary::Neg: return "neg";
-    case Unary::Exp: return "exp";
-    case Unary::Log: return "log";
-    case Unary::Sqrt: return "sqrt";
-    case Unary::Tanh: return "tanh";
-    case Unary::Relu: return "relu";
-    case Unary::Gelu: return "gelu";
-    case Unary::GeluTanh: return "gelu_tanh";
-    case Unary::Sigmoid: return "sigmoid";
-    case Unary::Abs: return "abs";
+    case Unary::Neg:
+      return "neg";
+    case Unary::Exp:
+      return "exp";
+    case Unary::Log:
+      return "log";
+    case Unary::Sqrt:
+      return "sqrt";
+    case Unary::Tanh:
+      return "tanh";
+    case Unary::Relu:
+      return "relu";
+    case Unary::Gelu:
+      return "gelu";
+    case Unary::GeluTanh:
+      return "gelu_tanh";
+    case Unary::Sigmoid:
+      return "sigmoid";
+    case Unary::Abs:
+      return "abs";
   }
   return "?";
 }
@@ -151,11 +178,11 @@ void affine_forward(const T* x, double a, double b, T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = ta * x[i] + tb;
 }
 
-#define VIT_INSTANTIATE(T)                                                     \
-  template void unary_forward<T>(Unary, const T*, T*, int64_t);               \
+#define VIT_INSTANTIATE(T)                                                           \
+  template void unary_forward<T>(Unary, const T*, T*, int64_t);                      \
   template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t); \
-  template void pow_forward<T>(const T*, double, T*, int64_t);                \
-  template void pow_backward<T>(const T*, double, const T*, T*, int64_t);     \
+  template void pow_forward<T>(const T*, double, T*, int64_t);                       \
+  template void pow_backward<T>(const T*, double, const T*, T*, int64_t);            \
   template void affine_forward<T>(const T*, double, double, T*, int64_t);
 VIT_INSTANTIATE(float)
 VIT_INSTANTIATE(double)

@@ -168,11 +168,10 @@ void attention_backward_ref(const AttentionShape& s, const T* qkv, const T* mask
   for (size_t i = 0; i < grad.size(); ++i) dqkv[i] = static_cast<T>(dqkv[i] + grad[i]);  // accumulate, rounding once
 }
 
-#define VIT_INSTANTIATE(T)                                                                                 \
-  template void attention_forward<T>(const AttentionShape&, const T*, const T*, double, T*, T*);           \
-  template void attention_backward<T>(const AttentionShape&, const T*, const T*, const T*, double, const T*, \
-                                      T*);                                                                 \
-  template void attention_forward_ref<T>(const AttentionShape&, const T*, const T*, double, T*);         \
+#define VIT_INSTANTIATE(T)                                                                                        \
+  template void attention_forward<T>(const AttentionShape&, const T*, const T*, double, T*, T*);                  \
+  template void attention_backward<T>(const AttentionShape&, const T*, const T*, const T*, double, const T*, T*); \
+  template void attention_forward_ref<T>(const AttentionShape&, const T*, const T*, double, T*);                  \
   template void attention_backward_ref<T>(const AttentionShape&, const T*, const T*, double, const T*, T*);
 VIT_INSTANTIATE(float)
 VIT_INSTANTIATE(double)

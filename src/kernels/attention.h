@@ -34,7 +34,6 @@ void attention_forward_ref(const AttentionShape& s, const T* qkv, const T* mask,
 // dqkv (B, N, 3D) += the gradient of sum(dout * out) with dout (B, N, D). The same arguments as
 // attention_backward less the saved probabilities, which the reference recomputes from qkv.
 template <typename T>
-void attention_backward_ref(const AttentionShape& s, const T* qkv, const T* mask, double scale, const T* dout,
-                            T* dqkv);
+void attention_backward_ref(const AttentionShape& s, const T* qkv, const T* mask, double scale, const T* dout, T* dqkv);
 
 }  // namespace vit::kernels

@@ -14,10 +14,14 @@ constexpr int64_t kParallelThreshold = 1 << 15;
 template <typename T>
 inline T apply(Binary op, T a, T b) {
   switch (op) {
-    case Binary::Add: return a + b;
-    case Binary::Sub: return a - b;
-    case Binary::Mul: return a * b;
-    case Binary::Div: return a / b;
+    case Binary::Add:
+      return a + b;
+    case Binary::Sub:
+      return a - b;
+    case Binary::Mul:
+      return a * b;
+    case Binary::Div:
+      return a / b;
   }
   return a;
 }
@@ -28,10 +32,14 @@ bool is_row_major(const Shape& shape, const Strides& strides) { return strides =
 
 const char* binary_name(Binary op) {
   switch (op) {
-    case Binary::Add: return "add";
-    case Binary::Sub: return "sub";
-    case Binary::Mul: return "mul";
-    case Binary::Div: return "div";
+    case Binary::Add:
+      return "add";
+    case Binary::Sub:
+      return "sub";
+    case Binary::Mul:
+      return "mul";
+    case Binary::Div:
+      return "div";
   }
   return "?";
 }
@@ -79,7 +87,7 @@ template void bias_add_backward<float>(const float*, float*, int64_t, int64_t);
 template void bias_add_backward<double>(const double*, double*, int64_t, int64_t);
 template void binary_forward<float>(Binary, const Shape&, const float*, const Strides&, const float*, const Strides&,
                                     float*);
-template void binary_forward<double>(Binary, const Shape&, const double*, const Strides&, const double*,
-                                     const Strides&, double*);
+template void binary_forward<double>(Binary, const Shape&, const double*, const Strides&, const double*, const Strides&,
+                                     double*);
 
 }  // namespace vit::kernels

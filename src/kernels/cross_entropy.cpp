@@ -81,17 +81,17 @@ void cross_entropy_backward_ref(const T* logits, const int64_t* targets, int64_t
   for (int64_t r = 0; r < rows; ++r) {
     log_probs_row(logits + r * classes, classes, log_p);
     for (int64_t k = 0; k < classes; ++k) {
-      const double grad = dloss / static_cast<double>(rows) *
-                          (std::exp(log_p[k]) - target_weight(k, targets[r], classes, smoothing));
+      const double grad =
+          dloss / static_cast<double>(rows) * (std::exp(log_p[k]) - target_weight(k, targets[r], classes, smoothing));
       dlogits[r * classes + k] = static_cast<T>(dlogits[r * classes + k] + grad);
     }
   }
 }
 
-#define VIT_INSTANTIATE(T)                                                                                      \
-  template double cross_entropy_forward<T>(const T*, const int64_t*, int64_t, int64_t, double, T*);             \
-  template void cross_entropy_backward<T>(const T*, const int64_t*, int64_t, int64_t, double, double, T*);     \
-  template double cross_entropy_forward_ref<T>(const T*, const int64_t*, int64_t, int64_t, double, T*);       \
+#define VIT_INSTANTIATE(T)                                                                                 \
+  template double cross_entropy_forward<T>(const T*, const int64_t*, int64_t, int64_t, double, T*);        \
+  template void cross_entropy_backward<T>(const T*, const int64_t*, int64_t, int64_t, double, double, T*); \
+  template double cross_entropy_forward_ref<T>(const T*, const int64_t*, int64_t, int64_t, double, T*);    \
   template void cross_entropy_backward_ref<T>(const T*, const int64_t*, int64_t, int64_t, double, double, T*);
 VIT_INSTANTIATE(float)
 VIT_INSTANTIATE(double)

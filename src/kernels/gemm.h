@@ -13,8 +13,8 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
           int64_t ldb, T beta, T* C, int64_t ldc);
 
 template <typename T>
-void gemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-              const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+void gemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+              int64_t ldb, T beta, T* C, int64_t ldc);
 
 // Threads BLAS may use outside our own OpenMP regions (inside them it runs single-threaded).
 void set_blas_threads(int threads);

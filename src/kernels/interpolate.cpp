@@ -21,8 +21,9 @@ void weights(double t, double w[4]) {
 
 double source_index(int64_t dst, int64_t in_size, int64_t out_size, bool align_corners) {
   if (align_corners) {
-    return out_size > 1 ? static_cast<double>(in_size - 1) / static_cast<double>(out_size - 1) * static_cast<double>(dst)
-                        : 0.0;
+    return out_size > 1
+               ? static_cast<double>(in_size - 1) / static_cast<double>(out_size - 1) * static_cast<double>(dst)
+               : 0.0;
   }
   const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
   return scale * (static_cast<double>(dst) + 0.5) - 0.5;  // not clamped for cubic, as in ATen

@@ -132,11 +132,10 @@ void layernorm_backward_ref(const T* x, const T* weight, const T* dy, T* dx, T* 
   }
 }
 
-#define VIT_INSTANTIATE(T)                                                                                   \
-  template void layernorm_forward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, double);    \
-  template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, int64_t, \
-                                      int64_t);                                                              \
-  template void layernorm_forward_ref<T>(const T*, const T*, const T*, T*, int64_t, int64_t, double);         \
+#define VIT_INSTANTIATE(T)                                                                                             \
+  template void layernorm_forward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, double);              \
+  template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t); \
+  template void layernorm_forward_ref<T>(const T*, const T*, const T*, T*, int64_t, int64_t, double);                  \
   template void layernorm_backward_ref<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, double);
 VIT_INSTANTIATE(float)
 VIT_INSTANTIATE(double)

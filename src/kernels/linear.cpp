@@ -21,8 +21,8 @@ constexpr int kPanel = 16;    // rows of A per packed panel (two AVX2 registers)
 
 // tile (R x 16) = W (R rows, stride ldw) @ panel (K x 16)^T, i.e. tile[r][j] = sum_k W[r][k] P[k][j].
 template <int R>
-__attribute__((target("avx2,fma"))) void micro_kernel(const float* __restrict W, int64_t ldw,
-                                                      const float* __restrict P, int64_t K, float* __restrict tile) {
+__attribute__((target("avx2,fma"))) void micro_kernel(const float* __restrict W, int64_t ldw, const float* __restrict P,
+                                                      int64_t K, float* __restrict tile) {
   __m256 c0[R], c1[R];
   const float* w[R];
 #pragma GCC unroll 6
@@ -48,7 +48,7 @@ __attribute__((target("avx2,fma"))) void micro_kernel(const float* __restrict W,
 }
 
 using MicroKernel = void (*)(const float*, int64_t, const float*, int64_t, float*);
-constexpr MicroKernel kKernels[kFeatures + 1] = {nullptr,          micro_kernel<1>, micro_kernel<2>, micro_kernel<3>,
+constexpr MicroKernel kKernels[kFeatures + 1] = {nullptr,         micro_kernel<1>, micro_kernel<2>, micro_kernel<3>,
                                                  micro_kernel<4>, micro_kernel<5>, micro_kernel<6>};
 
 // The epilogue on one element: v = (A W^T)[m][n] + bias[n], c = C[m][n] before the call.
@@ -71,10 +71,18 @@ inline T finish(T v, T c) {
 template <typename Fn>
 void with_epilogue(Epilogue e, Fn&& fn) {
   switch (e) {
-    case Epilogue::Store: fn.template operator()<Epilogue::Store>(); break;
-    case Epilogue::Accumulate: fn.template operator()<Epilogue::Accumulate>(); break;
-    case Epilogue::Gelu: fn.template operator()<Epilogue::Gelu>(); break;
-    case Epilogue::GeluTanh: fn.template operator()<Epilogue::GeluTanh>(); break;
+    case Epilogue::Store:
+      fn.template operator()<Epilogue::Store>();
+      break;
+    case Epilogue::Accumulate:
+      fn.template operator()<Epilogue::Accumulate>();
+      break;
+    case Epilogue::Gelu:
+      fn.template operator()<Epilogue::Gelu>();
+      break;
+    case Epilogue::GeluTanh:
+      fn.template operator()<Epilogue::GeluTanh>();
+      break;
   }
 }
 
@@ -137,8 +145,8 @@ void linear_micro_kernel(const float* A, int64_t M, int64_t K, int64_t lda, cons
   {
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < panels; ++p) pack_panel(A, M, K, lda, p, packed + p * K * kPanel);
-    // A task is one weight block (6 output features) against one chunk of panels. Within a
-    // chunk, each thread owns a contiguous range of weight rows and streams them once.
+      // A task is one weight block (6 output features) against one chunk of panels. Within a
+      // chunk, each thread owns a contiguous range of weight rows and streams them once.
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t chunk = t / blocks, block = t % blocks;
@@ -155,7 +163,8 @@ void linear_micro_kernel(const float* A, int64_t M, int64_t K, int64_t lda, cons
           const char* next = reinterpret_cast<const char*>(W + (n0 + kFeatures) * K);
           const int64_t lines = (kFeatures * K * static_cast<int64_t>(sizeof(float)) + 63) / 64;
           const int64_t sweeps = p_end - p_begin, i = p - p_begin;
-          for (int64_t l = lines * i / sweeps; l < lines * (i + 1) / sweeps; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+          for (int64_t l = lines * i / sweeps; l < lines * (i + 1) / sweeps; ++l)
+            _mm_prefetch(next + 64 * l, _MM_HINT_T1);
         }
         kKernels[features](W + n0 * K, K, packed + p * K * kPanel, K, tile);
         const int64_t rows = std::min<int64_t>(kPanel, M - m0);
@@ -170,8 +179,8 @@ void linear_micro_kernel(const float* A, int64_t M, int64_t K, int64_t lda, cons
 // The fallback: BLAS for the product (accumulating into C for Accumulate), then the bias and
 // the epilogue in one pass over the rows.
 template <typename T>
-void linear_blas(const T* A, int64_t M, int64_t K, int64_t lda, const T* W, int64_t N, const T* bias, T* C,
-                 int64_t ldc, Epilogue epilogue) {
+void linear_blas(const T* A, int64_t M, int64_t K, int64_t lda, const T* W, int64_t N, const T* bias, T* C, int64_t ldc,
+                 Epilogue epilogue) {
   const bool accumulate = epilogue == Epilogue::Accumulate;
   gemm<T>(false, true, M, N, K, T(1), A, lda, W, K, accumulate ? T(1) : T(0), C, ldc);
   if (!bias && (epilogue == Epilogue::Store || accumulate)) return;
@@ -212,20 +221,28 @@ void linear_forward_ref(const T* A, int64_t M, int64_t K, int64_t lda, const T* 
       for (int64_t k = 0; k < K; ++k) sum += static_cast<double>(A[m * lda + k]) * static_cast<double>(W[n * K + k]);
       T& c = C[m * ldc + n];
       switch (epilogue) {
-        case Epilogue::Store: c = static_cast<T>(sum); break;
-        case Epilogue::Accumulate: c = static_cast<T>(static_cast<double>(c) + sum); break;
-        case Epilogue::Gelu: c = static_cast<T>(unary_ref(Unary::Gelu, sum)); break;
-        case Epilogue::GeluTanh: c = static_cast<T>(unary_ref(Unary::GeluTanh, sum)); break;
+        case Epilogue::Store:
+          c = static_cast<T>(sum);
+          break;
+        case Epilogue::Accumulate:
+          c = static_cast<T>(static_cast<double>(c) + sum);
+          break;
+        case Epilogue::Gelu:
+          c = static_cast<T>(unary_ref(Unary::Gelu, sum));
+          break;
+        case Epilogue::GeluTanh:
+          c = static_cast<T>(unary_ref(Unary::GeluTanh, sum));
+          break;
       }
     }
   }
 }
 
-#define VIT_INSTANTIATE(T)                                                                                      \
-  template void linear_forward<T>(const T*, int64_t, int64_t, int64_t, const T*, int64_t, const T*, T*, int64_t, \
-                                  Epilogue, LinearPath);                                                        \
-  template void linear_forward_ref<T>(const T*, int64_t, int64_t, int64_t, const T*, int64_t, const T*, T*,     \
-                                      int64_t, Epilogue);
+#define VIT_INSTANTIATE(T)                                                                                           \
+  template void linear_forward<T>(const T*, int64_t, int64_t, int64_t, const T*, int64_t, const T*, T*, int64_t,     \
+                                  Epilogue, LinearPath);                                                             \
+  template void linear_forward_ref<T>(const T*, int64_t, int64_t, int64_t, const T*, int64_t, const T*, T*, int64_t, \
+                                      Epilogue);
 VIT_INSTANTIATE(float)
 VIT_INSTANTIATE(double)
 #undef VIT_INSTANTIATE

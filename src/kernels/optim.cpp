@@ -7,8 +7,8 @@ namespace vit::kernels {
 
 constexpr int64_t kParallelThreshold = 1 << 16;
 
-void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, double lr, double beta1,
-                  double beta2, double eps, double weight_decay, int64_t step) {
+void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, double lr, double beta1, double beta2,
+                  double eps, double weight_decay, int64_t step) {
   const double bias1 = 1.0 - std::pow(beta1, static_cast<double>(step));
   const double bias2 = 1.0 - std::pow(beta2, static_cast<double>(step));
   const float decay = static_cast<float>(1.0 - lr * weight_decay);

@@ -67,10 +67,10 @@ void scatter_rows_add(const T* dy, const int64_t* index, int64_t rows, int64_t n
   for (int64_t r = 0; r < rows; ++r) dx[r * n + index[r]] += dy[r];
 }
 
-#define VIT_INSTANTIATE(T)                                                              \
-  template void sum_rows<T>(const T*, int64_t, int64_t, T*);                            \
-  template void max_rows<T>(const T*, int64_t, int64_t, T*, int64_t*);                  \
-  template void moments_rows<T>(const T*, int64_t, int64_t, int64_t, T*, T*);           \
+#define VIT_INSTANTIATE(T)                                                                        \
+  template void sum_rows<T>(const T*, int64_t, int64_t, T*);                                      \
+  template void max_rows<T>(const T*, int64_t, int64_t, T*, int64_t*);                            \
+  template void moments_rows<T>(const T*, int64_t, int64_t, int64_t, T*, T*);                     \
   template void moments_backward<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, T*); \
   template void scatter_rows_add<T>(const T*, const int64_t*, int64_t, int64_t, T*);
 VIT_INSTANTIATE(float)

@@ -93,7 +93,8 @@ void softmax_forward_ref(const T* x, T* y, int64_t rows, int64_t n) {
     for (int64_t i = 0; i < n; ++i) m = std::max<double>(m, x[r * n + i]);
     double sum = 0;
     for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[r * n + i]) - m);
-    for (int64_t i = 0; i < n; ++i) y[r * n + i] = static_cast<T>(std::exp(static_cast<double>(x[r * n + i]) - m) / sum);
+    for (int64_t i = 0; i < n; ++i)
+      y[r * n + i] = static_cast<T>(std::exp(static_cast<double>(x[r * n + i]) - m) / sum);
   }
 }
 
@@ -148,13 +149,13 @@ void log_softmax_backward_ref(const T* x, const T* dy, T* dx, int64_t rows, int6
   }
 }
 
-#define VIT_INSTANTIATE(T)                                                        \
-  template void softmax_forward<T>(const T*, T*, int64_t, int64_t);               \
-  template void softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t);    \
-  template void log_softmax_forward<T>(const T*, T*, int64_t, int64_t);           \
+#define VIT_INSTANTIATE(T)                                                         \
+  template void softmax_forward<T>(const T*, T*, int64_t, int64_t);                \
+  template void softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t);     \
+  template void log_softmax_forward<T>(const T*, T*, int64_t, int64_t);            \
   template void log_softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t); \
   template void softmax_forward_ref<T>(const T*, T*, int64_t, int64_t);            \
-  template void softmax_backward_ref<T>(const T*, const T*, T*, int64_t, int64_t);  \
+  template void softmax_backward_ref<T>(const T*, const T*, T*, int64_t, int64_t); \
   template void log_softmax_forward_ref<T>(const T*, T*, int64_t, int64_t);        \
   template void log_softmax_backward_ref<T>(const T*, const T*, T*, int64_t, int64_t);
 VIT_INSTANTIATE(float)

@@ -76,9 +76,12 @@ const std::vector<KeyNames>& block_keys() {
 
 const char* layout_name(Layout layout) {
   switch (layout) {
-    case Layout::Timm: return "timm";
-    case Layout::Torchvision: return "torchvision";
-    case Layout::HuggingFace: return "huggingface";
+    case Layout::Timm:
+      return "timm";
+    case Layout::Torchvision:
+      return "torchvision";
+    case Layout::HuggingFace:
+      return "huggingface";
   }
   return "?";
 }
@@ -92,7 +95,8 @@ Layout parse_layout(const std::string& name) {
 
 Layout detect_layout(const NamedTensors& tensors, const std::string& source) {
   for (const auto& [name, _] : tensors) {
-    if (name == "class_token" || has_prefix(name, "encoder.layers.") || name == "conv_proj.weight") return Layout::Torchvision;
+    if (name == "class_token" || has_prefix(name, "encoder.layers.") || name == "conv_proj.weight")
+      return Layout::Torchvision;
     if (has_prefix(name, "vit.embeddings.") || has_prefix(name, "embeddings.patch_embeddings.") ||
         has_prefix(name, "vit.encoder.layer.") || has_prefix(name, "encoder.layer."))
       return Layout::HuggingFace;
@@ -185,7 +189,8 @@ Tensor resample_pos_embed(const Tensor& pos_embed, int64_t prefix_tokens, int64_
   VIT_CHECK(new_grid_h > 0 && new_grid_w > 0, "pos_embed", "invalid target grid {}x{}", new_grid_h, new_grid_w);
   const Tensor pos = pos_embed.to(DType::F32).contiguous();
   // (1, gh*gw, D) -> (D, gh, gw) planes, resample, back to tokens.
-  const Tensor planes = pos.slice(1, prefix_tokens, pos.size(1)).reshape({grid, grid, D}).permute({2, 0, 1}).contiguous();
+  const Tensor planes =
+      pos.slice(1, prefix_tokens, pos.size(1)).reshape({grid, grid, D}).permute({2, 0, 1}).contiguous();
   Tensor resampled = Tensor::empty({D, new_grid_h, new_grid_w});
   kernels::bicubic_resize<float>(planes.data<float>(), D, grid, grid, resampled.data<float>(), new_grid_h, new_grid_w,
                                  align_corners);
@@ -195,12 +200,18 @@ Tensor resample_pos_embed(const Tensor& pos_embed, int64_t prefix_tokens, int64_
 
 int64_t default_num_heads(int64_t dim) {
   switch (dim) {
-    case 192: return 3;
-    case 384: return 6;
-    case 768: return 12;
-    case 1024: return 16;
-    case 1280: return 16;
-    default: return 0;  // not a standard width: the head count cannot be told
+    case 192:
+      return 3;
+    case 384:
+      return 6;
+    case 768:
+      return 12;
+    case 1024:
+      return 16;
+    case 1280:
+      return 16;
+    default:
+      return 0;  // not a standard width: the head count cannot be told
   }
 }
 
@@ -215,19 +226,20 @@ ViTConfig infer_config(const NamedTensors& w, Layout layout, int64_t num_heads, 
   ViTConfig c;
   c.name = fmt::format("{}-checkpoint", layout_name(layout));
   const Tensor& proj = need("patch_embed.proj.weight");
-  VIT_CHECK(proj.dim() == 4 && proj.size(2) == proj.size(3), "checkpoint", "{}: patch_embed.proj.weight {} is not (D, C, P, P)",
-            source, shape_str(proj.shape()));
+  VIT_CHECK(proj.dim() == 4 && proj.size(2) == proj.size(3), "checkpoint",
+            "{}: patch_embed.proj.weight {} is not (D, C, P, P)", source, shape_str(proj.shape()));
   c.dim = proj.size(0);
   c.in_channels = proj.size(1);
   c.patch_size = proj.size(2);
   const Tensor& pos = need("pos_embed");
-  VIT_CHECK(pos.dim() == 3 && pos.size(0) == 1 && pos.size(2) == c.dim, "checkpoint", "{}: pos_embed {} is not (1, N, {})",
-            source, shape_str(pos.shape()), c.dim);
+  VIT_CHECK(pos.dim() == 3 && pos.size(0) == 1 && pos.size(2) == c.dim, "checkpoint",
+            "{}: pos_embed {} is not (1, N, {})", source, shape_str(pos.shape()), c.dim);
   const bool has_cls = find(w, "cls_token") != nullptr;
   c.pool = has_cls ? "cls" : "mean";
   const int64_t patches = pos.size(1) - (has_cls ? 1 : 0);
   const auto grid = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(patches))));
-  VIT_CHECK(grid * grid == patches, "checkpoint", "{}: pos_embed has {} patch positions, not a square grid", source, patches);
+  VIT_CHECK(grid * grid == patches, "checkpoint", "{}: pos_embed has {} patch positions, not a square grid", source,
+            patches);
   c.image_size = grid * c.patch_size;
   c.depth = 0;
   while (find(w, fmt::format("blocks.{}.attn.qkv.weight", c.depth))) ++c.depth;
@@ -237,12 +249,16 @@ ViTConfig infer_config(const NamedTensors& w, Layout layout, int64_t num_heads, 
   c.qkv_bias = find(w, "blocks.0.attn.qkv.bias") != nullptr;
   if (const Tensor* pre = find(w, "pre_logits.fc.weight")) c.representation_size = pre->size(0);
   const Tensor* head = find(w, "head.weight");
-  VIT_CHECK(head != nullptr, "checkpoint", "{}: no classification head ('head.weight' / 'heads.head.weight' / "
-            "'classifier.weight')", source);
+  VIT_CHECK(head != nullptr, "checkpoint",
+            "{}: no classification head ('head.weight' / 'heads.head.weight' / "
+            "'classifier.weight')",
+            source);
   c.num_classes = head->size(0);
   c.num_heads = num_heads > 0 ? num_heads : default_num_heads(c.dim);
-  VIT_CHECK(c.num_heads > 0, "checkpoint", "{}: width {} is not a standard ViT width (192, 384, 768, 1024, 1280); its "
-            "number of attention heads cannot be inferred: pass --heads", source, c.dim);
+  VIT_CHECK(c.num_heads > 0, "checkpoint",
+            "{}: width {} is not a standard ViT width (192, 384, 768, 1024, 1280); its "
+            "number of attention heads cannot be inferred: pass --heads",
+            source, c.dim);
   c.eps = default_eps(layout);
   if (find(w, "fc_norm.weight")) c.pool = "mean";
   c.validate();

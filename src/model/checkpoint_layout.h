@@ -31,8 +31,8 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 Layout detect_layout(const NamedTensors& tensors, const std::string& source);
 
 struct Converted {
-  NamedTensors weights;               // timm names
-  std::vector<std::string> unused;    // keys of the source that map to nothing
+  NamedTensors weights;             // timm names
+  std::vector<std::string> unused;  // keys of the source that map to nothing
 };
 // Renames (and for Hugging Face concatenates q/k/v into qkv) into timm's names.
 Converted to_timm(const NamedTensors& tensors, Layout layout, const std::string& source);

@@ -41,7 +41,7 @@ class VisionTransformer : public nn::Module {
   std::shared_ptr<nn::Dropout> pos_drop;
   std::shared_ptr<nn::Sequential> blocks;
   std::shared_ptr<nn::LayerNorm> norm, fc_norm;  // norm for CLS pooling, fc_norm for mean pooling
-  std::shared_ptr<PreLogits> pre_logits;  // only with representation_size > 0
+  std::shared_ptr<PreLogits> pre_logits;         // only with representation_size > 0
   std::shared_ptr<nn::Linear> head;
 
  private:

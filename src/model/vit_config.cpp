@@ -98,13 +98,16 @@ ViTConfig preset(const std::string& name) {
     c.drop_path = 0.1;
     return c;
   }
-  fail("vit_config", "unknown preset '{}' (known: vit_tiny_patch16_224, vit_small_patch16_224, vit_base_patch16_224, "
-       "vit_large_patch16_224, vit_digits, vit_cifar)", name);
+  fail("vit_config",
+       "unknown preset '{}' (known: vit_tiny_patch16_224, vit_small_patch16_224, vit_base_patch16_224, "
+       "vit_large_patch16_224, vit_digits, vit_cifar)",
+       name);
 }
 
 std::vector<std::string> preset_names() {
-  return {"vit_tiny_patch16_224", "vit_small_patch16_224", "vit_base_patch16_224", "vit_large_patch16_224",
-          "vit_digits", "vit_cifar"};
+  return {"vit_tiny_patch16_224", "vit_small_patch16_224",
+          "vit_base_patch16_224", "vit_large_patch16_224",
+          "vit_digits",           "vit_cifar"};
 }
 
 }  // namespace vit::model

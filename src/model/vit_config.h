@@ -23,11 +23,11 @@ struct ViTConfig {
   double mlp_ratio = 4.0;
   int64_t mlp_dim = 0;  // hidden size of the MLP; 0 means round(dim * mlp_ratio)
   bool qkv_bias = true;
-  double dropout = 0.0;       // after position embedding, in the MLP, after the attention projection
-  double attn_dropout = 0.0;  // on attention probabilities
-  double drop_path = 0.0;     // stochastic depth rate of the last block (linear decay from 0)
-  std::string pool = "cls";   // "cls" token or "mean" of the patch tokens
-  double eps = 1e-6;          // LayerNorm eps
+  double dropout = 0.0;             // after position embedding, in the MLP, after the attention projection
+  double attn_dropout = 0.0;        // on attention probabilities
+  double drop_path = 0.0;           // stochastic depth rate of the last block (linear decay from 0)
+  std::string pool = "cls";         // "cls" token or "mean" of the patch tokens
+  double eps = 1e-6;                // LayerNorm eps
   int64_t representation_size = 0;  // > 0: a pre-logits Linear(dim, size) + Tanh before the head
 
   int64_t grid() const { return image_size / patch_size; }
@@ -61,7 +61,7 @@ struct ViTConfig {
     visit("representation_size", representation_size, Presence::Optional);
   }
   std::string to_json() const;
-  static ViTConfig from_json(const std::string& json);  // throws on missing/invalid fields
+  static ViTConfig from_json(const std::string& json);   // throws on missing/invalid fields
   bool same_architecture(const ViTConfig& other) const;  // everything but dropout rates and name
 };
 

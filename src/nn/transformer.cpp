@@ -10,7 +10,8 @@ PatchEmbed::PatchEmbed(int64_t image_size_, int64_t patch_size_, int64_t in_chan
     : image_size(image_size_), patch_size(patch_size_), in_channels(in_channels_), embed_dim(embed_dim_) {
   VIT_CHECK(patch_size > 0 && image_size > 0 && image_size % patch_size == 0, "patch_embed",
             "image_size {} is not divisible by patch_size {}", image_size, patch_size);
-  proj = register_module("proj", std::make_shared<Conv2d>(in_channels, embed_dim, patch_size, patch_size, 0, true, gen));
+  proj =
+      register_module("proj", std::make_shared<Conv2d>(in_channels, embed_dim, patch_size, patch_size, 0, true, gen));
 }
 
 Variable PatchEmbed::forward(const Variable& x) {
@@ -36,10 +37,10 @@ MultiHeadSelfAttention::MultiHeadSelfAttention(int64_t dim_, int64_t num_heads_,
 
 Variable MultiHeadSelfAttention::forward(const Variable& x) {
   VIT_CHECK(x.dim() == 3 && x.size(2) == dim, "attention", "input {}: expected (B, N, {})", shape_str(x.shape()), dim);
-  Variable packed = qkv->forward(x);                                                    // (B, N, 3D)
+  Variable packed = qkv->forward(x);  // (B, N, 3D)
   Variable heads = self_attention(packed, num_heads, attn_drop, is_training(), gen_.get(),
                                   keep_attention ? &last_attention : nullptr);  // (B, N, D)
-  return proj_drop->forward(proj->forward(heads));                                      // (B, N, D)
+  return proj_drop->forward(proj->forward(heads));                              // (B, N, D)
 }
 
 Mlp::Mlp(int64_t in_features, int64_t hidden_features, int64_t out_features, double drop, GeneratorPtr gen,
@@ -61,8 +62,8 @@ EncoderBlock::EncoderBlock(const EncoderBlockConfig& c, GeneratorPtr gen) : conf
   VIT_CHECK(c.mlp_ratio > 0, "encoder_block", "mlp_ratio must be positive, got {}", c.mlp_ratio);
   const auto hidden = static_cast<int64_t>(std::llround(static_cast<double>(c.dim) * c.mlp_ratio));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{c.dim}, c.eps));
-  attn = register_module("attn",
-                         std::make_shared<MultiHeadSelfAttention>(c.dim, c.num_heads, c.qkv_bias, c.attn_dropout, c.dropout, gen));
+  attn = register_module(
+      "attn", std::make_shared<MultiHeadSelfAttention>(c.dim, c.num_heads, c.qkv_bias, c.attn_dropout, c.dropout, gen));
   drop_path = register_module("drop_path", std::make_shared<DropPath>(c.drop_path, gen));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{c.dim}, c.eps));
   mlp = register_module("mlp", std::make_shared<Mlp>(c.dim, hidden, c.dim, c.dropout, gen));
@@ -70,7 +71,7 @@ EncoderBlock::EncoderBlock(const EncoderBlockConfig& c, GeneratorPtr gen) : conf
 
 Variable EncoderBlock::forward(const Variable& x) {
   Variable h = x + drop_path->forward(attn->forward(norm1->forward(x)));  // (B, N, D)
-  return h + drop_path->forward(mlp->forward(norm2->forward(h)));        // (B, N, D)
+  return h + drop_path->forward(mlp->forward(norm2->forward(h)));         // (B, N, D)
 }
 
 }  // namespace vit::nn

@@ -38,7 +38,8 @@ AdamW::AdamW(NamedParameters params, double lr_, double weight_decay_, double be
     : Optimizer(std::move(params)), weight_decay(weight_decay_), beta1(beta1_), beta2(beta2_), eps(eps_) {
   lr = lr_;
   VIT_CHECK(lr >= 0 && weight_decay >= 0 && beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && eps > 0, "adamw",
-            "invalid hyper-parameters lr={} weight_decay={} betas=({}, {}) eps={}", lr, weight_decay, beta1, beta2, eps);
+            "invalid hyper-parameters lr={} weight_decay={} betas=({}, {}) eps={}", lr, weight_decay, beta1, beta2,
+            eps);
   for (const auto& [_, p] : params_) {
     m_.push_back(Tensor::zeros(p.shape()));
     v_.push_back(Tensor::zeros(p.shape()));
@@ -78,8 +79,10 @@ void AdamW::load_state(const NamedTensors& state) {
 SGD::SGD(NamedParameters params, double lr_, double momentum_, double weight_decay_, bool nesterov_)
     : Optimizer(std::move(params)), momentum(momentum_), weight_decay(weight_decay_), nesterov(nesterov_) {
   lr = lr_;
-  VIT_CHECK(lr >= 0 && momentum >= 0 && weight_decay >= 0, "sgd", "invalid hyper-parameters lr={} momentum={} "
-            "weight_decay={}", lr, momentum, weight_decay);
+  VIT_CHECK(lr >= 0 && momentum >= 0 && weight_decay >= 0, "sgd",
+            "invalid hyper-parameters lr={} momentum={} "
+            "weight_decay={}",
+            lr, momentum, weight_decay);
   for (const auto& [_, p] : params_) buf_.push_back(Tensor::zeros(p.shape()));
 }
 

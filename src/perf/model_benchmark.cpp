@@ -92,11 +92,16 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
 }
 
 std::string BenchmarkResult::to_json(const BenchmarkConfig& config, int threads) const {
-  nlohmann::ordered_json j = {{"model", config.checkpoint.empty() ? config.model.name : config.checkpoint}, {"mode", config.train ? "train" : (config.graph ? "inference-graph" : "inference")},
-                              {"batch", config.batch},      {"threads", threads},
-                              {"iters", config.iters},      {"median_ms", median_ms},
-                              {"p90_ms", p90_ms},           {"images_per_s", images_per_s},
-                              {"gflops", gflops},           {"peak_rss_mb", peak_rss_mb}};
+  nlohmann::ordered_json j = {{"model", config.checkpoint.empty() ? config.model.name : config.checkpoint},
+                              {"mode", config.train ? "train" : (config.graph ? "inference-graph" : "inference")},
+                              {"batch", config.batch},
+                              {"threads", threads},
+                              {"iters", config.iters},
+                              {"median_ms", median_ms},
+                              {"p90_ms", p90_ms},
+                              {"images_per_s", images_per_s},
+                              {"gflops", gflops},
+                              {"peak_rss_mb", peak_rss_mb}};
   if (load_ms >= 0) j["load_ms"] = load_ms;
   return j.dump();
 }

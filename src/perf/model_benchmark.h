@@ -18,7 +18,7 @@ struct BenchmarkConfig {
   int64_t iters = 20;
   int64_t warmup = 3;
   bool train = false;
-  bool graph = false;  // inference through the autograd graph instead of the inference path
+  bool graph = false;      // inference through the autograd graph instead of the inference path
   std::string checkpoint;  // non-empty: load this model (timed) instead of building `model`
   uint64_t seed = 0;
 };

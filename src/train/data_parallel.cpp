@@ -86,8 +86,10 @@ DataParallel::StepResult DataParallel::forward_backward(const data::Batch& batch
       const Tensor& g = params[i].second.grad();
       if (!g.defined()) continue;
       const Tensor& target = master_params[i].second.grad();
-      if (target.defined()) accumulate_into(target, g);
-      else master_params[i].second.node()->grad = g.clone();
+      if (target.defined())
+        accumulate_into(target, g);
+      else
+        master_params[i].second.node()->grad = g.clone();
     }
   }
   for (int r = 0; r < R; ++r) {

@@ -25,8 +25,8 @@ class DataParallel {
   void reseed(uint64_t seed, int64_t step);
 
   struct StepResult {
-    double loss = 0.0;      // mean over the batch (with label smoothing and mixup)
-    int64_t correct = 0;    // top-1 hits against batch.targets
+    double loss = 0.0;    // mean over the batch (with label smoothing and mixup)
+    int64_t correct = 0;  // top-1 hits against batch.targets
   };
   // Clears gradients, then forward + backward of the batch; the full-batch gradient ends in the
   // master's parameters' .grad. A non-finite loss is returned as is (the caller decides).

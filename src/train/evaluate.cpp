@@ -45,7 +45,8 @@ EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, 
                         [row](int64_t a, int64_t c) { return row[a] > row[c] || (row[a] == row[c] && a < c); });
       const int64_t truth = batch.targets.data<int64_t>()[b];
       correct1 += order[0] == truth;
-      correct5 += std::find(order.begin(), order.begin() + std::min<int64_t>(5, K), truth) != order.begin() + std::min<int64_t>(5, K);
+      correct5 += std::find(order.begin(), order.begin() + std::min<int64_t>(5, K), truth) !=
+                  order.begin() + std::min<int64_t>(5, K);
       r.confusion[truth][order[0]] += 1;
       r.predictions[indices[b]] = order[0];
       r.confidence[indices[b]] = row[order[0]];

@@ -49,8 +49,7 @@ std::string step_problem(double loss, const optim::NamedParameters& params) {
     return fmt::format("loss is {} (the forward pass overflowed; all weights are finite, the largest is {})",
                        number_str(loss), largest_parameter(params));
   }
-  return fmt::format("gradient of '{}' went non-finite first in backpropagation (loss {})", bad_grad,
-                     number_str(loss));
+  return fmt::format("gradient of '{}' went non-finite first in backpropagation (loss {})", bad_grad, number_str(loss));
 }
 
 }  // namespace vit::train

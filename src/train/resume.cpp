@@ -15,7 +15,7 @@ using json = nlohmann::ordered_json;
 
 // The flags a resumed run takes from the command line: they steer this process, not the run's
 // numbers (--data only with the same data, checked once it is loaded).
-constexpr const char* kMayChange[] = {"--resume", "--out",        "--data",           "--epochs", "--threads",
+constexpr const char* kMayChange[] = {"--resume",           "--out",        "--data",           "--epochs", "--threads",
                                       "--checkpoint-every", "--max-pixels", "--skip-nonfinite", "--plain"};
 constexpr const char* kMayChangeText =
     "--data (the same data, moved), --epochs (to extend it), --threads, --checkpoint-every, --max-pixels, "
@@ -26,27 +26,47 @@ struct FixedFlag {
   const char* pointer;  // into {train config fields..., "model": {...}, "normalization": {...}}
 };
 // The model's flags: a resumed run keeps its model.
-constexpr FixedFlag kModelFlags[] = {
-    {"--preset", "/model"},          {"--image-size", "/model/image_size"}, {"--patch-size", "/model/patch_size"},
-    {"--channels", "/model/in_channels"}, {"--num-classes", "/model/num_classes"}, {"--dim", "/model/dim"},
-    {"--depth", "/model/depth"},     {"--heads", "/model/num_heads"},     {"--mlp-ratio", "/model/mlp_ratio"},
-    {"--pool", "/model/pool"},       {"--dropout", "/model/dropout"},     {"--attn-dropout", "/model/attn_dropout"},
-    {"--drop-path", "/model/drop_path"}, {"--mlp-dim", "/model/mlp_dim"},   {"--eps", "/model/eps"},
-    {"--representation-size", "/model/representation_size"},             {"--qkv-bias", "/model/qkv_bias"},
-    {"--no-qkv-bias", "/model/qkv_bias"}};
+constexpr FixedFlag kModelFlags[] = {{"--preset", "/model"},
+                                     {"--image-size", "/model/image_size"},
+                                     {"--patch-size", "/model/patch_size"},
+                                     {"--channels", "/model/in_channels"},
+                                     {"--num-classes", "/model/num_classes"},
+                                     {"--dim", "/model/dim"},
+                                     {"--depth", "/model/depth"},
+                                     {"--heads", "/model/num_heads"},
+                                     {"--mlp-ratio", "/model/mlp_ratio"},
+                                     {"--pool", "/model/pool"},
+                                     {"--dropout", "/model/dropout"},
+                                     {"--attn-dropout", "/model/attn_dropout"},
+                                     {"--drop-path", "/model/drop_path"},
+                                     {"--mlp-dim", "/model/mlp_dim"},
+                                     {"--eps", "/model/eps"},
+                                     {"--representation-size", "/model/representation_size"},
+                                     {"--qkv-bias", "/model/qkv_bias"},
+                                     {"--no-qkv-bias", "/model/qkv_bias"}};
 // The schedule's, the optimiser's, the augmentation's and the input's: a resumed run keeps them.
-constexpr FixedFlag kRunFlags[] = {
-    {"--batch-size", "/batch_size"},        {"--optimizer", "/optimizer"},
-    {"--lr", "/lr"},                        {"--min-lr", "/min_lr"},
-    {"--warmup-epochs", "/warmup_epochs"},  {"--weight-decay", "/weight_decay"},
-    {"--momentum", "/momentum"},            {"--label-smoothing", "/label_smoothing"},
-    {"--clip-grad", "/clip_grad"},          {"--ema", "/ema_decay"},
-    {"--seed", "/seed"},                    {"--rotate", "/augment/rotate_degrees"},
-    {"--translate", "/augment/translate"},  {"--scale-min", "/augment/scale_min"},
-    {"--scale-max", "/augment/scale_max"},  {"--crop-padding", "/augment/crop_padding"},
-    {"--hflip", "/augment/hflip"},          {"--mixup", "/augment/mixup_alpha"},
-    {"--cutmix", "/augment/cutmix_alpha"},  {"--no-augment", "/augment"},
-    {"--mean", "/normalization/mean"},      {"--std", "/normalization/std"}};
+constexpr FixedFlag kRunFlags[] = {{"--batch-size", "/batch_size"},
+                                   {"--optimizer", "/optimizer"},
+                                   {"--lr", "/lr"},
+                                   {"--min-lr", "/min_lr"},
+                                   {"--warmup-epochs", "/warmup_epochs"},
+                                   {"--weight-decay", "/weight_decay"},
+                                   {"--momentum", "/momentum"},
+                                   {"--label-smoothing", "/label_smoothing"},
+                                   {"--clip-grad", "/clip_grad"},
+                                   {"--ema", "/ema_decay"},
+                                   {"--seed", "/seed"},
+                                   {"--rotate", "/augment/rotate_degrees"},
+                                   {"--translate", "/augment/translate"},
+                                   {"--scale-min", "/augment/scale_min"},
+                                   {"--scale-max", "/augment/scale_max"},
+                                   {"--crop-padding", "/augment/crop_padding"},
+                                   {"--hflip", "/augment/hflip"},
+                                   {"--mixup", "/augment/mixup_alpha"},
+                                   {"--cutmix", "/augment/cutmix_alpha"},
+                                   {"--no-augment", "/augment"},
+                                   {"--mean", "/normalization/mean"},
+                                   {"--std", "/normalization/std"}};
 
 bool given(const TrainConfig& c, const char* flag) {
   return std::find(c.given_flags.begin(), c.given_flags.end(), flag) != c.given_flags.end();
@@ -101,10 +121,12 @@ void refuse_changes(const TrainConfig& asked, const TrainConfig& saved, const in
     if (std::find(std::begin(kMayChange), std::end(kMayChange), flag) != std::end(kMayChange)) continue;
     if (flag == "--overwrite") continue;  // refused by TrainConfig::validate() as a contradiction
     auto match = [&](const FixedFlag& f) { return flag == f.flag; };
-    if (const auto* f = std::find_if(std::begin(kModelFlags), std::end(kModelFlags), match); f != std::end(kModelFlags)) {
+    if (const auto* f = std::find_if(std::begin(kModelFlags), std::end(kModelFlags), match);
+        f != std::end(kModelFlags)) {
       const json::json_pointer p(f->pointer);
       if (auto d = difference(f->flag, a.at(p), r.at(p), "the checkpoint's"); !d.empty()) model_changes.push_back(d);
-    } else if (const auto* g = std::find_if(std::begin(kRunFlags), std::end(kRunFlags), match); g != std::end(kRunFlags)) {
+    } else if (const auto* g = std::find_if(std::begin(kRunFlags), std::end(kRunFlags), match);
+               g != std::end(kRunFlags)) {
       const json::json_pointer p(g->pointer);
       if (auto d = difference(g->flag, a.at(p), r.at(p), "the run's"); !d.empty()) run_changes.push_back(d);
     } else {
@@ -149,7 +171,8 @@ TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoin
   if (asked.given_flags.empty()) {
     VIT_CHECK(!asked.model_explicit || m.same_architecture(asked.model), "train",
               "{}: checkpoint is a different model ({} dim {} depth {} heads {}) than requested ({} dim {} depth {} "
-              "heads {})", checkpoint_path, m.name, m.dim, m.depth, m.num_heads, asked.model.name, asked.model.dim,
+              "heads {})",
+              checkpoint_path, m.name, m.dim, m.depth, m.num_heads, asked.model.name, asked.model.dim,
               asked.model.depth, asked.model.num_heads);
   } else {
     refuse_changes(asked, saved, checkpoint.info, checkpoint_path);
@@ -217,11 +240,15 @@ bool check_same_data(const infer::CheckpointInfo& run, const std::string& run_da
   }
   if (!differences.empty()) {
     if (data_dir == run_data_dir) {
-      fail("train", "{} is not the data this run was trained on any more: {}; restore it, or start a new run with "
-           "another --out", data_dir, joined(differences, ", "));
+      fail("train",
+           "{} is not the data this run was trained on any more: {}; restore it, or start a new run with "
+           "another --out",
+           data_dir, joined(differences, ", "));
     }
-    fail("train", "--data {} is not the data this run was trained on ({}): {}; resume with the run's data, or start a "
-         "new run with another --out", data_dir, run_data_dir, joined(differences, ", "));
+    fail("train",
+         "--data {} is not the data this run was trained on ({}): {}; resume with the run's data, or start a "
+         "new run with another --out",
+         data_dir, run_data_dir, joined(differences, ", "));
   }
   return data_dir != run_data_dir;
 }

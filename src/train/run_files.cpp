@@ -47,8 +47,8 @@ void RunFiles::refuse_to_replace(bool overwrite) const {
   if (!held.empty() && !overwrite) {
     std::string names = held[0];
     for (size_t i = 1; i < held.size(); ++i) names += ", " + held[i];
-    fail("train", "{} already holds a run ({}); {}start over with --overwrite (replaces it), or choose another --out", dir,
-         names, fs::exists(last) ? fmt::format("continue it with --resume {}, ", dir) : std::string());
+    fail("train", "{} already holds a run ({}); {}start over with --overwrite (replaces it), or choose another --out",
+         dir, names, fs::exists(last) ? fmt::format("continue it with --resume {}, ", dir) : std::string());
   }
 }
 

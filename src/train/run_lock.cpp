@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -61,13 +61,16 @@ RunLock RunLock::acquire(const std::string& dir) {
       VIT_CHECK(e != EWOULDBLOCK, "train", "{} is in use by another vit train{}; wait for it or choose another --out",
                 dir, pid.empty() ? std::string() : " (pid " + pid + ")");
       if (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS) {  // a file system without locks (some network mounts)
-        std::fprintf(stderr, "warning: %s: this file system cannot lock the run folder (%s); make sure no other vit "
-                     "train uses it\n", dir.c_str(), std::strerror(e));
+        std::fprintf(stderr,
+                     "warning: %s: this file system cannot lock the run folder (%s); make sure no other vit "
+                     "train uses it\n",
+                     dir.c_str(), std::strerror(e));
         return lock;
       }
       fail("train", "{}: cannot lock the run folder ({})", lock.path_, std::strerror(e));
     }
-    struct stat locked {}, at_path {};
+    struct stat locked {
+    }, at_path{};
     if (::fstat(fd, &locked) == 0 && ::stat(lock.path_.c_str(), &at_path) == 0 && locked.st_ino == at_path.st_ino &&
         locked.st_dev == at_path.st_dev) {
       lock.fd_ = fd;
@@ -76,7 +79,8 @@ RunLock RunLock::acquire(const std::string& dir) {
     ::close(fd);
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(lock.fd_, 0) != 0 || ::pwrite(lock.fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+  if (::ftruncate(lock.fd_, 0) != 0 ||
+      ::pwrite(lock.fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     const int e = errno;
     lock.release();
     fail("train", "{}: cannot write the run's lock file ({})", lock.path_, std::strerror(e));

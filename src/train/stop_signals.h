@@ -14,11 +14,12 @@ class StopSignals {
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
-  int pending() const;  // the signal received (SIGINT or SIGTERM), or 0
+  int pending() const;           // the signal received (SIGINT or SIGTERM), or 0
   const char* describe() const;  // "Ctrl-C (SIGINT)" or "SIGTERM"
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 }  // namespace vit::train

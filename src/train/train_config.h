@@ -21,14 +21,14 @@ struct TrainConfig {
   double lr = 2e-3;
   double min_lr = 1e-5;
   double weight_decay = 0.05;
-  double momentum = 0.9;       // SGD
+  double momentum = 0.9;  // SGD
   double warmup_epochs = 1.0;
   double label_smoothing = 0.1;
-  double clip_grad = 1.0;      // 0 disables
-  double ema_decay = 0.0;      // > 0 enables weight EMA (evaluated and saved as ema.*)
+  double clip_grad = 1.0;  // 0 disables
+  double ema_decay = 0.0;  // > 0 enables weight EMA (evaluated and saved as ema.*)
   data::AugmentConfig augment;
   uint64_t seed = 0;
-  int threads = 0;             // 0: all cores
+  int threads = 0;  // 0: all cores
   std::string out_dir = "runs/digits";
   bool resume = false;
   bool overwrite = false;       // replace a run already in out_dir (refused otherwise; not with resume)
@@ -44,7 +44,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // > 0: also save last.safetensors every this many steps (mid-epoch)
   int64_t max_pixels = data::kDefaultMaxPixels;  // image folders: refuse larger images (decompression bombs)
   // What belongs to a recipe rather than to the engine:
-  std::vector<double> milestones;  // test accuracies whose first crossing is reported (e.g. 0.97, 0.985)
+  std::vector<double> milestones;     // test accuracies whose first crossing is reported (e.g. 0.97, 0.985)
   data::Normalization normalization;  // per-channel mean/std; empty: computed from the training images
 
   // The fields saved in a checkpoint's "train_config", in its JSON order, all required but the

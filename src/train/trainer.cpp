@@ -2,21 +2,20 @@
 #include "train/trainer.h"
 
 #include <omp.h>
+#include <signal.h>
 #include <unistd.h>
 
-#include <signal.h>
-
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "kernels/gemm.h"
 #include "core/fields.h"
 #include "infer/checkpoint.h"
+#include "kernels/gemm.h"
 #include "optim/optimizer.h"
 #include "train/data_parallel.h"
 #include "train/evaluate.h"
@@ -124,12 +123,13 @@ void load_data(Run& run) {
       if (d == &run.train_data) escaped += (escaped.empty() ? "" : ", ") + name;
     }
   }
-  if (!escaped.empty()) std::printf("class names that are not valid UTF-8 are recorded with \\x escapes: %s\n", escaped.c_str());
+  if (!escaped.empty())
+    std::printf("class names that are not valid UTF-8 are recorded with \\x escapes: %s\n", escaped.c_str());
   // Labels by class name, not by position in each split's own list: the names the model was
   // trained with are the truth (the checkpoint's when resuming, else the training split's).
   const bool by_checkpoint = run.resumed && !run.resumed->info.class_names.empty();
-  const std::string whose = by_checkpoint ? "the checkpoint " + run.files.last
-                                          : "the training split (" + run.train_data.source + ")";
+  const std::string whose =
+      by_checkpoint ? "the checkpoint " + run.files.last : "the training split (" + run.train_data.source + ")";
   const std::vector<std::string> known = by_checkpoint ? run.resumed->info.class_names : run.train_data.class_names;
   for (data::Dataset* d : {&run.train_data, &run.test_data}) {
     const std::vector<std::string> missing = data::map_classes(*d, known, whose);
@@ -151,9 +151,12 @@ void load_data(Run& run) {
               d->num_classes(), mc.num_classes);
   }
   // The normalisation: the checkpoint's when resuming, else the recipe's, else the data's own.
-  if (run.resumed) run.norm = run.resumed->info.normalization;
-  else if (!c.normalization.mean.empty()) run.norm = c.normalization;
-  else run.norm = data::compute_normalization(run.train_data);
+  if (run.resumed)
+    run.norm = run.resumed->info.normalization;
+  else if (!c.normalization.mean.empty())
+    run.norm = c.normalization;
+  else
+    run.norm = data::compute_normalization(run.train_data);
 }
 
 // The model, optimiser and EMA, restored from the checkpoint when resuming; metrics.jsonl kept
@@ -176,7 +179,8 @@ void build_model(Run& run) {
   run.model->load_state_dict(r.weights);
   run.opt->load_state(r.optimizer);
   if (run.ema) {
-    VIT_CHECK(r.ema.size() == run.params.size(), "train", "{}: EMA weights missing from the checkpoint", run.files.last);
+    VIT_CHECK(r.ema.size() == run.params.size(), "train", "{}: EMA weights missing from the checkpoint",
+              run.files.last);
     for (size_t i = 0; i < run.params.size(); ++i) run.ema->averages()[i].second.copy_(r.ema[i].second);
   }
   run.start_epoch = r.info.epoch;
@@ -190,8 +194,8 @@ void build_model(Run& run) {
 // The learning-rate schedule's length in steps, and what the run is about to do.
 void plan(Run& run) {
   const TrainConfig& c = run.config;
-  run.steps_per_epoch = static_cast<int64_t>(
-      data::epoch_batches(run.train_data.size(), c.batch_size, true, true, c.seed, 0).size());
+  run.steps_per_epoch =
+      static_cast<int64_t>(data::epoch_batches(run.train_data.size(), c.batch_size, true, true, c.seed, 0).size());
   run.total_steps = run.steps_per_epoch * c.epochs;
   run.warmup_steps = static_cast<int64_t>(std::llround(c.warmup_epochs * static_cast<double>(run.steps_per_epoch)));
   const model::ComputeCost cost = model::macs_per_image(c.model);
@@ -249,7 +253,8 @@ Run start_or_resume(TrainConfig config) {
   build_model(run);
   // Everything a checkpoint records, encoded once before the first step: a save can then fail
   // for want of disk space, never over what it records after hours of training.
-  (void)infer::checkpoint_metadata(run.files.last, checkpoint_info(run, run.start_epoch, 0, "{}"), run.config.optimizer);
+  (void)infer::checkpoint_metadata(run.files.last, checkpoint_info(run, run.start_epoch, 0, "{}"),
+                                   run.config.optimizer);
   plan(run);
   run.bar = run.config.progress == 1 || (run.config.progress < 0 && ::isatty(STDOUT_FILENO));
   return run;
@@ -258,8 +263,16 @@ Run start_or_resume(TrainConfig config) {
 // ---- checkpoints ----
 
 infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t batch, std::string epoch_stats_json) {
-  return {run.config.model, run.config.to_json(), epoch, run.step, run.elapsed(), run.train_data.class_names,
-          run.norm, batch, std::move(epoch_stats_json), run.data_fingerprint};
+  return {run.config.model,
+          run.config.to_json(),
+          epoch,
+          run.step,
+          run.elapsed(),
+          run.train_data.class_names,
+          run.norm,
+          batch,
+          std::move(epoch_stats_json),
+          run.data_fingerprint};
 }
 
 // Every save goes through here: a failed write (disk full, ...) leaves the previous file intact,
@@ -273,8 +286,8 @@ void save(const Run& run, const std::string& path, const infer::CheckpointInfo& 
   } catch (const Error& e) {
     const FileVersion after(path);
     const std::string left = !(after == before) ? path + " was changed meanwhile, not by this run"
-                             : after.exists      ? "the previous " + path + " is unchanged"
-                                                 : std::string("no earlier checkpoint exists, so nothing is unchanged");
+                             : after.exists     ? "the previous " + path + " is unchanged"
+                                                : std::string("no earlier checkpoint exists, so nothing is unchanged");
     fail("train", "could not save a checkpoint: {}. Stopping; {}", e.what(), left);
   }
 }
@@ -318,8 +331,10 @@ bool train_step(Run& run, DataParallel& parallel, const data::Batch& batch, int6
   run.opt->step();
   if (const std::string bad = first_nonfinite(run.params); !bad.empty()) {
     progress.finish();
-    fail("train", "parameter '{}' became non-finite in the update of epoch {} step {} (learning rate too high?); "
-         "stopping without saving. The last good checkpoint is {}", bad, epoch + 1, run.step, run.files.last_good());
+    fail("train",
+         "parameter '{}' became non-finite in the update of epoch {} step {} (learning rate too high?); "
+         "stopping without saving. The last good checkpoint is {}",
+         bad, epoch + 1, run.step, run.files.last_good());
   }
   if (run.ema) run.ema->update(run.params);
   ++run.step;
@@ -386,8 +401,10 @@ EvalResult evaluate_epoch(Run& run, int64_t epoch) {
     eval = evaluate(*run.model, run.test_data, run.norm, run.config.eval_batch_size);
   }
   if (!std::isfinite(eval.loss)) {
-    fail("train", "test loss is {} after epoch {}: the weights are unusable; stopping without saving. The last good "
-         "checkpoint is {}", number_str(eval.loss), epoch + 1, run.files.last_good());
+    fail("train",
+         "test loss is {} after epoch {}: the weights are unusable; stopping without saving. The last good "
+         "checkpoint is {}",
+         number_str(eval.loss), epoch + 1, run.files.last_good());
   }
   return eval;
 }
@@ -400,14 +417,14 @@ void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& 
   const double train_loss = s.seen ? s.loss_sum / static_cast<double>(s.seen) : NAN;
   const double train_acc = s.seen ? static_cast<double>(s.correct) / static_cast<double>(s.seen) : NAN;
   const double images_per_s = static_cast<double>(s.seen) / e.train_seconds;
-  nlohmann::ordered_json row = {{"epoch", epoch + 1},      {"train_loss", train_loss}, {"train_acc", train_acc},
-                                {"test_loss", eval.loss},  {"test_acc", eval.top1},    {"test_top5", eval.top5},
-                                {"lr", run.opt->lr},       {"images_per_s", images_per_s},
-                                {"seconds", epoch_seconds}, {"elapsed", elapsed},      {"skipped_steps", s.skipped}};
+  nlohmann::ordered_json row = {{"epoch", epoch + 1},     {"train_loss", train_loss},     {"train_acc", train_acc},
+                                {"test_loss", eval.loss}, {"test_acc", eval.top1},        {"test_top5", eval.top5},
+                                {"lr", run.opt->lr},      {"images_per_s", images_per_s}, {"seconds", epoch_seconds},
+                                {"elapsed", elapsed},     {"skipped_steps", s.skipped}};
   append_line(run.files.metrics, row.dump());
   std::printf("epoch %ld/%ld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.0f img/s  %.1fs (total %.1fs)\n",
-              epoch + 1, c.epochs, train_loss, 100 * train_acc, eval.loss, 100 * eval.top1, images_per_s,
-              epoch_seconds, elapsed);
+              epoch + 1, c.epochs, train_loss, 100 * train_acc, eval.loss, 100 * eval.top1, images_per_s, epoch_seconds,
+              elapsed);
   for (auto& [t, at] : run.result.milestones) {
     if (at < 0 && eval.top1 >= t) {
       at = elapsed;
@@ -434,18 +451,21 @@ void report_complete(Run& run) {
   r.epochs_run = run.start_epoch;
   r.final_test_accuracy = rows.empty() ? NAN : metric(rows.back(), "test_acc");
   r.seconds = run.elapsed_before;
-  std::printf("the run in %s is already complete (%ld of %ld epochs): test accuracy %.2f%% (best %.2f%%) after %.1f s "
-              "of training; to train longer, resume with --epochs N (N > %ld)\n",
-              run.config.out_dir.c_str(), run.start_epoch, run.config.epochs, 100 * r.final_test_accuracy,
-              100 * r.best_test_accuracy, r.seconds, run.start_epoch);
+  std::printf(
+      "the run in %s is already complete (%ld of %ld epochs): test accuracy %.2f%% (best %.2f%%) after %.1f s "
+      "of training; to train longer, resume with --epochs N (N > %ld)\n",
+      run.config.out_dir.c_str(), run.start_epoch, run.config.epochs, 100 * r.final_test_accuracy,
+      100 * r.best_test_accuracy, r.seconds, run.start_epoch);
 }
 
 void print_summary(const TrainResult& result, const std::string& out_dir) {
   std::printf("done: test accuracy %.2f%% (best %.2f%%) after %.1f s;", 100 * result.final_test_accuracy,
               100 * result.best_test_accuracy, result.seconds);
   for (const auto& [t, at] : result.milestones) {
-    if (at >= 0) std::printf(" %.1f%% at %.1f s;", 100 * t, at);
-    else std::printf(" %.1f%% not reached;", 100 * t);
+    if (at >= 0)
+      std::printf(" %.1f%% at %.1f s;", 100 * t, at);
+    else
+      std::printf(" %.1f%% not reached;", 100 * t);
   }
   std::printf(" wrote %s\n", out_dir.c_str());
 }
@@ -466,7 +486,8 @@ TrainResult train(TrainConfig config) {
     const EpochResult trained = train_epoch(run, parallel, signals, epoch);  // Interrupted: saved mid-epoch
     const EvalResult eval = evaluate_epoch(run, epoch);
     end_epoch(run, epoch, trained, eval);  // metrics, checkpoints, report
-    if (signals.pending() && epoch + 1 < c.epochs) throw Interrupted(interrupted_message(run, signals), signals.pending());
+    if (signals.pending() && epoch + 1 < c.epochs)
+      throw Interrupted(interrupted_message(run, signals), signals.pending());
     if (c.stop_after_epoch > 0 && epoch + 1 >= c.stop_after_epoch && epoch + 1 < c.epochs) {
       std::printf("stopping after epoch %ld of %ld as asked; continue with --resume %s\n", epoch + 1, c.epochs,
                   c.out_dir.c_str());

@@ -1,10 +1,11 @@
 // Ops against PyTorch: each test loads a golden file (tools/make_golden.py, PyTorch float64),
 // runs the forward and backward here in float32 and in float64, and compares outputs and every
 // input gradient with the named tolerances.
+#include "support/golden.h"
+
 #include <gtest/gtest.h>
 
 #include "autograd/ops.h"
-#include "support/golden.h"
 
 namespace vit {
 namespace {
@@ -19,7 +20,9 @@ class GoldenOps : public ::testing::TestWithParam<DType> {
  protected:
   DType dtype() const { return GetParam(); }
   Tolerance tol() const { return dtype() == DType::F32 ? testing::kGoldenFloatTol : testing::kGoldenDoubleTol; }
-  Variable input(const io::SafetensorsFile& f, const std::string& key) { return Variable(golden(f, key, dtype()), true); }
+  Variable input(const io::SafetensorsFile& f, const std::string& key) {
+    return Variable(golden(f, key, dtype()), true);
+  }
   Tensor expected(const io::SafetensorsFile& f, const std::string& key) { return golden(f, key, DType::F64); }
   void check(const Tensor& actual, const io::SafetensorsFile& f, const std::string& key) {
     EXPECT_TRUE(all_close(actual, expected(f, key), tol(), key));
@@ -99,7 +102,10 @@ TEST_P(GoldenOps, Softmax) {
 TEST_P(GoldenOps, Reductions) {
   const auto f = load_golden("reduce.safetensors");
   const std::vector<std::pair<std::string, Variable (*)(const Variable&)>> cases = {
-      {"sum_12", [](const Variable& v) { return v.sum({1, 2}); }},
+      {"sum_12",
+       [](const Variable& v) {
+         return v.sum({1, 2});
+       }},
       {"mean_0k", [](const Variable& v) { return v.mean({0}, true); }},
       {"var_1u", [](const Variable& v) { return v.var({1}, true); }},
       {"var_1p", [](const Variable& v) { return v.var({1}, false); }},
@@ -116,8 +122,8 @@ TEST_P(GoldenOps, Reductions) {
     check(y.data(), f, name + ".out");
     check(x.grad(), f, name + ".grad.x");
   }
-  EXPECT_TRUE(all_close(argmax(input(f, "x"), 1).to(DType::F64), expected(f, "max_1.indices"), testing::kExact,
-                        "argmax"));
+  EXPECT_TRUE(
+      all_close(argmax(input(f, "x"), 1).to(DType::F64), expected(f, "max_1.indices"), testing::kExact, "argmax"));
 }
 
 TEST_P(GoldenOps, Matmul) {

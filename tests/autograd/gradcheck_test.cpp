@@ -1,7 +1,7 @@
 // Finite-difference gradient checks in float64 for every differentiable op.
-#include <gtest/gtest.h>
-
 #include "support/gradcheck.h"
+
+#include <gtest/gtest.h>
 
 namespace vit {
 namespace {
@@ -70,7 +70,8 @@ TEST(Gradcheck, ViewsAndCopies) {
 }
 
 TEST(Gradcheck, MatrixProducts) {
-  EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {random_f64({2, 1, 3, 4}, 9), random_f64({3, 4, 2}, 10)});
+  EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); },
+                   {random_f64({2, 1, 3, 4}, 9), random_f64({3, 4, 2}, 10)});
   EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {random_f64({4}, 11), random_f64({4}, 12)});
   EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {random_f64({3, 4}, 13), random_f64({4}, 14)});
   EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {random_f64({4}, 15), random_f64({2, 4, 3}, 16)});
@@ -79,7 +80,8 @@ TEST(Gradcheck, MatrixProducts) {
   EXPECT_GRADCHECK([](const V& v) { return bmm(v[0], v[1]); }, {random_f64({2, 3, 4}, 19), random_f64({2, 4, 2}, 20)});
   EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); },
                    {random_f64({2, 3, 5}, 21), random_f64({4, 5}, 22), random_f64({4}, 23)});
-  EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], Variable()); }, {random_f64({3, 5}, 24), random_f64({2, 5}, 25)});
+  EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], Variable()); },
+                   {random_f64({3, 5}, 24), random_f64({2, 5}, 25)});
 }
 
 TEST(Gradcheck, SoftmaxLayerNormLoss) {
@@ -89,8 +91,11 @@ TEST(Gradcheck, SoftmaxLayerNormLoss) {
   EXPECT_GRADCHECK([](const V& v) { return log_softmax(v[0], 0); }, {x});
   EXPECT_GRADCHECK([](const V& v) { return layer_norm(v[0], {5}, v[1], v[2], 1e-5); },
                    {x, random_f64({5}, 27, 0.1, 1.0), random_f64({5}, 28, 0.1)});
-  EXPECT_GRADCHECK([](const V& v) { return layer_norm(v[0], {3, 5}, v[1], v[2], 1e-6); },
-                   {x, random_f64({3, 5}, 29, 0.1, 1.0), random_f64({3, 5}, 30, 0.1)});
+  EXPECT_GRADCHECK(
+      [](const V& v) {
+        return layer_norm(v[0], {3, 5}, v[1], v[2], 1e-6);
+      },
+      {x, random_f64({3, 5}, 29, 0.1, 1.0), random_f64({3, 5}, 30, 0.1)});
   EXPECT_GRADCHECK([](const V& v) { return layer_norm(v[0], {5}, Variable(), Variable()); }, {x});
   const Tensor targets = Tensor::from_data(std::vector<int64_t>{2, 0, 4, 1}, {4});
   EXPECT_GRADCHECK([targets](const V& v) { return cross_entropy(v[0], targets); }, {random_f64({4, 5}, 31)});

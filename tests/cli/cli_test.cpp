@@ -26,8 +26,9 @@ class Cli : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir();
     testing::write_toy_mnist(dir_->file("data"), 192, 64);
-    const CommandResult r = vit("train --data " + dir_->file("data") + " --out " + dir_->file("run") +
-                      " --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --epochs 2 --batch-size 32 --threads 1");
+    const CommandResult r =
+        vit("train --data " + dir_->file("data") + " --out " + dir_->file("run") +
+            " --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --epochs 2 --batch-size 32 --threads 1");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     train_output_ = r.out;
   }
@@ -48,14 +49,16 @@ TEST_F(Cli, TrainPrintsPlainEpochLinesWhenNotATerminal) {
 }
 
 TEST_F(Cli, EvalJsonAndText) {
-  const CommandResult r = vit("eval --checkpoint " + dir_->file("run/last.safetensors") + " --data " + dir_->file("data") + " --json");
+  const CommandResult r =
+      vit("eval --checkpoint " + dir_->file("run/last.safetensors") + " --data " + dir_->file("data") + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["images"], 64);
   EXPECT_GE(j["top5"].get<double>(), j["top1"].get<double>());
   EXPECT_EQ(j["per_class_accuracy"].size(), 10u);
   EXPECT_EQ(j["confusion"].size(), 10u);
-  const CommandResult text = vit("eval --checkpoint " + dir_->file("run/last.safetensors") + " --data " + dir_->file("data"));
+  const CommandResult text =
+      vit("eval --checkpoint " + dir_->file("run/last.safetensors") + " --data " + dir_->file("data"));
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_NE(text.out.find("top-1"), std::string::npos);
   EXPECT_NE(text.out.find("confusion matrix"), std::string::npos);
@@ -67,7 +70,8 @@ TEST_F(Cli, PredictPngTopK) {
     for (int64_t c = 0; c < 3; ++c) image.pixels[(c * 40 + 12) * 40 + x] = 220;
   }
   data::write_png(dir_->file("digit.png"), image);
-  const CommandResult r = vit("predict --checkpoint " + dir_->file("run/last.safetensors") + " --top-k 3 " + dir_->file("digit.png"));
+  const CommandResult r =
+      vit("predict --checkpoint " + dir_->file("run/last.safetensors") + " --top-k 3 " + dir_->file("digit.png"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find(dir_->file("digit.png")), std::string::npos);
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '%'), 3) << r.out;
@@ -102,14 +106,15 @@ TEST_F(Cli, PredictTensorWritesLogitsNpyAndAttentionDrawsAPng) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("logits (2, 10) (timm layout)"), std::string::npos) << r.out;
   EXPECT_EQ(testing::read_bytes(dir_->file("logits.npy")).size(), 128u + 2 * 10 * 4);
-  expect_error(vit("predict --checkpoint " + layouts + "timm.safetensors --heads 4 --tensor " + dir_->file("logits.npy")),
-               "[predict] " + dir_->file("logits.npy") + ": input (2, 10) but the model takes (B, 3, 32, 32)");
+  expect_error(
+      vit("predict --checkpoint " + layouts + "timm.safetensors --heads 4 --tensor " + dir_->file("logits.npy")),
+      "[predict] " + dir_->file("logits.npy") + ": input (2, 10) but the model takes (B, 3, 32, 32)");
   // vit attention on a digit with the trained checkpoint.
   data::Image digit{1, 28, 28, std::vector<uint8_t>(784, 0)};
   for (int y = 5; y < 23; ++y) digit.pixels[y * 28 + 14] = 255;
   data::write_png(dir_->file("one.png"), digit);
-  const CommandResult a = vit("attention --checkpoint " + dir_->file("run/last.safetensors") + " " + dir_->file("one.png") +
-                              " --out " + dir_->file("map.png") + " --size 64");
+  const CommandResult a = vit("attention --checkpoint " + dir_->file("run/last.safetensors") + " " +
+                              dir_->file("one.png") + " --out " + dir_->file("map.png") + " --size 64");
   ASSERT_EQ(a.exit_code, 0) << a.out;
   const data::Image map = data::read_image(dir_->file("map.png"));
   EXPECT_EQ(map.height, 64);
@@ -126,7 +131,8 @@ TEST_F(Cli, BenchReportsLatencyThroughputAndMemory) {
   EXPECT_GT(j["peak_rss_mb"].get<double>(), 1.0);
   EXPECT_EQ(vit("bench --preset vit_digits --train --batch 8 --iters 2 --warmup 0").exit_code, 0);
   // A trained checkpoint, loaded (timed) instead of a preset; the autograd path for comparison.
-  const CommandResult loaded = vit("bench --checkpoint " + dir_->file("run/last.safetensors") + " --batch 2 --iters 2 --json");
+  const CommandResult loaded =
+      vit("bench --checkpoint " + dir_->file("run/last.safetensors") + " --batch 2 --iters 2 --json");
   ASSERT_EQ(loaded.exit_code, 0) << loaded.out;
   const auto l = nlohmann::json::parse(loaded.out);
   EXPECT_EQ(l["model"], dir_->file("run/last.safetensors"));
@@ -191,7 +197,9 @@ TEST_F(Cli, BadInputsGiveOneClearErrorLine) {
                "[checkpoint] " + no_ema + ": no EMA weights in this checkpoint");
   expect_error(vit("predict --ema --checkpoint " + no_ema + " " + dir_->file("blank.png")),
                "[checkpoint] " + no_ema + ": no EMA weights");
-  EXPECT_EQ(vit("eval --ema --checkpoint " + dir_->file("run/last.safetensors") + " --data " + dir_->file("data")).exit_code, 0);
+  EXPECT_EQ(
+      vit("eval --ema --checkpoint " + dir_->file("run/last.safetensors") + " --data " + dir_->file("data")).exit_code,
+      0);
   // Unknown flags and missing arguments are CLI11's errors, with a non-zero exit.
   EXPECT_NE(vit("train --bogus").exit_code, 0);
   EXPECT_NE(vit("predict").exit_code, 0);

@@ -29,9 +29,10 @@ using Clock = std::chrono::steady_clock;
 // A small run with every source of randomness on (dropout, drop-path, augmentation, EMA) and a
 // checkpoint after every step, so kills land mid-epoch, mid-save and between saves.
 std::vector<std::string> train_args(const std::string& data, const std::string& out) {
-  return {"train", "--data", data, "--out", out, "--patch-size", "7", "--dim", "16", "--depth", "2", "--heads", "2",
-          "--epochs", "6", "--batch-size", "16", "--threads", "1", "--dropout", "0.1", "--drop-path", "0.1",
-          "--checkpoint-every", "1"};
+  return {"train", "--data",    data, "--out",     out,   "--patch-size", "7",   "--dim",
+          "16",    "--depth",   "2",  "--heads",   "2",   "--epochs",     "6",   "--batch-size",
+          "16",    "--threads", "1",  "--dropout", "0.1", "--drop-path",  "0.1", "--checkpoint-every",
+          "1"};
 }
 
 // Starts `vit args...` with stdout+stderr into log; returns the pid. file_limit_bytes > 0 sets
@@ -230,8 +231,9 @@ TEST_F(CrashSafety, FullDiskDuringASaveKeepsThePreviousCheckpoint) {
                       std::to_string(pid) + "."),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find(": write failed (File too large). Stopping; the previous " + out + "/last.safetensors is unchanged"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(": write failed (File too large). Stopping; the previous " + out + "/last.safetensors is unchanged"),
+      std::string::npos)
       << text;
   EXPECT_EQ(testing::read_bytes(out + "/last.safetensors"), before);
   EXPECT_EQ(temporaries(out), std::vector<std::string>{});

@@ -43,23 +43,25 @@ TEST(HostileCli, MemoryLimitThatIsNotANumberIsRefused) {
 TEST(HostileCli, AttentionWritesTheFormatItsExtensionNames) {
   TempDir dir;
   const std::string photo = write_photo(dir, "photo.png");
-  const CommandResult jpg = vit("attention --checkpoint " + kTimm + " " + photo + " --size 32 --out " + dir.file("m.jpg"));
+  const CommandResult jpg =
+      vit("attention --checkpoint " + kTimm + " " + photo + " --size 32 --out " + dir.file("m.jpg"));
   ASSERT_EQ(jpg.exit_code, 0) << jpg.out;
   const std::vector<uint8_t> bytes = testing::read_bytes(dir.file("m.jpg"));
   ASSERT_GT(bytes.size(), 3u);
   EXPECT_EQ(bytes[0], 0xFF);  // a JPEG, not PNG bytes under a .jpg name
   EXPECT_EQ(bytes[1], 0xD8);
   EXPECT_EQ(data::read_image(dir.file("m.jpg")).width, 3 * 32 + 16);
-  expect_error(vit("attention --checkpoint " + kTimm + " " + photo + " --out " + dir.file("m.gif")),
-               "[image] " + dir.file("m.gif") + ": cannot tell the image format from '.gif' (write .png, .jpg or .bmp)");
+  expect_error(
+      vit("attention --checkpoint " + kTimm + " " + photo + " --out " + dir.file("m.gif")),
+      "[image] " + dir.file("m.gif") + ": cannot tell the image format from '.gif' (write .png, .jpg or .bmp)");
 }
 
 TEST(HostileCli, PredictReportsEveryImageAndFailsAtTheEnd) {
   TempDir dir;
   const std::string good = write_photo(dir, "good.png"), other = write_photo(dir, "other.png");
   testing::write_bytes(dir.file("bad.png"), {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'});
-  const CommandResult r =
-      vit("predict --checkpoint " + kTimm + " --top-k 2 --batch-size 2 " + good + " " + dir.file("bad.png") + " " + other);
+  const CommandResult r = vit("predict --checkpoint " + kTimm + " --top-k 2 --batch-size 2 " + good + " " +
+                              dir.file("bad.png") + " " + other);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find(good + "\n  "), std::string::npos) << r.out;   // its classes
   EXPECT_NE(r.out.find(other + "\n  "), std::string::npos) << r.out;  // after the bad one, too
@@ -105,8 +107,9 @@ TEST(HostileCli, FlagsThatDoNotApplyAreRefused) {
   data::Image digit{1, 28, 28, std::vector<uint8_t>(784, 9)};
   data::write_png(dir.file("digit.png"), digit);
   expect_error(vit("predict --checkpoint " + ours + " --layout huggingface " + dir.file("digit.png")),
-               "[checkpoint] " + ours + ": a checkpoint written by vit train (weights under timm's names); --layout "
-               "huggingface does not apply to it");
+               "[checkpoint] " + ours +
+                   ": a checkpoint written by vit train (weights under timm's names); --layout "
+                   "huggingface does not apply to it");
   expect_error(vit("predict --checkpoint " + kTimm + " --ema " + write_photo(dir, "photo.png")),
                "[checkpoint] " + std::string(VIT_GOLDEN_DIR) +
                    "/layouts/timm.safetensors: --ema picks the EMA weights of a checkpoint written by vit train; this "

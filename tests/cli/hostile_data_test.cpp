@@ -66,7 +66,8 @@ TEST(HostileCli, DepthZeroIsRefusedByEveryCommand) {
   expect_error(vit("train --data " + dir.file("data") + " --out " + dir.file("zero") + kModel + " --depth 0"), refused);
   EXPECT_FALSE(fs::exists(dir.file("zero")));
 
-  const CommandResult ok = vit("train --data " + dir.file("data") + " --out " + dir.file("run") + kModel + " --depth 1");
+  const CommandResult ok =
+      vit("train --data " + dir.file("data") + " --out " + dir.file("run") + kModel + " --depth 1");
   ASSERT_EQ(ok.exit_code, 0) << ok.out;
   const io::SafetensorsFile file = io::load_safetensors(dir.file("run/last.safetensors"));
   std::vector<std::pair<std::string, Tensor>> tensors;
@@ -88,9 +89,8 @@ TEST(HostileCli, DepthZeroIsRefusedByEveryCommand) {
   expect_error(vit("eval --checkpoint " + forged + " --data " + dir.file("data")), bad);
   expect_error(vit("info --checkpoint " + forged), bad);
   // The unforged checkpoint still draws its attention.
-  const CommandResult drawn =
-      vit("attention --checkpoint " + dir.file("run/last.safetensors") + " --out " + dir.file("a.png") + " " +
-          dir.file("x.png"));
+  const CommandResult drawn = vit("attention --checkpoint " + dir.file("run/last.safetensors") + " --out " +
+                                  dir.file("a.png") + " " + dir.file("x.png"));
   EXPECT_EQ(drawn.exit_code, 0) << drawn.out;
   EXPECT_TRUE(fs::exists(dir.file("a.png")));
 }
@@ -153,7 +153,9 @@ TEST(HostileCli, IdxClassNamesAreMatchedByName) {
   expect_error(vit("eval --checkpoint " + checkpoint + " --data " + dir.file("reversed")),
                "[data] " + dir.file("reversed/t10k-images-idx3-ubyte") +
                    ": classes 'n0', 'n1', 'n2', 'n3', 'n4', 'n5', 'n6', 'n7', 'n8', 'n9' are not among the classes "
-                   "of the checkpoint " + checkpoint + ": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]; the data's classes are [n0, "
+                   "of the checkpoint " +
+                   checkpoint +
+                   ": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]; the data's classes are [n0, "
                    "n1, n2, n3, n4, n5, n6, n7, n8, n9]");
 }
 
@@ -172,13 +174,14 @@ TEST(HostileCli, EmptySplitsAreRefused) {
   EXPECT_FALSE(fs::exists(dir.file("run")));
   // eval of a good checkpoint on an empty split.
   testing::write_toy_mnist(dir.file("data"), 8, 4, 8);
-  const CommandResult ok = vit("train --data " + dir.file("data") + " --out " + dir.file("run") + " --depth 1" + kModel);
+  const CommandResult ok =
+      vit("train --data " + dir.file("data") + " --out " + dir.file("run") + " --depth 1" + kModel);
   ASSERT_EQ(ok.exit_code, 0) << ok.out;
   expect_error(vit("eval --checkpoint " + dir.file("run/last.safetensors") + " --data " + dir.file("no_test")),
                "[data] " + dir.file("no_test/t10k-images-idx3-ubyte") + ": no images: the test split is empty");
-  expect_error(vit("eval --split train --checkpoint " + dir.file("run/last.safetensors") + " --data " +
-                   dir.file("no_train")),
-               "[data] " + dir.file("no_train/train-images-idx3-ubyte") + ": no images: the train split is empty");
+  expect_error(
+      vit("eval --split train --checkpoint " + dir.file("run/last.safetensors") + " --data " + dir.file("no_train")),
+      "[data] " + dir.file("no_train/train-images-idx3-ubyte") + ": no images: the train split is empty");
 }
 
 }  // namespace

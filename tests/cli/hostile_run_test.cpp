@@ -93,7 +93,8 @@ TEST(HostileRun, ANewRunInAFolderHoldingARunIsRefusedUnlessOverwrite) {
             std::string::npos)
       << again.out;
   // Before the data is read (a wrong --data does not get in first), and nothing is touched.
-  expect_error(vit("train --data " + dir.file("missing") + " --out " + run + kTiny), "[train] " + run + " already holds");
+  expect_error(vit("train --data " + dir.file("missing") + " --out " + run + kTiny),
+               "[train] " + run + " already holds");
   EXPECT_EQ(testing::read_bytes(run + "/last.safetensors"), last);
   EXPECT_EQ(read_text(run + "/metrics.jsonl"), metrics);
   // --overwrite replaces it: a new run of 2 epochs, with its own metrics only.
@@ -111,15 +112,33 @@ TEST(HostileRun, TwoRunsInOneFolderTheSecondRefusesNamingTheFirstsPid) {
   testing::write_toy_mnist(dir.file("data"), 96, 32);
   const std::string run = dir.file("run"), log = dir.file("first.log");
   // A long first run, with a checkpoint after every step.
-  const pid_t first = spawn({"train", "--data", dir.file("data"), "--out", run, "--patch-size", "7", "--dim", "16",
-                             "--depth", "1", "--heads", "2", "--batch-size", "32", "--threads", "1", "--epochs", "1000",
-                             "--checkpoint-every", "1"},
+  const pid_t first = spawn({"train",
+                             "--data",
+                             dir.file("data"),
+                             "--out",
+                             run,
+                             "--patch-size",
+                             "7",
+                             "--dim",
+                             "16",
+                             "--depth",
+                             "1",
+                             "--heads",
+                             "2",
+                             "--batch-size",
+                             "32",
+                             "--threads",
+                             "1",
+                             "--epochs",
+                             "1000",
+                             "--checkpoint-every",
+                             "1"},
                             log);
   const std::string pid = std::to_string(first);
   ASSERT_TRUE(wait_until([&] { return read_text(run + "/.lock") == pid + "\n"; })) << read_text(log);
   // The second run, whatever it asks for, refuses before touching anything.
-  const std::string in_use = "[train] " + run + " is in use by another vit train (pid " + pid +
-                             "); wait for it or choose another --out";
+  const std::string in_use =
+      "[train] " + run + " is in use by another vit train (pid " + pid + "); wait for it or choose another --out";
   const std::string second = "train --data " + dir.file("data") + kTiny + " --epochs 1 ";
   expect_error(vit(second + "--out " + run), in_use);
   expect_error(vit(second + "--out " + run + " --overwrite"), in_use);
@@ -142,7 +161,9 @@ TEST(HostileRun, TwoRunsInOneFolderTheSecondRefusesNamingTheFirstsPid) {
 
 TEST(HostileRun, ADataPathThatIsNotUtf8IsRefusedAtOnce) {
   TempDir dir;
-  const std::string data = dir.file("donn\xE9" "es");
+  const std::string data = dir.file(
+      "donn\xE9"
+      "es");
   testing::write_toy_mnist(data, 96, 32);
   const CommandResult r = vit("train --data '" + data + "' --out " + dir.file("run") + kTiny + " --epochs 1");
   expect_error(r, "[train] --data " + dir.file("donn\\xE9es") + ": the path is not valid UTF-8");
@@ -170,18 +191,21 @@ TEST(HostileRun, ResumeTakesWhatMayChangeAndRefusesTheRestNamingBothValues) {
       << finished.out << "\nfirst run: " << first.out;
   // What would change the run is refused, naming each flag with both values and what may change.
   const CommandResult lr = vit("train --resume " + run + " --epochs 2 --lr 0.5 --batch-size 8 --seed 0");
-  expect_error(lr, "[train] --resume " + run + ": --batch-size 8 (the run's 32); --lr 0.5 (the run's 0.002) cannot "
-                   "change when resuming");
+  expect_error(lr, "[train] --resume " + run +
+                       ": --batch-size 8 (the run's 32); --lr 0.5 (the run's 0.002) cannot "
+                       "change when resuming");
   EXPECT_NE(lr.out.find("A resumed run takes only --data (the same data, moved), --epochs (to extend it), --threads, "
                         "--checkpoint-every"),
             std::string::npos)
       << lr.out;
   expect_error(vit("train --resume " + run + " --epochs 2 --dropout 0.3"),
-               "[train] " + run + "/last.safetensors: checkpoint is a different model than requested: --dropout 0.3 "
-               "(the checkpoint's 0)");
+               "[train] " + run +
+                   "/last.safetensors: checkpoint is a different model than requested: --dropout 0.3 "
+                   "(the checkpoint's 0)");
   expect_error(vit("train --resume " + run + " --epochs 2 --no-augment"),
-               "[train] --resume " + run + ": --no-augment: rotate_degrees 0 (the run's 8), translate 0 (the run's "
-               "0.08), scale_min 1 (the run's 0.92), scale_max 1 (the run's 1.08) cannot change when resuming");
+               "[train] --resume " + run +
+                   ": --no-augment: rotate_degrees 0 (the run's 8), translate 0 (the run's "
+                   "0.08), scale_min 1 (the run's 0.92), scale_max 1 (the run's 1.08) cannot change when resuming");
   expect_error(vit("train --resume " + run + " --out " + dir.file("elsewhere")),
                "[train] --out " + dir.file("elsewhere") + " with --resume " + run +
                    ": a resumed run continues in its own folder");
@@ -208,8 +232,9 @@ TEST(HostileRun, ResumeTakesWhatMayChangeAndRefusesTheRestNamingBothValues) {
   pixels.back() ^= 0xff;
   testing::write_bytes(dir.file("moved/train-images-idx3-ubyte"), pixels);
   expect_error(vit("train --resume " + run + " --epochs 3"),
-               "[train] " + dir.file("moved") + " is not the data this run was trained on any more: the same numbers "
-               "of images, but different pixels or labels");
+               "[train] " + dir.file("moved") +
+                   " is not the data this run was trained on any more: the same numbers "
+                   "of images, but different pixels or labels");
 }
 
 }  // namespace

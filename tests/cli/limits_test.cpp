@@ -41,13 +41,16 @@ TEST(Limits, ImageFoldersThatCannotFitOrHoldBombsAreRefused) {
                       data::Image{3, 40, 40, std::vector<uint8_t>(3 * 40 * 40, 100)});
     }
   }
-  const std::string model = " --image-size 32 --patch-size 8 --dim 16 --depth 1 --heads 2 --num-classes 2 --epochs 1"
-                            " --batch-size 2 --threads 1 --out " + dir.file("run");
+  const std::string model =
+      " --image-size 32 --patch-size 8 --dim 16 --depth 1 --heads 2 --num-classes 2 --epochs 1"
+      " --batch-size 2 --threads 1 --out " +
+      dir.file("run");
   // 40x40 = 1600 pixels: over a 1000-pixel limit.
   expect_error(vit("train --data " + dir.path() + model + " --max-pixels 1000"),
                "[image] " + dir.file("train/cat/a.png") + ": 40x40 = 1600 pixels exceeds the limit of 1000 pixels");
   // Nothing fits in 1 KiB of memory: refused before the model or the data is built.
-  expect_error(vit("train --data " + dir.path() + model, "VIT_MEMORY_LIMIT=1024"), "[memory] training custom with batch 2");
+  expect_error(vit("train --data " + dir.path() + model, "VIT_MEMORY_LIMIT=1024"),
+               "[memory] training custom with batch 2");
   expect_error(vit("train --data " + dir.path() + model + " --max-pixels 0"), "[train] --max-pixels must be positive");
   // Within the limits it trains.
   const auto ok = vit("train --data " + dir.path() + model);

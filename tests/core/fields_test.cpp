@@ -1,12 +1,12 @@
 // core/fields.h: a struct listing its fields once in visit_fields becomes JSON and back, in
 // listed order (ordered_json) or sorted (json), nested structs as objects, Optional fields
 // keeping their defaults when absent and Required ones refused when absent.
+#include "core/fields.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
-
-#include "core/fields.h"
 
 namespace vit {
 namespace {

@@ -1,7 +1,8 @@
 // Tensor creation, views (PyTorch semantics), copies, printing and errors.
+#include "core/tensor.h"
+
 #include <gtest/gtest.h>
 
-#include "core/tensor.h"
 #include "support/tolerances.h"
 
 namespace vit {

@@ -1,11 +1,12 @@
 // Dataset readers on small generated files: MNIST IDX (raw, gzip, corrupt), CIFAR-10 binary,
 // image folders, and the dataset-directory detection, with the error each bad file gives.
+#include "data/dataset.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "core/check.h"
-#include "data/dataset.h"
 #include "data/image.h"
 #include "support/files.h"
 
@@ -62,9 +63,11 @@ TEST(Mnist, BadFilesNameTheFileAndProblem) {
   EXPECT_NE(error_of([&] { load_mnist_idx(dir.file("tiny"), dir.file("l")); }).find("too short"), std::string::npos);
   testing::write_bytes(dir.file("i"), images);
   testing::write_bytes(dir.file("l2"), testing::idx_labels({1, 2}));
-  EXPECT_NE(error_of([&] { load_mnist_idx(dir.file("i"), dir.file("l2")); }).find("has 3 images but"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_mnist_idx(dir.file("i"), dir.file("l2")); }).find("has 3 images but"),
+            std::string::npos);
   testing::write_bytes(dir.file("l11"), testing::idx_labels({1, 11, 2}));
-  EXPECT_NE(error_of([&] { load_mnist_idx(dir.file("i"), dir.file("l11")); }).find("label 11 at index 1"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_mnist_idx(dir.file("i"), dir.file("l11")); }).find("label 11 at index 1"),
+            std::string::npos);
   EXPECT_EQ(error_of([&] { load_mnist_idx(dir.file("missing"), dir.file("l")); }),
             "[mnist] " + dir.file("missing") + ": no such file");
   auto gz = testing::gzip(images);
@@ -116,7 +119,8 @@ TEST(Cifar10, ReadsRecordsAndRefusesWrongLengths) {
   bytes.pop_back();
   testing::write_bytes(dir.file("bad.bin"), bytes);
   EXPECT_EQ(error_of([&] { load_cifar10({dir.file("bad.bin")}); }),
-            "[cifar10] " + dir.file("bad.bin") + ": 6145 bytes is not a whole number of 3073-byte records (label + 3x32x32 pixels)");
+            "[cifar10] " + dir.file("bad.bin") +
+                ": 6145 bytes is not a whole number of 3073-byte records (label + 3x32x32 pixels)");
   // Dataset-directory detection finds CIFAR batches.
   std::filesystem::copy_file(dir.file("data_batch_1.bin"), dir.file("test_batch.bin"));
   EXPECT_EQ(load_dataset(dir.path(), Split::Train, 3, 32).size(), 2);
@@ -166,14 +170,16 @@ TEST(ImageFolder, RefusesADatasetThatCannotFitInMemoryBeforeDecoding) {
   ::setenv("VIT_MEMORY_LIMIT", "4096", 1);  // 4 images x 3x32x32 = 12 KiB do not fit in 4 KiB
   const std::string e = error_of([&] { load_image_folder(dir.file("train"), 3, 32); });
   ::unsetenv("VIT_MEMORY_LIMIT");
-  EXPECT_NE(e.find("[memory] " + dir.file("train") + ": 4 images at 3x32x32 needs about 12 KiB but this machine has "
+  EXPECT_NE(e.find("[memory] " + dir.file("train") +
+                   ": 4 images at 3x32x32 needs about 12 KiB but this machine has "
                    "4 KiB (datasets are held in memory)"),
             std::string::npos)
       << e;
   EXPECT_EQ(load_image_folder(dir.file("train"), 3, 32).size(), 4);
   // A pixel limit given by the caller applies to every image of the folder.
-  EXPECT_NE(error_of([&] { load_image_folder(dir.file("train"), 3, 32, 10); }).find("64 pixels exceeds the limit of 10"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { load_image_folder(dir.file("train"), 3, 32, 10); }).find("64 pixels exceeds the limit of 10"),
+      std::string::npos);
 }
 
 TEST(Image, PixelLimitRefusesBeforeDecoding) {
@@ -212,8 +218,9 @@ TEST(Image, RefusesWhatStbWouldMishandle) {
   EXPECT_GE(crashes, 4);
   EXPECT_GE(jpeg_crashes, 3);
   const std::vector<uint8_t> ppm = {'P', '6', '\n', '4', '4', '4', '4', '4', '4', '4', '4', '4', '4', ' ', '1', '\n'};
-  EXPECT_NE(error_of([&] { decode_image(ppm.data(), ppm.size(), "x.ppm"); })
-                .find("[image] x.ppm: cannot decode (not a PNG, JPEG or BMP file)"),
+  EXPECT_NE(error_of([&] {
+              decode_image(ppm.data(), ppm.size(), "x.ppm");
+            }).find("[image] x.ppm: cannot decode (not a PNG, JPEG or BMP file)"),
             std::string::npos);
   // A hand-made one: SOI, DHT with 16 x 255 codes, EOI.
   std::vector<uint8_t> jpeg = {0xFF, 0xD8, 0xFF, 0xC4, 0x00, 0x13, 0x00};

@@ -1,12 +1,13 @@
 // Batches: normalisation, seeded shuffling, augmentation determinism, mixup / cutmix, and the
 // background loader producing exactly what make_batch computes.
+#include "data/loader.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
 #include "core/check.h"
-#include "data/loader.h"
 #include "support/files.h"
 #include "support/tolerances.h"
 
@@ -62,7 +63,8 @@ TEST(Batches, NormalisesWithoutAugmentation) {
   Generator gen(0);
   const Batch b = make_batch(d, {2, 0}, {}, {{0.5}, {0.25}}, true, gen);
   EXPECT_EQ(b.images.shape(), (Shape{2, 1, 28, 28}));
-  EXPECT_EQ(b.targets.to_vector(), (std::vector<double>{static_cast<double>(d.labels[2]), static_cast<double>(d.labels[0])}));
+  EXPECT_EQ(b.targets.to_vector(),
+            (std::vector<double>{static_cast<double>(d.labels[2]), static_cast<double>(d.labels[0])}));
   EXPECT_NEAR(b.images.at({0, 0, 5, 7}), (d.image(2)[5 * 28 + 7] / 255.0 - 0.5) / 0.25, testing::kFloatValueTol);
   EXPECT_FALSE(b.targets_b.defined());
   EXPECT_EQ(b.lam, 1.0);
@@ -104,7 +106,8 @@ TEST(Batches, MixupAndCutmixPairWithTheFlippedBatch) {
   EXPECT_GT(m.lam, 0.0);
   EXPECT_LT(m.lam, 1.0);
   EXPECT_EQ(m.targets_b.at({0}), clean.targets.at({3}));
-  EXPECT_NEAR(m.images.at({0, 0, 10, 10}), m.lam * clean.images.at({0, 0, 10, 10}) + (1 - m.lam) * clean.images.at({3, 0, 10, 10}),
+  EXPECT_NEAR(m.images.at({0, 0, 10, 10}),
+              m.lam * clean.images.at({0, 0, 10, 10}) + (1 - m.lam) * clean.images.at({3, 0, 10, 10}),
               testing::kFloatSumTol);
   AugmentConfig cutmix;
   cutmix.cutmix_alpha = 1.0;

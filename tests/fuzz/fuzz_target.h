@@ -8,11 +8,11 @@
 
 #include "core/check.h"
 
-#define VIT_FUZZ_TARGET(body)                                                   \
-  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {    \
-    try {                                                                        \
-      body;                                                                      \
-    } catch (const ::vit::Error&) {                                              \
-    }                                                                            \
-    return 0;                                                                    \
+#define VIT_FUZZ_TARGET(body)                                               \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
+    try {                                                                   \
+      body;                                                                 \
+    } catch (const ::vit::Error&) {                                         \
+    }                                                                       \
+    return 0;                                                               \
   }

@@ -71,8 +71,8 @@ TEST(HostileModel, DepthZeroIsRefusedEverywhere) {
   testing::TempDir dir;
   save_tiny(dir.file("ok.safetensors"), {"a", "b", "c", "d", "e"});
   forge_depth_zero(dir.file("ok.safetensors"), dir.file("depth0.safetensors"));
-  const std::string expected =
-      "[checkpoint] " + dir.file("depth0.safetensors") + ": model_config: [vit_config] dim 8, depth 0, num_heads 2 must be positive";
+  const std::string expected = "[checkpoint] " + dir.file("depth0.safetensors") +
+                               ": model_config: [vit_config] dim 8, depth 0, num_heads 2 must be positive";
   EXPECT_EQ(error_of([&] { load_checkpoint(dir.file("depth0.safetensors")); }), expected);
   EXPECT_EQ(error_of([&] { load_model(dir.file("depth0.safetensors")); }), expected);
 }

@@ -1,9 +1,10 @@
 // The graph-free inference path must give the graph's numbers (eval mode) for every variant
 // of the architecture, at batch sizes that exercise the attention work split.
+#include "infer/inference.h"
+
 #include <gtest/gtest.h>
 
 #include "autograd/variable.h"
-#include "infer/inference.h"
 #include "support/tolerances.h"
 
 namespace vit::model {
@@ -36,7 +37,8 @@ void expect_matches_graph(const ViTConfig& config, int64_t batch, uint64_t seed)
     double scale = 0;
     for (double v : e) scale = std::max(scale, std::abs(v));
     for (size_t i = 0; i < g.size(); ++i) {
-      ASSERT_NEAR(g[i], e[i], testing::kInferenceLogitTol * std::max(1.0, scale)) << config.name << " batch " << batch << " logit " << i;
+      ASSERT_NEAR(g[i], e[i], testing::kInferenceLogitTol * std::max(1.0, scale))
+          << config.name << " batch " << batch << " logit " << i;
     }
   }
 }

@@ -1,11 +1,12 @@
 // The evaluation transform against torchvision's (PIL resampling) on real photos from
 // scikit-image (small copies committed under tests/golden/preprocess/): within one grey level on
 // average per pixel, as the issue asks; plus torchvision's resize and crop arithmetic.
+#include "infer/preprocess.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "infer/preprocess.h"
 #include "io/safetensors.h"
 #include "support/tolerances.h"
 
@@ -36,14 +37,16 @@ TEST(Preprocess, MatchesTorchvisionOnRealPhotos) {
       const Tensor theirs = expected.get(name + key);
       ASSERT_EQ(ours.shape(), theirs.shape());
       EXPECT_LE(mean_abs_diff(ours, theirs), testing::kPreprocessMeanAbsTol) << key;
-      EXPECT_LE(mean_abs_diff(ours, theirs), testing::kPilExactMeanAbsTol) << key << " (PIL-exact resampling should be much closer)";
+      EXPECT_LE(mean_abs_diff(ours, theirs), testing::kPilExactMeanAbsTol)
+          << key << " (PIL-exact resampling should be much closer)";
     }
     Preprocess square;
     square.resize = 64;
     square.square = true;
     square.crop = 0;
     square.filter = Filter::Bilinear;
-    EXPECT_LE(mean_abs_diff(to_tensor(photo, square), expected.get(name + ".square_bilinear")), testing::kPreprocessMeanAbsTol);
+    EXPECT_LE(mean_abs_diff(to_tensor(photo, square), expected.get(name + ".square_bilinear")),
+              testing::kPreprocessMeanAbsTol);
   }
 }
 

@@ -3,12 +3,13 @@
 // logits match PyTorch's within 1e-4 of the largest logit, at batch 1 and 4; F16/BF16 files
 // widen correctly; position embeddings interpolate as timm / torchvision do; bad files are refused
 // with the file, key and shapes named.
+#include "infer/pretrained.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 
-#include "infer/pretrained.h"
 #include "io/safetensors.h"
 #include "support/files.h"
 #include "support/golden.h"
@@ -25,7 +26,8 @@ void expect_logits_match(const Tensor& ours, const Tensor& theirs, const std::st
   double top = 0.0, worst = 0.0;
   for (double v : b) top = std::max(top, std::fabs(v));
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  EXPECT_LE(worst, testing::kPretrainedLogitTol * top) << what << ": max |diff| " << worst << " vs largest logit " << top;
+  EXPECT_LE(worst, testing::kPretrainedLogitTol * top)
+      << what << ": max |diff| " << worst << " vs largest logit " << top;
 }
 
 // The fixtures are 48 wide with 4 heads; 48 is no standard width, so (as a user would) the head
@@ -122,7 +124,8 @@ TEST(BadCheckpoints, MissingUnexpectedWrongShapeNotAViT) {
     return "(no error)";
   };
   const std::string missing = write_variant("missing.safetensors", [](auto& t) {
-    t.erase(std::remove_if(t.begin(), t.end(), [](const auto& kv) { return kv.first == "blocks.1.norm2.bias"; }), t.end());
+    t.erase(std::remove_if(t.begin(), t.end(), [](const auto& kv) { return kv.first == "blocks.1.norm2.bias"; }),
+            t.end());
   });
   const std::string e1 = error_of(missing);
   EXPECT_NE(e1.find(missing), std::string::npos) << e1;
@@ -132,7 +135,8 @@ TEST(BadCheckpoints, MissingUnexpectedWrongShapeNotAViT) {
   const LoadedModel partial = load_model(missing, lenient);
   EXPECT_EQ(partial.missing_keys, (std::vector<std::string>{"blocks.1.norm2.bias"}));
 
-  const std::string extra = write_variant("extra.safetensors", [](auto& t) { t.emplace_back("blocks.0.gamma", Tensor::zeros({48})); });
+  const std::string extra =
+      write_variant("extra.safetensors", [](auto& t) { t.emplace_back("blocks.0.gamma", Tensor::zeros({48})); });
   EXPECT_NE(error_of(extra).find("unexpected keys [blocks.0.gamma]"), std::string::npos) << error_of(extra);
   EXPECT_EQ(load_model(extra, lenient).unexpected_keys, (std::vector<std::string>{"blocks.0.gamma"}));
 

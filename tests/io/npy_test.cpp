@@ -1,7 +1,8 @@
 // .npy reading and writing: round trips for float32 / float64 / int64 and every refusal.
+#include "io/npy.h"
+
 #include <gtest/gtest.h>
 
-#include "io/npy.h"
 #include "support/files.h"
 
 namespace vit::io {

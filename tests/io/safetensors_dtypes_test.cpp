@@ -1,7 +1,5 @@
 // safetensors reader: the dtypes vit stores otherwise (F16 and BF16 widened to F32, I32 to I64),
 // exactly; mixed dtypes loaded in data-offset order; unaligned tensors read right.
-#include "io/safetensors.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/tensor.h"
+#include "io/safetensors.h"
 #include "io/safetensors_test_util.h"
 
 namespace vit::io {
@@ -79,9 +78,12 @@ TEST_F(SafetensorsTest, AllF16BitPatternsWidenExactly) {
     const int e = (h >> 10) & 0x1f;
     const int m = h & 0x3ff;
     float want;
-    if (e == 0) want = std::ldexp(static_cast<float>(m), -24);
-    else if (e == 31) want = m == 0 ? std::numeric_limits<float>::infinity() : std::nanf("");
-    else want = std::ldexp(static_cast<float>(1024 + m), e - 25);
+    if (e == 0)
+      want = std::ldexp(static_cast<float>(m), -24);
+    else if (e == 31)
+      want = m == 0 ? std::numeric_limits<float>::infinity() : std::nanf("");
+    else
+      want = std::ldexp(static_cast<float>(1024 + m), e - 25);
     if (neg) want = -want;
     const bool ok = std::isnan(want) ? std::isnan(v[h]) : (v[h] == want && std::signbit(v[h]) == neg);
     if (!ok && ++mismatches <= 5) ADD_FAILURE() << "half 0x" << std::hex << h << " -> " << v[h] << ", want " << want;
@@ -113,8 +115,8 @@ TEST_F(SafetensorsTest, BF16IsWidenedToF32) {
 }
 
 TEST_F(SafetensorsTest, I32IsWidenedToI64) {
-  const std::vector<int32_t> ints = {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), -1, 0,
-                                     7, -123456};
+  const std::vector<int32_t> ints = {
+      std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), -1, 0, 7, -123456};
   const std::string header = R"({"i":{"dtype":"I32","shape":[2,3],"data_offsets":[0,24]}})";
   const std::string file = path("i32.safetensors");
   write_file(file, craft(header, bytes_of(ints)));
@@ -122,18 +124,17 @@ TEST_F(SafetensorsTest, I32IsWidenedToI64) {
   const Tensor& t = loaded.get("i");
   EXPECT_EQ(t.dtype(), DType::I64);
   EXPECT_EQ(t.shape(), (Shape{2, 3}));
-  EXPECT_EQ(raw_values<int64_t>(t),
-            (std::vector<int64_t>{-2147483648LL, 2147483647LL, -1, 0, 7, -123456}));
+  EXPECT_EQ(raw_values<int64_t>(t), (std::vector<int64_t>{-2147483648LL, 2147483647LL, -1, 0, 7, -123456}));
 }
 
 TEST_F(SafetensorsTest, MixedDtypesLoadInDataOffsetOrder) {
   // JSON key order (alphabetical) differs from the data order; the result follows the offsets.
-  const std::string header =
-      R"({"a":{"dtype":"I32","shape":[2],"data_offsets":[16,24]},)"
-      R"("b":{"dtype":"F64","shape":[],"data_offsets":[0,8]},)"
-      R"("c":{"dtype":"BF16","shape":[2,2],"data_offsets":[8,16]},)"
-      R"("d":{"dtype":"F32","shape":[0,3],"data_offsets":[24,24]}})";
-  const std::string data = bytes_of(std::vector<double>{-6.5}) + bytes_of(std::vector<uint16_t>{0x3F80, 0x4000, 0x4040, 0x4080}) +
+  const std::string header = R"({"a":{"dtype":"I32","shape":[2],"data_offsets":[16,24]},)"
+                             R"("b":{"dtype":"F64","shape":[],"data_offsets":[0,8]},)"
+                             R"("c":{"dtype":"BF16","shape":[2,2],"data_offsets":[8,16]},)"
+                             R"("d":{"dtype":"F32","shape":[0,3],"data_offsets":[24,24]}})";
+  const std::string data = bytes_of(std::vector<double>{-6.5}) +
+                           bytes_of(std::vector<uint16_t>{0x3F80, 0x4000, 0x4040, 0x4080}) +
                            bytes_of(std::vector<int32_t>{5, -5});
   const std::string file = path("mixed.safetensors");
   write_file(file, craft(header, data));
@@ -153,10 +154,9 @@ TEST_F(SafetensorsTest, MixedDtypesLoadInDataOffsetOrder) {
 TEST_F(SafetensorsTest, UnalignedTensorsLoadCorrectly) {
   // Header length 8k + 4 puts the data section at offset 4 mod 8, and in-section offsets 4 and 12
   // are unaligned too: every zero-copy dtype must be copied and still read right.
-  std::string header =
-      R"({"f":{"dtype":"F32","shape":[3],"data_offsets":[4,16]},)"
-      R"("d":{"dtype":"F64","shape":[2],"data_offsets":[20,36]},)"
-      R"("i":{"dtype":"I64","shape":[1],"data_offsets":[36,44]}})";
+  std::string header = R"({"f":{"dtype":"F32","shape":[3],"data_offsets":[4,16]},)"
+                       R"("d":{"dtype":"F64","shape":[2],"data_offsets":[20,36]},)"
+                       R"("i":{"dtype":"I64","shape":[1],"data_offsets":[36,44]}})";
   for (int pad = 0; pad < 8; ++pad) {
     const std::string h = header + std::string(pad, ' ');
     const std::string data = std::string(4, '\x55') + bytes_of(std::vector<float>{1.25f, -2.5f, 3e38f}) +

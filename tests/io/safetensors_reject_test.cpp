@@ -1,7 +1,5 @@
 // safetensors reader: refusal (vit::Error naming the file and the problem, never a crash) of
 // missing, malformed or truncated files.
-#include "io/safetensors.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/tensor.h"
+#include "io/safetensors.h"
 #include "io/safetensors_test_util.h"
 
 namespace vit::io {
@@ -119,8 +118,7 @@ TEST_F(BadInput, EntryMissingFields) {
   expect_entry_refused(R"({"shape":[1],"data_offsets":[0,4]})", std::string(4, '\0'), problem, "no_dtype");
   expect_entry_refused(R"({"dtype":"F32","data_offsets":[0,4]})", std::string(4, '\0'), problem, "no_shape");
   expect_entry_refused(R"({"dtype":"F32","shape":[1]})", std::string(4, '\0'), problem, "no_offsets");
-  expect_entry_refused(R"({"dtype":"F32","shape":[1],"data_offsets":[0]})", std::string(4, '\0'), problem,
-                       "offsets_1");
+  expect_entry_refused(R"({"dtype":"F32","shape":[1],"data_offsets":[0]})", std::string(4, '\0'), problem, "offsets_1");
   expect_entry_refused(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4,8]})", std::string(8, '\0'), problem,
                        "offsets_3");
   expect_entry_refused(R"({"dtype":7,"shape":[1],"data_offsets":[0,4]})", std::string(4, '\0'), problem,
@@ -167,9 +165,8 @@ TEST_F(BadInput, BadDataOffsets) {
                        {"tensor 'w'", "data_offsets [8, 0]"}, "off_reversed");
   expect_entry_refused(R"({"dtype":"F32","shape":[0],"data_offsets":[4,0]})", data,
                        {"tensor 'w'", "data_offsets [4, 0]"}, "off_reversed_empty");
-  expect_entry_refused(
-      R"({"dtype":"F32","shape":[2],"data_offsets":[18446744073709551615,18446744073709551615]})", data,
-      {"tensor 'w'", "outside"}, "off_huge");
+  expect_entry_refused(R"({"dtype":"F32","shape":[2],"data_offsets":[18446744073709551615,18446744073709551615]})",
+                       data, {"tensor 'w'", "outside"}, "off_huge");
 }
 
 TEST_F(BadInput, ByteLengthNotMatchingShape) {

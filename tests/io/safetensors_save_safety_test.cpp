@@ -2,13 +2,12 @@
 // in one folder did) each write a temporary file of their own, so the file on disk is always one
 // complete version; text that JSON cannot hold (not UTF-8) is refused as a vit error naming the
 // file, with nothing written.
+#include <gmock/gmock.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <mutex>
 #include <thread>
-
-#include <gmock/gmock.h>
 
 #include "safetensors_test_util.h"
 

@@ -39,10 +39,10 @@ TEST_F(SafetensorsTest, RoundTripKeepsNamesOrderShapesDtypesValuesAndMetadata) {
   const Tensor f64 = Tensor::from_data(
       std::vector<double>{1.0 / 3.0, -1e300, std::numeric_limits<double>::denorm_min(), -0.0, 2.718281828459045},
       {5, 1});
-  const Tensor i64 = Tensor::from_data(
-      std::vector<int64_t>{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), -1, 0,
-                           (int64_t{1} << 53) + 1, 7},
-      {2, 1, 3});
+  const Tensor i64 =
+      Tensor::from_data(std::vector<int64_t>{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                                             -1, 0, (int64_t{1} << 53) + 1, 7},
+                        {2, 1, 3});
   const Tensor scalar = Tensor::scalar(-2.25, DType::F64);
   const Tensor empty = Tensor::empty({0}, DType::F32);
   Tensor base = Tensor::arange(6, DType::F32).view({2, 3});
@@ -52,9 +52,10 @@ TEST_F(SafetensorsTest, RoundTripKeepsNamesOrderShapesDtypesValuesAndMetadata) {
   const Tensor scalar_i = Tensor::scalar(-5, DType::I64);
 
   // Names deliberately not in alphabetical order: the file order must be the save order.
-  const std::vector<std::pair<std::string, Tensor>> tensors = {
-      {"z.weight", f32},    {"a.double", f64}, {"m.index", i64},       {"scalar", scalar},
-      {"empty", empty},     {"b.transposed", transposed}, {"sliced", sliced}, {"0", scalar_i}};
+  const std::vector<std::pair<std::string, Tensor>> tensors = {{"z.weight", f32},  {"a.double", f64},
+                                                               {"m.index", i64},   {"scalar", scalar},
+                                                               {"empty", empty},   {"b.transposed", transposed},
+                                                               {"sliced", sliced}, {"0", scalar_i}};
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"note", "quotes \" and \\ and unicode \xc3\xa9"}, {"empty", ""}};
   const std::string file = path("model.safetensors");
@@ -71,9 +72,15 @@ TEST_F(SafetensorsTest, RoundTripKeepsNamesOrderShapesDtypesValuesAndMetadata) {
     EXPECT_EQ(got.shape(), want.shape()) << name;
     EXPECT_TRUE(got.is_contiguous()) << name;
     switch (want.dtype()) {
-      case DType::F32: EXPECT_EQ(bits_f32(got), bits_f32(want)) << name; break;
-      case DType::F64: EXPECT_EQ(bits_f64(got), bits_f64(want)) << name; break;
-      case DType::I64: EXPECT_EQ(raw_values<int64_t>(got), raw_values<int64_t>(want)) << name; break;
+      case DType::F32:
+        EXPECT_EQ(bits_f32(got), bits_f32(want)) << name;
+        break;
+      case DType::F64:
+        EXPECT_EQ(bits_f64(got), bits_f64(want)) << name;
+        break;
+      case DType::I64:
+        EXPECT_EQ(raw_values<int64_t>(got), raw_values<int64_t>(want)) << name;
+        break;
     }
     EXPECT_TRUE(loaded.contains(name));
     EXPECT_EQ(loaded.get(name).shape(), want.shape());
@@ -185,10 +192,9 @@ TEST_F(SafetensorsTest, ParseInMemoryMatchesLoad) {
                     {"s", Tensor::scalar(9)}},
                    {{"k", "v"}});
   const std::string crafted = path("crafted.safetensors");
-  write_file(crafted,
-             craft(R"({"__metadata__":{"x":"y"},"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
-                   R"("i":{"dtype":"I32","shape":[1],"data_offsets":[4,8]}})",
-                   bytes_of(std::vector<uint16_t>{0x3C00, 0x0001}) + bytes_of(std::vector<int32_t>{-8})));
+  write_file(crafted, craft(R"({"__metadata__":{"x":"y"},"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+                            R"("i":{"dtype":"I32","shape":[1],"data_offsets":[4,8]}})",
+                            bytes_of(std::vector<uint16_t>{0x3C00, 0x0001}) + bytes_of(std::vector<int32_t>{-8})));
   for (const std::string& file : {saved, crafted}) {
     const SafetensorsFile from_disk = load_safetensors(file);
     const SafetensorsFile from_mem = parse_safetensors(to_shared(read_file(file)), "in-memory");
@@ -203,15 +209,15 @@ TEST_F(SafetensorsTest, ParseInMemoryMatchesLoad) {
 TEST_F(SafetensorsTest, LoadedTensorsOutliveTheFileObject) {
   const std::string file = path("life.safetensors");
   const std::vector<float> values = {0.5f, 1.5f, -2.5f, 4.0f, 8.0f, 16.0f};
-  save_safetensors(file, {{"w", Tensor::from_data(values, {2, 3})},
-                          {"i", Tensor::from_data(std::vector<int64_t>{11, 22}, {2})}});
+  save_safetensors(
+      file, {{"w", Tensor::from_data(values, {2, 3})}, {"i", Tensor::from_data(std::vector<int64_t>{11, 22}, {2})}});
   Tensor w, i, view;
   {
     SafetensorsFile loaded = load_safetensors(file);
     w = loaded.get("w");
     i = loaded.get("i");
     view = loaded.get("w").transpose(0, 1);
-  }  // file object destroyed
+  }                  // file object destroyed
   fs::remove(file);  // and the file unlinked: the mapping must stay valid
   EXPECT_EQ(raw_values<float>(w), values);
   EXPECT_EQ(raw_values<int64_t>(i), (std::vector<int64_t>{11, 22}));

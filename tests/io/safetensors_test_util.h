@@ -132,9 +132,15 @@ inline void expect_same(const SafetensorsFile& a, const SafetensorsFile& b) {
     ASSERT_EQ(ta.dtype(), tb.dtype()) << na;
     EXPECT_EQ(ta.shape(), tb.shape()) << na;
     switch (ta.dtype()) {
-      case DType::F32: EXPECT_EQ(bits_f32(ta), bits_f32(tb)) << na; break;
-      case DType::F64: EXPECT_EQ(bits_f64(ta), bits_f64(tb)) << na; break;
-      case DType::I64: EXPECT_EQ(raw_values<int64_t>(ta), raw_values<int64_t>(tb)) << na; break;
+      case DType::F32:
+        EXPECT_EQ(bits_f32(ta), bits_f32(tb)) << na;
+        break;
+      case DType::F64:
+        EXPECT_EQ(bits_f64(ta), bits_f64(tb)) << na;
+        break;
+      case DType::I64:
+        EXPECT_EQ(raw_values<int64_t>(ta), raw_values<int64_t>(tb)) << na;
+        break;
     }
   }
   EXPECT_EQ(a.metadata, b.metadata);

@@ -1,6 +1,8 @@
 // Unary kernels against unary_ref / unary_grad_ref at awkward lengths (threaded and not), the
 // references against independent formulas and central differences, extreme inputs (GELU at
 // ±300, sigmoid/tanh saturation), accumulation of backward, and pow/affine against naive loops.
+#include "kernels/activation.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "kernel_test_util.h"
-#include "kernels/activation.h"
 
 namespace vit::kernels {
 namespace {
@@ -37,16 +38,26 @@ std::vector<T> inputs_for(Unary op, int64_t n, uint64_t seed) {
 double exact_value(Unary op, double x) {
   constexpr double kSqrt2OverPi = 0.79788456080286535588;
   switch (op) {
-    case Unary::Gelu: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
-    case Unary::GeluTanh: return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
-    case Unary::Sigmoid: return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
-    case Unary::Tanh: return std::tanh(x);
-    case Unary::Relu: return x > 0 ? x : 0.0;
-    case Unary::Abs: return std::fabs(x);
-    case Unary::Neg: return -x;
-    case Unary::Exp: return std::exp(x);
-    case Unary::Log: return std::log(x);
-    case Unary::Sqrt: return std::sqrt(x);
+    case Unary::Gelu:
+      return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+    case Unary::GeluTanh:
+      return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+    case Unary::Sigmoid:
+      return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
+    case Unary::Tanh:
+      return std::tanh(x);
+    case Unary::Relu:
+      return x > 0 ? x : 0.0;
+    case Unary::Abs:
+      return std::fabs(x);
+    case Unary::Neg:
+      return -x;
+    case Unary::Exp:
+      return std::exp(x);
+    case Unary::Log:
+      return std::log(x);
+    case Unary::Sqrt:
+      return std::sqrt(x);
   }
   return NAN;
 }
@@ -55,19 +66,28 @@ double exact_value(Unary op, double x) {
 double exact_slope(Unary op, double x) {
   constexpr double kSqrt2OverPi = 0.79788456080286535588, kInvSqrt2Pi = 0.39894228040143267794;
   switch (op) {
-    case Unary::Gelu: return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) * kInvSqrt2Pi;
+    case Unary::Gelu:
+      return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) * kInvSqrt2Pi;
     case Unary::GeluTanh: {
       const double t = std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x));
       return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * kSqrt2OverPi * (1 + 3 * 0.044715 * x * x);
     }
-    case Unary::Sigmoid: return exact_value(op, x) * exact_value(op, -x);
-    case Unary::Tanh: return 1.0 / (std::cosh(x) * std::cosh(x));
-    case Unary::Relu: return x > 0 ? 1.0 : 0.0;
-    case Unary::Abs: return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
-    case Unary::Neg: return -1.0;
-    case Unary::Exp: return std::exp(x);
-    case Unary::Log: return 1.0 / x;
-    case Unary::Sqrt: return 0.5 / std::sqrt(x);
+    case Unary::Sigmoid:
+      return exact_value(op, x) * exact_value(op, -x);
+    case Unary::Tanh:
+      return 1.0 / (std::cosh(x) * std::cosh(x));
+    case Unary::Relu:
+      return x > 0 ? 1.0 : 0.0;
+    case Unary::Abs:
+      return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+    case Unary::Neg:
+      return -1.0;
+    case Unary::Exp:
+      return std::exp(x);
+    case Unary::Log:
+      return 1.0 / x;
+    case Unary::Sqrt:
+      return 0.5 / std::sqrt(x);
   }
   return NAN;
 }
@@ -118,8 +138,7 @@ TEST(ActivationReference, MatchesIndependentFormulasAndFiniteDifferences) {
       const double x = positive_domain(op) ? std::fabs(p) + 0.05 : p;
       const double h = test::kFiniteDiffStep;
       const double numeric = (unary_ref(op, x + h) - unary_ref(op, x - h)) / (2 * h);
-      EXPECT_NEAR(unary_ref(op, x), exact_value(op, x),
-                  test::kDoubleFormulaTol * (1 + std::fabs(exact_value(op, x))))
+      EXPECT_NEAR(unary_ref(op, x), exact_value(op, x), test::kDoubleFormulaTol * (1 + std::fabs(exact_value(op, x))))
           << unary_name(op) << " at " << x;
       EXPECT_NEAR(unary_grad_ref(op, x), numeric, test::kKernelGradcheckTol * (1 + std::fabs(numeric)))
           << unary_name(op) << "' at " << x;

@@ -2,6 +2,8 @@
 // and a naive double loop, with and without a dropout-like mask; backward against
 // attention_backward_ref on awkward and ViT-like shapes, accumulating into a non-zero dqkv; the
 // kernel pair and the reference pair each against central differences in double on tiny shapes.
+#include "kernels/attention.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 
 #include "core/random.h"
 #include "kernel_test_util.h"
-#include "kernels/attention.h"
 #include "kernels/dropout.h"
 
 namespace vit::kernels {
@@ -55,7 +56,8 @@ NaiveAttention naive_forward(const AttentionShape& s, const std::vector<double>&
         for (int64_t j = 0; j < N; ++j) p[j] /= sum;
         for (int64_t j = 0; j < N; ++j) {
           const double weight = p[j] * (mask ? (*mask)[((b * NH + h) * N + i) * N + j] : 1.0);
-          for (int64_t d = 0; d < HD; ++d) a.out[((b * N + i) * NH + h) * HD + d] += weight * qkv[qkv_index(s, b, j, 2, h, d)];
+          for (int64_t d = 0; d < HD; ++d)
+            a.out[((b * N + i) * NH + h) * HD + d] += weight * qkv[qkv_index(s, b, j, 2, h, d)];
         }
       }
     }
@@ -72,9 +74,8 @@ std::vector<T> dropout_like_mask(const AttentionShape& s, uint64_t seed) {
 }
 
 // Tokens N from 1, 3, 7, 31, 33, 65, 197; batch 1 and > 1; several head counts and head dims.
-const std::vector<AttentionShape> kShapes = {{2, 7, 3, 5},  {1, 197, 3, 4}, {1, 1, 2, 3},
-                                             {3, 33, 2, 8}, {2, 3, 1, 7},   {1, 31, 4, 2},
-                                             {2, 65, 2, 16}};
+const std::vector<AttentionShape> kShapes = {{2, 7, 3, 5}, {1, 197, 3, 4}, {1, 1, 2, 3},  {3, 33, 2, 8},
+                                             {2, 3, 1, 7}, {1, 31, 4, 2},  {2, 65, 2, 16}};
 
 template <typename T>
 class Attention : public ::testing::Test {};

@@ -1,5 +1,7 @@
 // Broadcast binary kernels against naive index loops: same-shape (flat, threaded), broadcast
 // operands (stride 0), permuted (non-contiguous) operands, 0-d and empty shapes; bias_add pair.
+#include "kernels/binary.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -7,7 +9,6 @@
 
 #include "core/shape.h"
 #include "kernel_test_util.h"
-#include "kernels/binary.h"
 
 namespace vit::kernels {
 namespace {
@@ -19,10 +20,14 @@ const std::vector<Binary> kOps = {Binary::Add, Binary::Sub, Binary::Mul, Binary:
 
 double apply_naive(Binary op, double a, double b) {
   switch (op) {
-    case Binary::Add: return a + b;
-    case Binary::Sub: return a - b;
-    case Binary::Mul: return a * b;
-    case Binary::Div: return a / b;
+    case Binary::Add:
+      return a + b;
+    case Binary::Sub:
+      return a - b;
+    case Binary::Mul:
+      return a * b;
+    case Binary::Div:
+      return a / b;
   }
   return 0;
 }

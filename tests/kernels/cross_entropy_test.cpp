@@ -2,6 +2,8 @@
 // smoothing 0 and 0.1) on awkward sizes: loss, saved probabilities, backward, large logits,
 // accumulation; the kernel pair and the reference pair against central differences, and both
 // forwards against hand-checked values.
+#include "kernels/cross_entropy.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 
 #include "core/random.h"
 #include "kernel_test_util.h"
-#include "kernels/cross_entropy.h"
 
 namespace vit::kernels {
 namespace {
@@ -31,9 +32,8 @@ struct Case {
   double logit_scale;
 };
 // Rows and classes from 1, 3, 7, 31, 33, 65, 197; logits from moderate to 1e4 (saturated).
-const std::vector<Case> kCases = {{5, 7, 2.0},   {3, 197, 3.0}, {1, 1, 1.0},   {33, 10, 1e4},
-                                  {4, 3, 50.0},  {31, 65, 2.0}, {65, 31, 1.0}, {197, 3, 2.0},
-                                  {7, 33, 300.0}};
+const std::vector<Case> kCases = {{5, 7, 2.0},   {3, 197, 3.0}, {1, 1, 1.0},   {33, 10, 1e4}, {4, 3, 50.0},
+                                  {31, 65, 2.0}, {65, 31, 1.0}, {197, 3, 2.0}, {7, 33, 300.0}};
 
 template <typename T>
 class CrossEntropy : public ::testing::Test {};
@@ -62,8 +62,8 @@ TYPED_TEST(CrossEntropy, ForwardAndBackwardMatchReference) {
       EXPECT_NEAR(loss, expected_loss, test::kDoubleFormulaTol * (1 + std::fabs(expected_loss))) << "loss" << name;
       EXPECT_TRUE(close(probs, expected_probs, tol, "cross_entropy probs" + name));
       std::vector<T> probs_ref(total);
-      const double loss_ref = cross_entropy_forward_ref<T>(logits.data(), targets.data(), c.rows, c.classes, eps,
-                                                           probs_ref.data());
+      const double loss_ref =
+          cross_entropy_forward_ref<T>(logits.data(), targets.data(), c.rows, c.classes, eps, probs_ref.data());
       EXPECT_NEAR(loss_ref, expected_loss, test::kDoubleFormulaTol * (1 + std::fabs(expected_loss)))
           << "loss_ref" << name;
       EXPECT_TRUE(close(probs_ref, expected_probs, tol, "cross_entropy_forward_ref probs" + name));

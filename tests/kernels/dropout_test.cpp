@@ -1,5 +1,7 @@
 // Inverted-dropout masks: values only 0 or 1 / (1 - p), dropped fraction near p, mean near 1,
 // p = 0 keeps all, p = 1 drops all, a seed fixes the mask (same for float and double).
+#include "kernels/dropout.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 
 #include "core/random.h"
 #include "kernel_test_util.h"
-#include "kernels/dropout.h"
 
 namespace vit::kernels {
 namespace {

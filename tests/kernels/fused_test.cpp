@@ -3,6 +3,8 @@
 // (tokens / rows / n from 1, 3, 7, 31, 33, 65, 197), several head counts and head dims, batch 1
 // and > 1, 1 to 3 threads (the inference kernels split work by the thread count), and extreme
 // inputs: scores large enough to saturate softmax, tanh at ±300, ±inf and NaN, no bias.
+#include "kernels/fused.h"
+
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -15,7 +17,6 @@
 #include "core/random.h"
 #include "kernel_test_util.h"
 #include "kernels/attention.h"
-#include "kernels/fused.h"
 
 namespace vit::kernels {
 namespace {
@@ -40,9 +41,9 @@ std::string shape_str(const AttentionShape& s, int threads) {
 
 // Tokens from 1, 3, 7, 31, 33, 65, 197; batch 1 and > 1; head counts 1-6; head dims 1-16.
 // (197, 3 heads of 8) and (65, 2 x 3 heads of 16) are above the kernel's threading threshold.
-const std::vector<AttentionShape> kShapes = {{1, 1, 1, 4},  {2, 1, 3, 2}, {1, 3, 2, 5},  {3, 7, 4, 3},
-                                             {1, 31, 1, 8}, {2, 33, 6, 1}, {2, 65, 3, 16}, {1, 197, 3, 8},
-                                             {2, 197, 2, 4}};
+const std::vector<AttentionShape> kShapes = {{1, 1, 1, 4},   {2, 1, 3, 2},   {1, 3, 2, 5},
+                                             {3, 7, 4, 3},   {1, 31, 1, 8},  {2, 33, 6, 1},
+                                             {2, 65, 3, 16}, {1, 197, 3, 8}, {2, 197, 2, 4}};
 
 // attention_inference against attention_forward_ref run in double on the same values.
 TEST(FusedAttentionInference, MatchesForwardReference) {
@@ -118,7 +119,7 @@ TEST(FusedAttentionInference, HugeScoresStayFiniteAndConvex) {
 // bias_tanh_inplace against bias_tanh_ref in double, with and without bias, on 1 and 2 threads
 // (an element-wise kernel: the thread count must not change a bit).
 TEST(FusedBiasTanh, MatchesReference) {
-  const std::vector<std::pair<int64_t, int64_t>> sizes = {{1, 1},  {3, 7},   {7, 3},   {31, 33},
+  const std::vector<std::pair<int64_t, int64_t>> sizes = {{1, 1},   {3, 7},   {7, 3},   {31, 33},
                                                           {33, 65}, {1, 197}, {65, 31}, {197, 197}};  // last: threaded
   for (auto [rows, n] : sizes) {
     const std::vector<float> y = random_vector<float>(rows * n, 4 + static_cast<uint64_t>(rows * n), 2.0);

@@ -1,5 +1,7 @@
 // gemm (BLAS) against gemm_ref, and gemm_ref against hand-computed products: all four transpose
 // combinations, alpha/beta (beta 0 ignores NaN in C), strided sub-matrices, awkward sizes.
+#include "kernels/gemm.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "core/check.h"
-#include "kernels/gemm.h"
 #include "kernel_test_util.h"
 
 namespace vit::kernels {
@@ -24,7 +25,7 @@ struct GemmCase {
   int64_t M, N, K;
 };
 // A representative subset of {1, 3, 7, 31, 33, 65, 197}^3 (each size appears in each role).
-const std::vector<GemmCase> kCases = {{1, 1, 1},   {3, 7, 31},  {33, 65, 7},  {197, 3, 33},
+const std::vector<GemmCase> kCases = {{1, 1, 1},    {3, 7, 31},    {33, 65, 7},  {197, 3, 33},
                                       {7, 197, 65}, {65, 33, 197}, {31, 1, 197}, {1, 197, 3}};
 
 template <typename T>

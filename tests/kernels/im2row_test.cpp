@@ -1,6 +1,8 @@
 // im2row against naive convolution indexing; row2im as its adjoint
 // (<im2row(x), r> == <x, row2im(r)>) and against a naive scatter, with overlapping windows
 // (stride < kernel), padding, patch-embedding shapes, and sizes that take the threaded paths.
+#include "kernels/im2row.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -8,7 +10,6 @@
 
 #include "kernel_test_util.h"
 #include "kernels/gemm.h"
-#include "kernels/im2row.h"
 
 namespace vit::kernels {
 namespace {

@@ -87,8 +87,8 @@ template <typename T>
   if (failures == 0) return ::testing::AssertionSuccess();
   std::ostringstream out;
   out.precision(10);
-  out << name << ": " << failures << " of " << actual.size() << " elements differ (rtol " << rtol << ", scale "
-      << scale << "); worst at [" << worst_at << "]: actual " << static_cast<double>(actual[worst_at]) << " expected "
+  out << name << ": " << failures << " of " << actual.size() << " elements differ (rtol " << rtol << ", scale " << scale
+      << "); worst at [" << worst_at << "]: actual " << static_cast<double>(actual[worst_at]) << " expected "
       << expected[worst_at] << " (|diff| " << std::fabs(static_cast<double>(actual[worst_at]) - expected[worst_at])
       << ")\n  actual:  ";
   for (size_t i = 0; i < std::min<size_t>(actual.size(), 6); ++i) out << " " << static_cast<double>(actual[i]);

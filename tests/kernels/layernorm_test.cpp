@@ -2,6 +2,8 @@
 // without weight/bias, saved mean/rstd), backward against layernorm_backward_ref, accumulation
 // into non-zero dx/dweight/dbias, and rows * n on both sides of the threading threshold (1 << 14
 // elements); the kernel pair and the reference pair each against central differences in double.
+#include "kernels/layernorm.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "kernel_test_util.h"
-#include "kernels/layernorm.h"
 
 namespace vit::kernels {
 namespace {
@@ -25,8 +26,7 @@ struct RowsN {
   int64_t rows, n;
 };
 // n from 1, 3, 7, 31, 33, 65, 197, 1000; 100x197 and 40x1000 are above the threshold, the rest below.
-const std::vector<RowsN> kSizes = {{1, 1},  {3, 7},  {4, 197}, {100, 197}, {40, 1000},
-                                   {2, 33}, {5, 3}, {7, 31},  {3, 65}};
+const std::vector<RowsN> kSizes = {{1, 1}, {3, 7}, {4, 197}, {100, 197}, {40, 1000}, {2, 33}, {5, 3}, {7, 31}, {3, 65}};
 
 std::string size_str(const RowsN& s) { return " " + std::to_string(s.rows) + "x" + std::to_string(s.n); }
 
@@ -105,7 +105,8 @@ TYPED_TEST(LayerNorm, BackwardMatchesReferenceAndAccumulates) {
       const T* wp = affine ? w.data() : nullptr;
       std::vector<T> y(total), mean(s.rows), rstd(s.rows);
       layernorm_forward<T>(x.data(), wp, nullptr, y.data(), mean.data(), rstd.data(), s.rows, s.n, kEps);
-      std::vector<T> dx = random_vector<T>(total, 8, 0.5), dw = random_vector<T>(s.n, 9), db = random_vector<T>(s.n, 10);
+      std::vector<T> dx = random_vector<T>(total, 8, 0.5), dw = random_vector<T>(s.n, 9),
+                     db = random_vector<T>(s.n, 10);
       std::vector<double> edx = to_double(dx), edw = to_double(dw), edb = to_double(db);
       const std::vector<double> w_double = to_double(w);
       layernorm_backward_ref<double>(to_double(x).data(), affine ? w_double.data() : nullptr, to_double(dy).data(),
@@ -151,8 +152,8 @@ TYPED_TEST(LayerNorm, BackwardWithNullGradients) {
     std::vector<T> dx(total, T(0)), dw(s.n, T(0)), db(s.n, T(0));
     layernorm_backward<T>(x.data(), w.data(), mean.data(), rstd.data(), dy.data(), nullptr, dw.data(), db.data(),
                           s.rows, s.n);
-    layernorm_backward<T>(x.data(), w.data(), mean.data(), rstd.data(), dy.data(), dx.data(), nullptr, nullptr,
-                          s.rows, s.n);
+    layernorm_backward<T>(x.data(), w.data(), mean.data(), rstd.data(), dy.data(), dx.data(), nullptr, nullptr, s.rows,
+                          s.n);
     EXPECT_TRUE(close(dx, to_double(dx_all), test::kExactTol, "layernorm dx alone" + size_str(s)));
     EXPECT_TRUE(close(dw, to_double(dw_all), test::kExactTol, "layernorm dweight alone" + size_str(s)));
     EXPECT_TRUE(close(db, to_double(db_all), test::kExactTol, "layernorm dbias alone" + size_str(s)));

@@ -1,11 +1,12 @@
 // The Linear kernel (both of its paths: the AVX2 micro-kernel and the BLAS fallback) against a
 // double reference: every epilogue, with and without bias, row/feature counts around the 16-row
 // panels and 6-feature blocks, strided A and C; linear_forward_ref against the same reference.
+#include "kernels/linear.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "kernels/linear.h"
 #include "kernels/kernel_test_util.h"
 
 namespace vit::kernels {
@@ -27,9 +28,11 @@ void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, i
   std::vector<float> C = random_vector<float>(M * ldc, 4 + N);  // Accumulate adds to this
   const std::vector<float> before = C;
   const float* b = with_bias ? bias.data() : nullptr;
-  if (impl == Impl::Ref) linear_forward_ref<float>(A.data(), M, K, lda, W.data(), N, b, C.data(), ldc, epilogue);
-  else linear_forward<float>(A.data(), M, K, lda, W.data(), N, b, C.data(), ldc, epilogue,
-                             impl == Impl::Blas ? LinearPath::Blas : LinearPath::Auto);
+  if (impl == Impl::Ref)
+    linear_forward_ref<float>(A.data(), M, K, lda, W.data(), N, b, C.data(), ldc, epilogue);
+  else
+    linear_forward<float>(A.data(), M, K, lda, W.data(), N, b, C.data(), ldc, epilogue,
+                          impl == Impl::Blas ? LinearPath::Blas : LinearPath::Auto);
   double worst = 0;
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < ldc; ++n) {
@@ -50,9 +53,9 @@ void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, i
       worst = std::max(worst, std::abs(got - want) / (1.0 + scale));
     }
   }
-  EXPECT_LT(worst, test::kLinearKernelTol) << "M=" << M << " K=" << K << " N=" << N << " epilogue "
-                                           << static_cast<int>(epilogue) << " bias " << with_bias << " impl "
-                                           << static_cast<int>(impl);
+  EXPECT_LT(worst, test::kLinearKernelTol)
+      << "M=" << M << " K=" << K << " N=" << N << " epilogue " << static_cast<int>(epilogue) << " bias " << with_bias
+      << " impl " << static_cast<int>(impl);
 }
 
 TEST(Linear, MatchesReferenceAroundPanelAndBlockEdges) {
@@ -80,7 +83,8 @@ TEST(Linear, DoubleMatchesReference) {
     std::vector<double> C = random_vector<double>(M * N, 14), R = C;
     linear_forward<double>(A.data(), M, K, K, W.data(), N, bias.data(), C.data(), N, e);
     linear_forward_ref<double>(A.data(), M, K, K, W.data(), N, bias.data(), R.data(), N, e);
-    for (size_t i = 0; i < C.size(); ++i) EXPECT_NEAR(C[i], R[i], test::kDoubleKernelTol) << "epilogue " << static_cast<int>(e);
+    for (size_t i = 0; i < C.size(); ++i)
+      EXPECT_NEAR(C[i], R[i], test::kDoubleKernelTol) << "epilogue " << static_cast<int>(e);
   }
 }
 

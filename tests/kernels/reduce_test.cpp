@@ -1,6 +1,8 @@
 // Row reductions against naive double loops: sum_rows, max_rows (NaN wins, first index on ties),
 // moments_rows (unbiased and population; n - correction <= 0 gives NaN), moments_backward
 // (formula and central differences) and scatter_rows_add.
+#include "kernels/reduce.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "kernel_test_util.h"
-#include "kernels/reduce.h"
 
 namespace vit::kernels {
 namespace {
@@ -67,11 +68,11 @@ TYPED_TEST(Reduce, MaxRowsNaNWinsAndTiesTakeFirstIndex) {
   using T = TypeParam;
   constexpr T kNaN = std::numeric_limits<T>::quiet_NaN(), kInf = std::numeric_limits<T>::infinity();
   const int64_t n = 5;
-  const std::vector<T> x = {T(1), kNaN, T(5), kNaN, T(2),        // NaN wins, first NaN
-                            kNaN, T(9), T(1), T(0), T(3),        // NaN first
-                            T(2), T(7), T(7), T(1), T(7),        // ties: first
-                            -kInf, -kInf, -kInf, -kInf, -kInf,   // all -inf
-                            T(-3), T(-1), kInf, T(4), kInf};     // +inf, tie
+  const std::vector<T> x = {T(1),  kNaN,  T(5),  kNaN,  T(2),   // NaN wins, first NaN
+                            kNaN,  T(9),  T(1),  T(0),  T(3),   // NaN first
+                            T(2),  T(7),  T(7),  T(1),  T(7),   // ties: first
+                            -kInf, -kInf, -kInf, -kInf, -kInf,  // all -inf
+                            T(-3), T(-1), kInf,  T(4),  kInf};  // +inf, tie
   const int64_t rows = static_cast<int64_t>(x.size()) / n;
   std::vector<T> y(rows);
   std::vector<int64_t> index(rows, -1);
@@ -157,8 +158,8 @@ TYPED_TEST(Reduce, MomentsBackwardMatchesFormulaAndAccumulates) {
       std::vector<double> expected = to_double(dx);
       for (int64_t r = 0; r < s.rows; ++r) {
         for (int64_t i = 0; i < s.n; ++i) {
-          expected[r * s.n + i] += 2.0 * dvar[r] * (x[r * s.n + i] - static_cast<double>(mean[r])) /
-                                   static_cast<double>(s.n - correction);
+          expected[r * s.n + i] +=
+              2.0 * dvar[r] * (x[r * s.n + i] - static_cast<double>(mean[r])) / static_cast<double>(s.n - correction);
         }
       }
       moments_backward<T>(x.data(), mean.data(), dvar.data(), s.rows, s.n, correction, dx.data());

@@ -2,6 +2,8 @@
 // formulas, backward against the _backward_ref kernels (explicit Jacobians), the kernel pairs and
 // the reference pairs against central differences, rows with -inf (partly: 0 there; entirely:
 // NaN, as PyTorch), magnitudes of ±1e4, in-place use, threaded row counts.
+#include "kernels/softmax.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "kernel_test_util.h"
-#include "kernels/softmax.h"
 
 namespace vit::kernels {
 namespace {
@@ -102,8 +103,10 @@ TEST(SoftmaxGradient, MatchesFiniteDifferences) {
   for (bool use_log : {false, true}) {
     auto loss = [&](const std::vector<double>& v) {
       std::vector<double> y(v.size());
-      if (use_log) log_softmax_forward<double>(v.data(), y.data(), rows, n);
-      else softmax_forward<double>(v.data(), y.data(), rows, n);
+      if (use_log)
+        log_softmax_forward<double>(v.data(), y.data(), rows, n);
+      else
+        softmax_forward<double>(v.data(), y.data(), rows, n);
       double l = 0;
       for (size_t i = 0; i < y.size(); ++i) l += w[i] * y[i];
       return l;
@@ -130,20 +133,24 @@ TEST(SoftmaxReferenceGradient, MatchesFiniteDifferences) {
     for (bool use_log : {false, true}) {
       auto loss = [&](const std::vector<double>& v) {
         std::vector<double> y(v.size());
-        if (use_log) log_softmax_forward_ref<double>(v.data(), y.data(), s.rows, s.n);
-        else softmax_forward_ref<double>(v.data(), y.data(), s.rows, s.n);
+        if (use_log)
+          log_softmax_forward_ref<double>(v.data(), y.data(), s.rows, s.n);
+        else
+          softmax_forward_ref<double>(v.data(), y.data(), s.rows, s.n);
         double l = 0;
         for (size_t i = 0; i < y.size(); ++i) l += w[i] * y[i];
         return l;
       };
       std::vector<double> dx = init;
-      if (use_log) log_softmax_backward_ref<double>(x.data(), w.data(), dx.data(), s.rows, s.n);
-      else softmax_backward_ref<double>(x.data(), w.data(), dx.data(), s.rows, s.n);
+      if (use_log)
+        log_softmax_backward_ref<double>(x.data(), w.data(), dx.data(), s.rows, s.n);
+      else
+        softmax_backward_ref<double>(x.data(), w.data(), dx.data(), s.rows, s.n);
       std::vector<double> numeric = test::numeric_gradient(loss, x);
       for (int64_t i = 0; i < total; ++i) numeric[i] += init[i];
-      EXPECT_TRUE(test::gradient_close(dx, numeric, std::string(use_log ? "log_softmax" : "softmax") +
-                                                        "_backward_ref dx " + std::to_string(s.rows) + "x" +
-                                                        std::to_string(s.n)));
+      EXPECT_TRUE(test::gradient_close(dx, numeric,
+                                       std::string(use_log ? "log_softmax" : "softmax") + "_backward_ref dx " +
+                                           std::to_string(s.rows) + "x" + std::to_string(s.n)));
     }
   }
 }
@@ -154,9 +161,9 @@ TYPED_TEST(Softmax, NegativeInfinityAndLargeMagnitudes) {
   using T = TypeParam;
   constexpr T kInf = std::numeric_limits<T>::infinity();
   const int64_t rows = 3, n = 5;
-  const std::vector<T> x = {-kInf, T(1), T(2), -kInf, T(0),             // partly masked
-                            -kInf, -kInf, -kInf, -kInf, -kInf,          // fully masked
-                            T(1e4), T(-1e4), T(1e4 - 1), T(0), T(1e4)};  // large
+  const std::vector<T> x = {-kInf,  T(1),    T(2),       -kInf, T(0),     // partly masked
+                            -kInf,  -kInf,   -kInf,      -kInf, -kInf,    // fully masked
+                            T(1e4), T(-1e4), T(1e4 - 1), T(0),  T(1e4)};  // large
   std::vector<T> y(rows * n), y_ref(rows * n), log_y(rows * n), log_y_ref(rows * n);
   softmax_forward<T>(x.data(), y.data(), rows, n);
   softmax_forward_ref<T>(x.data(), y_ref.data(), rows, n);
@@ -165,12 +172,23 @@ TYPED_TEST(Softmax, NegativeInfinityAndLargeMagnitudes) {
   const double e1 = std::exp(1.0), e2 = std::exp(2.0), z = 1 + e1 + e2;
   const double big = 2 + std::exp(-1.0);  // the row-2 partition function relative to exp(1e4)
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const std::vector<double> expected = {0, e1 / z, e2 / z, 0, 1 / z, nan, nan, nan, nan, nan,
-                                        1 / big, 0, std::exp(-1.0) / big, 0, 1 / big};
-  const std::vector<double> log_expected = {-INFINITY, 1 - std::log(z), 2 - std::log(z), -INFINITY, -std::log(z),
-                                            nan, nan, nan, nan, nan,
-                                            -std::log(big), -2e4 - std::log(big), -1 - std::log(big),
-                                            -1e4 - std::log(big), -std::log(big)};
+  const std::vector<double> expected = {
+      0, e1 / z, e2 / z, 0, 1 / z, nan, nan, nan, nan, nan, 1 / big, 0, std::exp(-1.0) / big, 0, 1 / big};
+  const std::vector<double> log_expected = {-INFINITY,
+                                            1 - std::log(z),
+                                            2 - std::log(z),
+                                            -INFINITY,
+                                            -std::log(z),
+                                            nan,
+                                            nan,
+                                            nan,
+                                            nan,
+                                            nan,
+                                            -std::log(big),
+                                            -2e4 - std::log(big),
+                                            -1 - std::log(big),
+                                            -1e4 - std::log(big),
+                                            -std::log(big)};
   const double tol = test::tolerance_for<T>();
   EXPECT_TRUE(close(y, expected, tol, "softmax with -inf / large"));
   EXPECT_TRUE(close(y_ref, expected, tol, "softmax_ref with -inf / large"));
@@ -178,8 +196,8 @@ TYPED_TEST(Softmax, NegativeInfinityAndLargeMagnitudes) {
   EXPECT_TRUE(close(log_y_ref, log_expected, tol, "log_softmax_ref with -inf / large"));
 
   // Backward through the partly masked and the large rows stays finite and matches the Jacobian.
-  const std::vector<T> dy = {T(0.5), T(-1), T(2), T(3), T(0.25), T(1), T(1), T(1), T(1), T(1),
-                             T(1), T(-2), T(0.5), T(4), T(-1)};
+  const std::vector<T> dy = {T(0.5), T(-1), T(2), T(3),  T(0.25), T(1), T(1), T(1),
+                             T(1),   T(1),  T(1), T(-2), T(0.5),  T(4), T(-1)};
   std::vector<T> dx(rows * n, T(0)), log_dx(rows * n, T(0)), dx_ref(rows * n, T(0)), log_dx_ref(rows * n, T(0));
   softmax_backward<T>(y.data(), dy.data(), dx.data(), rows, n);
   log_softmax_backward<T>(log_y.data(), dy.data(), log_dx.data(), rows, n);

@@ -1,10 +1,11 @@
 // ViTConfig's JSON, as every checkpoint's "model_config" carries it: the text written today is
 // pinned byte for byte (key order, number formatting), files written before the optional keys
 // existed still load with the defaults, and bad JSON is refused naming the key.
+#include "model/vit_config.h"
+
 #include <gtest/gtest.h>
 
 #include "core/check.h"
-#include "model/vit_config.h"
 
 namespace vit::model {
 namespace {
@@ -71,7 +72,8 @@ TEST(ViTConfigJson, BadJsonNamesTheKey) {
       R"("num_heads":4,"mlp_ratio":2.0,"qkv_bias":true,"pool":"mean")";
   EXPECT_EQ(error_of(no_eps + "}"), prefix + "out_of_range.403] key 'eps' not found");
   // An optional key that is present must have the right type.
-  EXPECT_EQ(error_of(no_eps + R"(,"eps":1e-6,"mlp_dim":"x"})"), prefix + "type_error.302] type must be number, but is string");
+  EXPECT_EQ(error_of(no_eps + R"(,"eps":1e-6,"mlp_dim":"x"})"),
+            prefix + "type_error.302] type must be number, but is string");
   // Valid JSON of an invalid model: the validation's message.
   std::string patch5 = no_eps + R"(,"eps":1e-6})";
   patch5.replace(patch5.find(R"("patch_size":7)"), 14, R"("patch_size":5)");

@@ -41,9 +41,9 @@ TEST(TinyViTGolden, ParameterNamesAndOrderMatchTimm) {
   std::vector<std::string> ours, theirs;
   for (const auto& [name, _] : m->named_parameters()) ours.push_back(name);
   for (const auto& [name, _] : f.tensors) {
-    if (name.find('.') == std::string::npos ? (name == "cls_token" || name == "pos_embed")
-                                            : (name.rfind("grad.", 0) != 0 && name.rfind("adamw.", 0) != 0 &&
-                                               name.rfind("sgd.", 0) != 0)) {
+    if (name.find('.') == std::string::npos
+            ? (name == "cls_token" || name == "pos_embed")
+            : (name.rfind("grad.", 0) != 0 && name.rfind("adamw.", 0) != 0 && name.rfind("sgd.", 0) != 0)) {
       theirs.push_back(name);
     }
   }
@@ -59,7 +59,8 @@ TEST(TinyViTGolden, LogitsLossAndEveryGradient) {
   EXPECT_CLOSE(logits.data(), golden(f, "logits", DType::F64), testing::kGoldenFloatTol);
   EXPECT_CLOSE(loss.data(), golden(f, "loss", DType::F64), testing::kGoldenFloatTol);
   for (const auto& [name, p] : m->named_parameters()) {
-    EXPECT_TRUE(testing::all_close(p.grad(), golden(f, "grad." + name, DType::F64), testing::kGoldenFloatTol, "grad." + name));
+    EXPECT_TRUE(
+        testing::all_close(p.grad(), golden(f, "grad." + name, DType::F64), testing::kGoldenFloatTol, "grad." + name));
   }
 }
 
@@ -98,13 +99,15 @@ void run_steps(const std::string& which) {
     // score of a softmax row. Both frameworks feed Adam rounding noise there, which Adam rescales
     // to steps of up to lr, so those entries are undetermined; q and v biases must still match.
     for (int64_t part : {0, 2}) {
-      EXPECT_TRUE(testing::all_close(p.data().slice(0, part * D, (part + 1) * D), expected.slice(0, part * D, (part + 1) * D),
-                                     testing::kGoldenFloatStepsTol, which + ".final." + name + (part == 0 ? "[q]" : "[v]")));
+      EXPECT_TRUE(testing::all_close(p.data().slice(0, part * D, (part + 1) * D),
+                                     expected.slice(0, part * D, (part + 1) * D), testing::kGoldenFloatStepsTol,
+                                     which + ".final." + name + (part == 0 ? "[q]" : "[v]")));
     }
     const Tensor initial = golden(f, name, DType::F64).slice(0, D, 2 * D);
     const double lr = std::stod(f.metadata.at("lr"));
     const std::vector<double> now = p.data().slice(0, D, 2 * D).to_vector(), before = initial.to_vector();
-    for (size_t i = 0; i < now.size(); ++i) EXPECT_LE(std::fabs(now[i] - before[i]), 5 * lr * testing::kAdamStepBoundFactor) << name << "[k] " << i;
+    for (size_t i = 0; i < now.size(); ++i)
+      EXPECT_LE(std::fabs(now[i] - before[i]), 5 * lr * testing::kAdamStepBoundFactor) << name << "[k] " << i;
   }
 }
 

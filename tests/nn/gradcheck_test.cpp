@@ -1,8 +1,9 @@
 // Finite-difference gradient checks in float64 for whole layers: the input and every parameter.
+#include "support/gradcheck.h"
+
 #include <gtest/gtest.h>
 
 #include "nn/transformer.h"
-#include "support/gradcheck.h"
 
 namespace vit {
 namespace {
@@ -37,7 +38,8 @@ TEST(LayerGradcheck, EveryLayer) {
   nn::EncoderBlock block(c, shared);
   EXPECT_TRUE(gradcheck_module(block, testing::random_f64({2, 4, 6}, 7)));
   nn::Sequential seq({std::make_shared<nn::Linear>(4, 4, true, gen), std::make_shared<nn::Tanh>(),
-                      std::make_shared<nn::ReLU>(), std::make_shared<nn::GELU>(true), std::make_shared<nn::Softmax>(-1)});
+                      std::make_shared<nn::ReLU>(), std::make_shared<nn::GELU>(true),
+                      std::make_shared<nn::Softmax>(-1)});
   EXPECT_TRUE(gradcheck_module(seq, testing::random_f64({3, 4}, 8)));
 }
 

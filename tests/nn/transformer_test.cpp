@@ -1,8 +1,9 @@
 // ViT blocks against PyTorch (timm formulas) and the fused attention against the same
 // computation composed from small autograd ops.
+#include "nn/transformer.h"
+
 #include <gtest/gtest.h>
 
-#include "nn/transformer.h"
 #include "support/golden.h"
 
 namespace vit {

@@ -1,10 +1,11 @@
 // Optimiser pieces: timm's weight-decay rule, the warmup + cosine schedule, global-norm clipping,
 // EMA, and state save/restore.
+#include "optim/optimizer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "optim/optimizer.h"
 #include "support/tolerances.h"
 
 namespace vit::optim {
@@ -30,7 +31,8 @@ TEST(Schedule, LinearWarmupThenCosineToMin) {
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(10, 10, 110, 1.0, 0.0), 1.0);
   EXPECT_NEAR(warmup_cosine_lr(60, 10, 110, 1.0, 0.0), 0.5, testing::kDoubleFormulaTol);
   EXPECT_NEAR(warmup_cosine_lr(110, 10, 110, 1.0, 0.01), 0.01, testing::kDoubleFormulaTol);
-  EXPECT_NEAR(warmup_cosine_lr(500, 10, 110, 1.0, 0.01), 0.01, testing::kDoubleFormulaTol);  // stays at min past the end
+  EXPECT_NEAR(warmup_cosine_lr(500, 10, 110, 1.0, 0.01), 0.01,
+              testing::kDoubleFormulaTol);  // stays at min past the end
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(0, 0, 100, 2.0, 0.0), 2.0);
 }
 

@@ -65,8 +65,8 @@ static std::string index_str(const Shape& shape, int64_t flat) {
   return ::testing::AssertionFailure() << fmt::format(
              "{}: {} of {} elements differ (rtol {:g}, scale {:g}); worst at {}: actual {:.9g} expected {:.9g} "
              "(|diff| {:.3g})\n  actual:   {}\n  expected: {}",
-             name, failures, a.size(), tol.rtol, scale, index_str(actual.shape(), worst_at), a[worst_at],
-             e[worst_at], worst, head(a), head(e));
+             name, failures, a.size(), tol.rtol, scale, index_str(actual.shape(), worst_at), a[worst_at], e[worst_at],
+             worst, head(a), head(e));
 }
 
 }  // namespace vit::testing

@@ -53,9 +53,9 @@ Tensor random_f64(const Shape& shape, uint64_t seed, double scale, double shift)
       const double numeric = (plus - minus) / (2 * eps);
       const double analytic = g.defined() ? g.data<double>()[j] : 0.0;
       if (!(std::fabs(analytic - numeric) <= tol * (1.0 + std::fabs(numeric)))) {
-        return ::testing::AssertionFailure() << fmt::format(
-                   "leaf {} element {} (shape {}): analytic {:.10g} vs numeric {:.10g} (diff {:.3g})", i, j,
-                   shape_str(leaves[i].shape()), analytic, numeric, std::fabs(analytic - numeric));
+        return ::testing::AssertionFailure()
+               << fmt::format("leaf {} element {} (shape {}): analytic {:.10g} vs numeric {:.10g} (diff {:.3g})", i, j,
+                              shape_str(leaves[i].shape()), analytic, numeric, std::fabs(analytic - numeric));
       }
     }
   }

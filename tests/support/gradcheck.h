@@ -17,9 +17,8 @@ using GradFn = std::function<Variable(const std::vector<Variable>&)>;
 
 // inputs must be float64; only those with checked[i] (default all) are checked. Passes when
 // |analytic - numeric| <= tol * (1 + |numeric|); eps is the step (support/tolerances.h).
-::testing::AssertionResult gradcheck(const GradFn& f, const std::vector<Tensor>& inputs,
-                                     std::vector<bool> checked = {}, double eps = kFiniteDiffStep,
-                                     double tol = kGradcheckTol);
+::testing::AssertionResult gradcheck(const GradFn& f, const std::vector<Tensor>& inputs, std::vector<bool> checked = {},
+                                     double eps = kFiniteDiffStep, double tol = kGradcheckTol);
 
 // As gradcheck, for a function of existing float64 leaves (a module's parameters and an
 // input): perturbs each leaf's data in place, so f sees the change through the module.

@@ -1,10 +1,11 @@
 // Data-parallel steps: R replicas sharing the master's weights produce the full-batch gradient
 // (equal to one replica's up to float summation order), deterministically, with mixup too.
+#include "train/data_parallel.h"
+
 #include <gtest/gtest.h>
 
 #include "support/files.h"
 #include "support/golden.h"
-#include "train/data_parallel.h"
 
 namespace vit::train {
 namespace {

@@ -63,9 +63,10 @@ TEST(RunFolder, ANewRunRefusesAFolderHoldingARunUnlessToldToReplaceIt) {
   const auto last = testing::read_bytes(run + "/last.safetensors");
   const std::string metrics = read_text(run + "/metrics.jsonl");
   ASSERT_TRUE(fs::exists(run + "/best.safetensors"));
-  EXPECT_EQ(error_of(c), "[train] " + run + " already holds a run (last.safetensors, best.safetensors, metrics.jsonl, "
-                         "report.html); continue it with --resume " + run +
-                         ", start over with --overwrite (replaces it), or choose another --out");
+  EXPECT_EQ(error_of(c), "[train] " + run +
+                             " already holds a run (last.safetensors, best.safetensors, metrics.jsonl, "
+                             "report.html); continue it with --resume " +
+                             run + ", start over with --overwrite (replaces it), or choose another --out");
   EXPECT_EQ(testing::read_bytes(run + "/last.safetensors"), last);
   EXPECT_EQ(read_text(run + "/metrics.jsonl"), metrics);
   // Refused before the data is read: a missing dataset does not get in first.
@@ -74,8 +75,9 @@ TEST(RunFolder, ANewRunRefusesAFolderHoldingARunUnlessToldToReplaceIt) {
   EXPECT_NE(error_of(elsewhere).find(run + " already holds a run"), std::string::npos);
   // Without a checkpoint there is nothing to resume: only --overwrite and --out are offered.
   fs::remove(run + "/last.safetensors");
-  EXPECT_EQ(error_of(c), "[train] " + run + " already holds a run (best.safetensors, metrics.jsonl, report.html); "
-                         "start over with --overwrite (replaces it), or choose another --out");
+  EXPECT_EQ(error_of(c), "[train] " + run +
+                             " already holds a run (best.safetensors, metrics.jsonl, report.html); "
+                             "start over with --overwrite (replaces it), or choose another --out");
   // An empty metrics.jsonl (a run stopped before its first epoch) holds nothing to lose.
   TempDir empty;
   std::ofstream(empty.file("metrics.jsonl")).close();
@@ -159,8 +161,8 @@ TEST(RunFolder, TheLockIsReleasedOnEveryWayOutAndStaleTemporariesAreRemoved) {
   EXPECT_TRUE(RunLock::acquire(run).held());
   // The temporary files of a run killed mid-save are removed by the next run in the folder.
   train(tiny_run(dir.file("data"), dir.file("ok"), 1));
-  for (const char* stale : {"last.safetensors.tmp.4242.0", "metrics.jsonl.tmp.4242.1", "report.html.tmp",
-                            "best.safetensors.tmp"}) {
+  for (const char* stale :
+       {"last.safetensors.tmp.4242.0", "metrics.jsonl.tmp.4242.1", "report.html.tmp", "best.safetensors.tmp"}) {
     testing::write_bytes(dir.file("ok/") + stale, {1, 2, 3});
   }
   TrainConfig more = tiny_run(dir.file("data"), dir.file("ok"), 2);
@@ -174,7 +176,9 @@ TEST(RunFolder, TheLockIsReleasedOnEveryWayOutAndStaleTemporariesAreRemoved) {
 
 TEST(RunFolder, ADataPathThatIsNotUtf8IsRefusedBeforeTheFirstStep) {
   TempDir dir;
-  const std::string data = dir.file("donn\xE9" "es");  // Latin-1 "données"
+  const std::string data = dir.file(
+      "donn\xE9"
+      "es");  // Latin-1 "données"
   testing::write_toy_mnist(data, 64, 16);
   EXPECT_EQ(error_of(tiny_run(data, dir.file("run"), 1)),
             "[train] --data " + dir.file("donn\\xE9es") +
@@ -215,9 +219,8 @@ TEST(RunFolder, ClassNamesThatAreNotUtf8AreRecordedEscaped) {
     infer::save_checkpoint(dir.file("raw.safetensors"), *model, info);
     FAIL() << "saved a checkpoint with non-UTF-8 class names";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("[checkpoint] " + dir.file("raw.safetensors") +
-                                              ": cannot record the metadata as JSON (",
-                                          0),
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "[checkpoint] " + dir.file("raw.safetensors") + ": cannot record the metadata as JSON (", 0),
               0u)
         << e.what();
   }
@@ -231,7 +234,8 @@ TEST(RunFolder, ACorruptMetricsFileIsNamedNotThrownRaw) {
   testing::write_bytes(dir.file("run/metrics.jsonl"), {'{', 'o', 'o', 'p', 's', '\n'});
   TrainConfig more = tiny_run(dir.file("data"), dir.file("run"), 2);
   more.resume = true;
-  EXPECT_EQ(error_of(more).rfind("[train] " + dir.file("run/metrics.jsonl") + ": line 1 is not a JSON object (", 0), 0u);
+  EXPECT_EQ(error_of(more).rfind("[train] " + dir.file("run/metrics.jsonl") + ": line 1 is not a JSON object (", 0),
+            0u);
 }
 
 TEST(RunFolder, ResumeRefusesGivenFlagsThatDisagreeAndTakesMovedData) {
@@ -251,8 +255,9 @@ TEST(RunFolder, ResumeRefusesGivenFlagsThatDisagreeAndTakesMovedData) {
   lr.resume = true;
   lr.lr = 0.5;
   lr.given_flags = {"--resume", "--epochs", "--lr"};
-  EXPECT_EQ(error_of(lr).rfind("[train] --resume " + run + ": --lr 0.5 (the run's 0.002) cannot change when resuming", 0),
-            0u);
+  EXPECT_EQ(
+      error_of(lr).rfind("[train] --resume " + run + ": --lr 0.5 (the run's 0.002) cannot change when resuming", 0),
+      0u);
   lr.given_flags = {"--resume", "--epochs"};  // not given: the run's own value, as before
   const auto before = testing::read_bytes(run + "/last.safetensors");
   // Moved data is taken (and recorded), other data is refused naming both paths.
@@ -264,7 +269,8 @@ TEST(RunFolder, ResumeRefusesGivenFlagsThatDisagreeAndTakesMovedData) {
   TrainConfig other = moved;
   other.data_dir = dir.file("other");
   EXPECT_EQ(error_of(other), "[train] --data " + dir.file("other") + " is not the data this run was trained on (" +
-                                 dir.file("data") + "): 48 training images (the run's 64); resume with the run's data, "
+                                 dir.file("data") +
+                                 "): 48 training images (the run's 64); resume with the run's data, "
                                  "or start a new run with another --out");
   EXPECT_EQ(testing::read_bytes(run + "/last.safetensors"), before);
   EXPECT_EQ(train(moved).epochs_run, 2);

@@ -1,10 +1,11 @@
 // TrainConfig's JSON, as every checkpoint's "train_config" carries it (and --resume reads it
 // back): the text written today is pinned byte for byte, every key is required, and bad JSON is
 // refused with the "[train]" prefix naming the key.
+#include "train/train_config.h"
+
 #include <gtest/gtest.h>
 
 #include "core/check.h"
-#include "train/train_config.h"
 
 namespace vit::train {
 namespace {

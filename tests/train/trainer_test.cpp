@@ -1,15 +1,16 @@
 // The trainer on a small generated dataset: it learns, writes metrics.jsonl / report.html /
 // checkpoints, resumes to bit-identical weights, and stops on a NaN loss keeping the last good
 // checkpoint.
+#include "train/trainer.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "support/files.h"
 #include "infer/checkpoint.h"
-#include "train/trainer.h"
+#include "support/files.h"
 
 namespace vit::train {
 namespace {

@@ -1,9 +1,10 @@
 // self_attention: the fused multi-head attention core (kernels/attention.h) as one autograd
 // op with a hand-written backward. Saves the attention probabilities and the dropout mask.
+#include "kernels/attention.h"
+
 #include <cmath>
 
 #include "autograd/ops.h"
-#include "kernels/attention.h"
 #include "kernels/dropout.h"
 
 namespace vit {

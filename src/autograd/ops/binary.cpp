@@ -17,16 +17,28 @@ static Variable binary_op(Binary op, const Variable& a, const Variable& b) {
     if (grads[0].defined()) {
       switch (op) {
         case Binary::Add:
-        case Binary::Sub: detail::accumulate_reduced(grads[0], g); break;
-        case Binary::Mul: detail::accumulate_reduced(grads[0], detail::binary(Binary::Mul, g, bd)); break;
-        case Binary::Div: detail::accumulate_reduced(grads[0], detail::binary(Binary::Div, g, bd)); break;
+        case Binary::Sub:
+          detail::accumulate_reduced(grads[0], g);
+          break;
+        case Binary::Mul:
+          detail::accumulate_reduced(grads[0], detail::binary(Binary::Mul, g, bd));
+          break;
+        case Binary::Div:
+          detail::accumulate_reduced(grads[0], detail::binary(Binary::Div, g, bd));
+          break;
       }
     }
     if (grads[1].defined()) {
       switch (op) {
-        case Binary::Add: detail::accumulate_reduced(grads[1], g); break;
-        case Binary::Sub: detail::accumulate_reduced(grads[1], detail::unary(Unary::Neg, g)); break;
-        case Binary::Mul: detail::accumulate_reduced(grads[1], detail::binary(Binary::Mul, g, ad)); break;
+        case Binary::Add:
+          detail::accumulate_reduced(grads[1], g);
+          break;
+        case Binary::Sub:
+          detail::accumulate_reduced(grads[1], detail::unary(Unary::Neg, g));
+          break;
+        case Binary::Mul:
+          detail::accumulate_reduced(grads[1], detail::binary(Binary::Mul, g, ad));
+          break;
         case Binary::Div: {  // d(a/b)/db = -y / b
           const Tensor t = detail::binary(Binary::Div, detail::binary(Binary::Mul, g, y), bd);
           detail::accumulate_reduced(grads[1], detail::unary(Unary::Neg, t));

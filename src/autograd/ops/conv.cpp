@@ -17,7 +17,8 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
             shape_str(x.shape()), x.size(1), shape_str(weight.shape()), weight.size(1));
   VIT_CHECK(stride >= 1 && padding >= 0, "conv2d", "stride {} must be >= 1 and padding {} >= 0", stride, padding);
   detail::check_same_dtype(x.data(), weight.data(), "conv2d");
-  const kernels::ConvShape s{x.size(0), x.size(1), x.size(2), x.size(3), weight.size(2), weight.size(3), stride, padding};
+  const kernels::ConvShape s{x.size(0),      x.size(1),      x.size(2), x.size(3),
+                             weight.size(2), weight.size(3), stride,    padding};
   VIT_CHECK(s.height + 2 * padding >= s.kernel_h && s.width + 2 * padding >= s.kernel_w, "conv2d",
             "kernel {}x{} larger than padded input {}x{} (input {})", s.kernel_h, s.kernel_w, s.height + 2 * padding,
             s.width + 2 * padding, shape_str(x.shape()));

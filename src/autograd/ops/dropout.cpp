@@ -1,7 +1,8 @@
 // dropout (torch.nn.functional.dropout): inverted scaling in training, identity in eval.
+#include "kernels/dropout.h"
+
 #include "autograd/ops.h"
 #include "autograd/tensor_math.h"
-#include "kernels/dropout.h"
 
 namespace vit {
 

@@ -1,7 +1,8 @@
 // layer_norm over trailing normalized_shape dims (torch.nn.functional.layer_norm).
+#include "kernels/layernorm.h"
+
 #include "autograd/ops.h"
 #include "autograd/tensor_math.h"
-#include "kernels/layernorm.h"
 
 namespace vit {
 
@@ -9,9 +10,8 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
                     double eps) {
   VIT_CHECK(x.defined(), "layer_norm", "undefined input");
   const auto k = static_cast<int64_t>(normalized_shape.size());
-  VIT_CHECK(k >= 1 && x.dim() >= k &&
-                Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
-            "layer_norm", "input {}: trailing dims do not match normalized_shape {}", shape_str(x.shape()),
+  VIT_CHECK(k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape, "layer_norm",
+            "input {}: trailing dims do not match normalized_shape {}", shape_str(x.shape()),
             shape_str(normalized_shape));
   VIT_CHECK(eps >= 0, "layer_norm", "eps must be >= 0, got {}", eps);
   for (const Variable* p : {&weight, &bias}) {
@@ -28,23 +28,24 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   Tensor mean = Tensor::empty({rows}, x.dtype()), rstd = Tensor::empty({rows}, x.dtype());
   dispatch(x.dtype(), [&]<typename T>() {
-    kernels::layernorm_forward<T>(xc.data<T>(), w.defined() ? w.data<T>() : nullptr, b.defined() ? b.data<T>() : nullptr,
-                                  y.data<T>(), mean.data<T>(), rstd.data<T>(), rows, n, eps);
+    kernels::layernorm_forward<T>(xc.data<T>(), w.defined() ? w.data<T>() : nullptr,
+                                  b.defined() ? b.data<T>() : nullptr, y.data<T>(), mean.data<T>(), rstd.data<T>(),
+                                  rows, n, eps);
   });
   std::vector<Variable> inputs{x};
   const int weight_at = weight.defined() ? static_cast<int>(inputs.size()) : -1;
   if (weight.defined()) inputs.push_back(weight);
   const int bias_at = bias.defined() ? static_cast<int>(inputs.size()) : -1;
   if (bias.defined()) inputs.push_back(bias);
-  return make_result(y, "layer_norm", inputs,
-                     [xc, w, mean, rstd, rows, n, weight_at, bias_at](const Tensor& g, std::vector<Tensor>& grads) {
-                       dispatch(g.dtype(), [&]<typename T>() {
-                         auto ptr = [&](int at) { return at >= 0 && grads[at].defined() ? grads[at].data<T>() : nullptr; };
-                         kernels::layernorm_backward<T>(xc.data<T>(), w.defined() ? w.data<T>() : nullptr,
-                                                        mean.data<T>(), rstd.data<T>(), g.data<T>(), ptr(0),
-                                                        ptr(weight_at), ptr(bias_at), rows, n);
-                       });
-                     });
+  return make_result(
+      y, "layer_norm", inputs,
+      [xc, w, mean, rstd, rows, n, weight_at, bias_at](const Tensor& g, std::vector<Tensor>& grads) {
+        dispatch(g.dtype(), [&]<typename T>() {
+          auto ptr = [&](int at) { return at >= 0 && grads[at].defined() ? grads[at].data<T>() : nullptr; };
+          kernels::layernorm_backward<T>(xc.data<T>(), w.defined() ? w.data<T>() : nullptr, mean.data<T>(),
+                                         rstd.data<T>(), g.data<T>(), ptr(0), ptr(weight_at), ptr(bias_at), rows, n);
+        });
+      });
 }
 
 }  // namespace vit

@@ -55,10 +55,11 @@ void batched_gemm(Tensor A, Tensor B, const Tensor& C, bool accumulate) {
     walk.push_back(1);
     Strides wa = sa, wb = sb, wc = sc;
     wa.push_back(0), wb.push_back(0), wc.push_back(0);
-    for_each_row<3>(walk, {&wa, &wb, &wc}, [&](const std::array<int64_t, 3>& off, int64_t, const std::array<int64_t, 3>&) {
-      kernels::gemm<T>(a.transposed, b.transposed, M, N, K, T(1), pa + off[0], a.ld, pb + off[1], b.ld, beta,
-                       pc + off[2], c.ld);
-    });
+    for_each_row<3>(walk, {&wa, &wb, &wc},
+                    [&](const std::array<int64_t, 3>& off, int64_t, const std::array<int64_t, 3>&) {
+                      kernels::gemm<T>(a.transposed, b.transposed, M, N, K, T(1), pa + off[0], a.ld, pb + off[1], b.ld,
+                                       beta, pc + off[2], c.ld);
+                    });
   });
 }
 
@@ -93,19 +94,20 @@ Variable matmul(const Variable& a, const Variable& b) {
 }
 
 Variable bmm(const Variable& a, const Variable& b) {
-  VIT_CHECK(a.defined() && b.defined() && a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) &&
-                a.size(2) == b.size(1),
-            "bmm", "expected (B, M, K) and (B, K, N), got {} and {}", a.defined() ? shape_str(a.shape()) : "undefined",
-            b.defined() ? shape_str(b.shape()) : "undefined");
+  VIT_CHECK(
+      a.defined() && b.defined() && a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) && a.size(2) == b.size(1),
+      "bmm", "expected (B, M, K) and (B, K, N), got {} and {}", a.defined() ? shape_str(a.shape()) : "undefined",
+      b.defined() ? shape_str(b.shape()) : "undefined");
   return matmul(a, b);
 }
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
   VIT_CHECK(x.defined() && weight.defined(), "linear", "undefined input or weight");
-  VIT_CHECK(weight.dim() == 2, "linear", "weight must be (out_features, in_features), got {}", shape_str(weight.shape()));
+  VIT_CHECK(weight.dim() == 2, "linear", "weight must be (out_features, in_features), got {}",
+            shape_str(weight.shape()));
   const int64_t out = weight.size(0), in = weight.size(1);
-  VIT_CHECK(x.dim() >= 1 && x.size(-1) == in, "linear", "input {}: last dim {} != in_features {}",
-            shape_str(x.shape()), x.dim() >= 1 ? x.size(-1) : 0, in);
+  VIT_CHECK(x.dim() >= 1 && x.size(-1) == in, "linear", "input {}: last dim {} != in_features {}", shape_str(x.shape()),
+            x.dim() >= 1 ? x.size(-1) : 0, in);
   detail::check_same_dtype(x.data(), weight.data(), "linear");
   if (bias.defined()) {
     VIT_CHECK(bias.dim() == 1 && bias.size(0) == out, "linear", "bias {} != (out_features,) = ({},)",
@@ -129,12 +131,12 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
     dispatch(g.dtype(), [&]<typename T>() {
       // dx (rows, in) += g (rows, out) @ W (out, in)
       if (grads[0].defined())
-        kernels::gemm<T>(false, false, rows, in, out, T(1), g.data<T>(), out, w.data<T>(), in, T(1),
-                         grads[0].data<T>(), in);
+        kernels::gemm<T>(false, false, rows, in, out, T(1), g.data<T>(), out, w.data<T>(), in, T(1), grads[0].data<T>(),
+                         in);
       // dW (out, in) += g^T (out, rows) @ x (rows, in)
       if (grads[1].defined())
-        kernels::gemm<T>(true, false, out, in, rows, T(1), g.data<T>(), out, xc.data<T>(), in, T(1),
-                         grads[1].data<T>(), in);
+        kernels::gemm<T>(true, false, out, in, rows, T(1), g.data<T>(), out, xc.data<T>(), in, T(1), grads[1].data<T>(),
+                         in);
       if (grads.size() > 2 && grads[2].defined())
         kernels::bias_add_backward<T>(g.data<T>(), grads[2].data<T>(), rows, out);
     });

@@ -1,11 +1,12 @@
 // sum, mean, var, std, max, argmax over one or several dims with keepdim (PyTorch semantics;
 // var/std default to the unbiased estimator, unbiased=false divides by n). The reduced dims are
 // permuted to the end so every kernel sees contiguous rows (rows, n).
+#include "kernels/reduce.h"
+
 #include <algorithm>
 
 #include "autograd/ops.h"
 #include "autograd/tensor_math.h"
-#include "kernels/reduce.h"
 
 namespace vit {
 namespace {
@@ -81,8 +82,7 @@ Variable var(const Variable& x, const std::vector<int64_t>& dims, bool unbiased,
   return make_result(y, "var", {x}, [p, xr, row_mean, correction](const Tensor& g, std::vector<Tensor>& grads) {
     Tensor d = Tensor::zeros({p.rows, p.n}, g.dtype());
     dispatch(g.dtype(), [&]<typename T>() {
-      kernels::moments_backward<T>(xr.data<T>(), row_mean.data<T>(), g.data<T>(), p.rows, p.n, correction,
-                                   d.data<T>());
+      kernels::moments_backward<T>(xr.data<T>(), row_mean.data<T>(), g.data<T>(), p.rows, p.n, correction, d.data<T>());
     });
     accumulate_rows(grads[0], d, p);
   });
@@ -98,9 +98,8 @@ MaxResult max(const Variable& x, int64_t dim, bool keepdim) {
   const Tensor xr = rows_of(x.data(), p);
   Tensor y = Tensor::empty(p.out_shape, x.dtype());
   Tensor index = Tensor::empty(p.out_shape, DType::I64);
-  dispatch(x.dtype(), [&]<typename T>() {
-    kernels::max_rows<T>(xr.data<T>(), p.rows, p.n, y.data<T>(), index.data<int64_t>());
-  });
+  dispatch(x.dtype(),
+           [&]<typename T>() { kernels::max_rows<T>(xr.data<T>(), p.rows, p.n, y.data<T>(), index.data<int64_t>()); });
   Variable values = make_result(y, "max", {x}, [p, index](const Tensor& g, std::vector<Tensor>& grads) {
     Tensor d = Tensor::zeros({p.rows, p.n}, g.dtype());
     dispatch(g.dtype(), [&]<typename T>() {
@@ -122,7 +121,9 @@ Tensor argmax(const Variable& x, int64_t dim, bool keepdim) {
 }
 
 Variable Variable::sum(const std::vector<int64_t>& dims, bool keepdim) const { return vit::sum(*this, dims, keepdim); }
-Variable Variable::mean(const std::vector<int64_t>& dims, bool keepdim) const { return vit::mean(*this, dims, keepdim); }
+Variable Variable::mean(const std::vector<int64_t>& dims, bool keepdim) const {
+  return vit::mean(*this, dims, keepdim);
+}
 Variable Variable::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim) const {
   return vit::var(*this, dims, unbiased, keepdim);
 }

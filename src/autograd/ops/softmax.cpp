@@ -1,7 +1,8 @@
 // softmax and log_softmax over any dim. The kernels work on the last dim; another dim is
 // swapped to the end (one copy) and the result is returned as the swapped-back view.
-#include "autograd/ops.h"
 #include "kernels/softmax.h"
+
+#include "autograd/ops.h"
 
 namespace vit {
 
@@ -16,18 +17,23 @@ static Variable softmax_op(const Variable& x, int64_t dim) {
   const int64_t n = xt.size(-1), rows = n == 0 ? 0 : xt.numel() / n;
   Tensor yt = Tensor::empty(xt.shape(), xt.dtype());
   dispatch(x.dtype(), [&]<typename T>() {
-    if constexpr (Log) kernels::log_softmax_forward<T>(xt.data<T>(), yt.data<T>(), rows, n);
-    else kernels::softmax_forward<T>(xt.data<T>(), yt.data<T>(), rows, n);
+    if constexpr (Log)
+      kernels::log_softmax_forward<T>(xt.data<T>(), yt.data<T>(), rows, n);
+    else
+      kernels::softmax_forward<T>(xt.data<T>(), yt.data<T>(), rows, n);
   });
-  return make_result(yt.transpose(d, last), name, {x}, [yt, d, last, rows, n](const Tensor& g, std::vector<Tensor>& grads) {
-    const Tensor gt = g.transpose(d, last).contiguous();
-    Tensor dxt = Tensor::zeros(gt.shape(), gt.dtype());
-    dispatch(g.dtype(), [&]<typename T>() {
-      if constexpr (Log) kernels::log_softmax_backward<T>(yt.data<T>(), gt.data<T>(), dxt.data<T>(), rows, n);
-      else kernels::softmax_backward<T>(yt.data<T>(), gt.data<T>(), dxt.data<T>(), rows, n);
-    });
-    accumulate_into(grads[0].transpose(d, last), dxt);
-  });
+  return make_result(yt.transpose(d, last), name, {x},
+                     [yt, d, last, rows, n](const Tensor& g, std::vector<Tensor>& grads) {
+                       const Tensor gt = g.transpose(d, last).contiguous();
+                       Tensor dxt = Tensor::zeros(gt.shape(), gt.dtype());
+                       dispatch(g.dtype(), [&]<typename T>() {
+                         if constexpr (Log)
+                           kernels::log_softmax_backward<T>(yt.data<T>(), gt.data<T>(), dxt.data<T>(), rows, n);
+                         else
+                           kernels::softmax_backward<T>(yt.data<T>(), gt.data<T>(), dxt.data<T>(), rows, n);
+                       });
+                       accumulate_into(grads[0].transpose(d, last), dxt);
+                     });
 }
 
 Variable softmax(const Variable& x, int64_t dim) { return softmax_op<false>(x, dim); }

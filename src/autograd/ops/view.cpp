@@ -11,9 +11,8 @@ template <typename Fn>
 static Variable view_op(const Variable& x, const char* name, Fn fn) {
   VIT_CHECK(x.defined(), name, "undefined input");
   Tensor y = fn(x.data());
-  return make_result(y, name, {x}, [fn](const Tensor& g, std::vector<Tensor>& grads) {
-    accumulate_into(fn(grads[0]), g);
-  });
+  return make_result(y, name, {x},
+                     [fn](const Tensor& g, std::vector<Tensor>& grads) { accumulate_into(fn(grads[0]), g); });
 }
 
 Variable Variable::view(const Shape& s) const {
@@ -104,8 +103,8 @@ Variable cat(const std::vector<Variable>& xs, int64_t dim) {
 Variable stack(const std::vector<Variable>& xs, int64_t dim) {
   VIT_CHECK(!xs.empty(), "stack", "expected a non-empty list of tensors");
   for (size_t i = 0; i < xs.size(); ++i) {
-    VIT_CHECK(xs[i].defined() && xs[i].shape() == xs[0].shape(), "stack", "tensor {} has shape {}, tensor 0 has {}",
-              i, xs[i].defined() ? shape_str(xs[i].shape()) : "undefined", shape_str(xs[0].shape()));
+    VIT_CHECK(xs[i].defined() && xs[i].shape() == xs[0].shape(), "stack", "tensor {} has shape {}, tensor 0 has {}", i,
+              xs[i].defined() ? shape_str(xs[i].shape()) : "undefined", shape_str(xs[0].shape()));
   }
   const int64_t at = normalize_dim(dim, xs[0].dim() + 1, "stack");
   std::vector<Variable> expanded;
