@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "data/image.h"
+#include "support/errors.h"
 #include "support/files.h"
 
 namespace vit::data {
@@ -15,14 +16,7 @@ namespace {
 
 using testing::TempDir;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 TEST(Mnist, ReadsRawAndGzipIdx) {
   TempDir dir;

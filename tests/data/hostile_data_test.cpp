@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "data/dataset.h"
 #include "data/image.h"
+#include "support/errors.h"
 #include "support/files.h"
 
 namespace vit::data {
@@ -16,14 +17,7 @@ namespace {
 
 using testing::TempDir;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 std::vector<uint8_t> cifar_records(int n) {
   std::vector<uint8_t> bytes;

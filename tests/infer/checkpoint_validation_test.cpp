@@ -13,6 +13,7 @@
 #include "infer/checkpoint.h"
 #include "infer/pretrained.h"
 #include "io/safetensors.h"
+#include "support/errors.h"
 #include "support/files.h"
 #include "support/tiny_checkpoint.h"
 
@@ -24,14 +25,7 @@ using ::testing::HasSubstr;
 using testing::replace_in_file;
 using testing::write_tiny_checkpoint;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 size_t count_of(const std::string& text, const std::string& part) {
   size_t n = 0;

@@ -7,6 +7,7 @@
 
 #include "infer/pretrained.h"
 #include "io/safetensors.h"
+#include "support/errors.h"
 #include "support/files.h"
 
 namespace vit::infer {
@@ -16,14 +17,7 @@ using ::testing::HasSubstr;
 
 const std::string kTimm = std::string(VIT_GOLDEN_DIR) + "/layouts/timm.safetensors";  // 48 wide, 4 heads
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 // The widths whose head count is standard load without --heads; any other width is refused
 // instead of silently getting dim / 64 heads (the fixtures are 48 wide with 4 heads).

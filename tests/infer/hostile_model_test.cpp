@@ -10,19 +10,13 @@
 #include "infer/checkpoint.h"
 #include "infer/pretrained.h"
 #include "io/safetensors.h"
+#include "support/errors.h"
 #include "support/files.h"
 
 namespace vit::infer {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 model::ViTConfig tiny() {
   model::ViTConfig c;
