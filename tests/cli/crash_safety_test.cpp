@@ -17,13 +17,17 @@
 #include <thread>
 
 #include "infer/checkpoint.h"
+#include "run_vit.h"
 #include "support/files.h"
 
 namespace vit {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::read_text;
+using testing::spawn;
 using testing::TempDir;
+using testing::wait_for;
 using Clock = std::chrono::steady_clock;
 
 // A small run with every source of randomness on (dropout, drop-path, augmentation, EMA) and a
@@ -35,35 +39,6 @@ std::vector<std::string> train_args(const std::string& data, const std::string& 
           "1"};
 }
 
-// Starts `vit args...` with stdout+stderr into log; returns the pid. file_limit_bytes > 0 sets
-// RLIMIT_FSIZE in the child (writes past it fail with EFBIG, like a full disk).
-pid_t spawn(const std::vector<std::string>& args, const std::string& log, rlim_t file_limit_bytes = 0) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    if (file_limit_bytes > 0) {
-      const rlimit limit{file_limit_bytes, file_limit_bytes};
-      setrlimit(RLIMIT_FSIZE, &limit);
-    }
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(VIT_BINARY));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(VIT_BINARY, argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Exit code, or 128 + signal number when killed by a signal (as a shell reports it).
-int wait_for(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 // Files whose names say they are temporary (FILE.tmp.<pid>.<n>): none may outlive a run.
 std::vector<std::string> temporaries(const std::string& dir) {
   std::vector<std::string> found;
@@ -71,11 +46,6 @@ std::vector<std::string> temporaries(const std::string& dir) {
     if (e.path().filename().string().find(".tmp") != std::string::npos) found.push_back(e.path().string());
   }
   return found;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // Every tensor (weights, optimiser state, EMA) must be bit-identical.

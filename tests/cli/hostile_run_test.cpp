@@ -23,39 +23,13 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CommandResult;
 using testing::expect_error;
+using testing::read_text;
+using testing::spawn;
 using testing::TempDir;
 using testing::vit;
+using testing::wait_for;
 
 const std::string kTiny = " --patch-size 7 --dim 16 --depth 1 --heads 2 --batch-size 32 --threads 1";
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// Starts `vit args...` in the background with stdout+stderr into log; returns the pid.
-pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(VIT_BINARY));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(VIT_BINARY, argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Exit code, or 128 + signal number when killed by a signal (as a shell reports it).
-int wait_for(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 // Waits up to a minute for cond; false on timeout.
 template <class Cond>
