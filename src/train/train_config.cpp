@@ -64,8 +64,8 @@ void TrainConfig::validate() const {
   if (!mean.empty() || !std.empty()) {
     const auto C = static_cast<size_t>(model.in_channels);
     VIT_CHECK(mean.size() == C && std.size() == C, op,
-              "--mean and --std need {} values each (one per input channel), got {} and {}", C, mean.size(),
-              std.size());
+              "--mean and --std need {} value{} each (one per input channel), got {} and {}", C, C == 1 ? "" : "s",
+              mean.size(), std.size());
     for (size_t c = 0; c < C; ++c) {
       VIT_CHECK(std::isfinite(mean[c]) && std::isfinite(std[c]) && std[c] > 0, op,
                 "--mean must be finite and --std positive, got mean {} std {}", mean[c], std[c]);

@@ -96,7 +96,7 @@ TEST(TrainConfigValidate, NormalisationAndMilestones) {
   TrainConfig c = digits_recipe();
   EXPECT_EQ(validation_error(c), "(no error)");
   c.normalization = {{0.5, 0.5, 0.5}, {0.2, 0.2, 0.2}};
-  EXPECT_EQ(validation_error(c), "[train] --mean and --std need 1 values each (one per input channel), got 3 and 3");
+  EXPECT_EQ(validation_error(c), "[train] --mean and --std need 1 value each (one per input channel), got 3 and 3");
   c.normalization = {{0.5}, {0.0}};
   EXPECT_EQ(validation_error(c), "[train] --mean must be finite and --std positive, got mean 0.5 std 0");
   c.normalization = {};
