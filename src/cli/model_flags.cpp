@@ -1,7 +1,29 @@
 // The shared model flags (see model_flags.h).
 #include "cli/model_flags.h"
 
+#include <type_traits>
+
+#include "core/fields.h"
+
 namespace vit::cli {
+namespace {
+
+// The key ViTConfig::visit_fields gives the field `field` points to: the flag table names fields
+// by member, the checkpoint's JSON by key, and this ties the two without a second list.
+template <typename T>
+std::string field_key(T model::ViTConfig::*field) {
+  model::ViTConfig probe;
+  std::string key;
+  auto find = [&](const char* name, auto& value, Presence = Presence::Required) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, T>) {
+      if (&value == &(probe.*field)) key = name;
+    }
+  };
+  probe.visit_fields(find);
+  return key;
+}
+
+}  // namespace
 
 ModelFlags::ModelFlags(CLI::App& cmd) {
   using C = model::ViTConfig;
@@ -10,6 +32,7 @@ ModelFlags::ModelFlags(CLI::App& cmd) {
   auto flag = [&]<typename T>(const char* name, T C::*field, const char* help) {
     CLI::Option* option = cmd.add_option(name, values_.*field, help);
     flags_.emplace_back(option, [this, field](C& target) { target.*field = values_.*field; });
+    keys_.push_back(field_key(field));
   };
   flag("--image-size", &C::image_size, "image height and width");
   flag("--patch-size", &C::patch_size, "patch size");
@@ -28,11 +51,27 @@ ModelFlags::ModelFlags(CLI::App& cmd) {
   flag("--representation-size", &C::representation_size, "pre-logits layer size (0: none)");
   CLI::Option* qkv_bias = cmd.add_flag("--qkv-bias,!--no-qkv-bias", values_.qkv_bias, "biases on q, k and v");
   flags_.emplace_back(qkv_bias, [this](C& target) { target.qkv_bias = values_.qkv_bias; });
+  keys_.push_back(field_key(&C::qkv_bias));
+}
+
+std::vector<std::string> ModelFlags::given_fields() const {
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < flags_.size(); ++i) {
+    if (flags_[i].first->count() > 0) keys.push_back(keys_[i]);
+  }
+  return keys;
 }
 
 bool ModelFlags::given() const {
   for (const auto& [option, apply] : flags_) {
     if (option->count() > 0) return true;
+  }
+  return false;
+}
+
+bool ModelFlags::contains(const CLI::Option* option) const {
+  for (const auto& [flag, apply] : flags_) {
+    if (flag == option) return true;
   }
   return false;
 }

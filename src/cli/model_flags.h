@@ -23,6 +23,10 @@ class ModelFlags {
 
   // Whether any model flag was given.
   bool given() const;
+  // Whether `option` is one of the model flags.
+  bool contains(const CLI::Option* option) const;
+  // The ViTConfig JSON keys (visit_fields names) of the flags given, e.g. {"dim", "dropout"}.
+  std::vector<std::string> given_fields() const;
   // Refuses (CLI11's "--dim excludes --checkpoint") any model flag together with `option`.
   void exclude(CLI::Option* option);
   // The preset `preset_name` with the given flags over it; named "custom" when flags were
@@ -32,6 +36,7 @@ class ModelFlags {
  private:
   model::ViTConfig values_;  // what CLI11 parses the given flags into
   std::vector<std::pair<CLI::Option*, std::function<void(model::ViTConfig&)>>> flags_;
+  std::vector<std::string> keys_;  // flags_[i] sets the field with JSON key keys_[i]
 };
 
 }  // namespace vit::cli

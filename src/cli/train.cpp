@@ -101,10 +101,15 @@ void add_train_command(CLI::App& app) {
     c->resume = resume->count() > 0;
     if (c->resume && epochs->count() == 0) c->epochs = 0;  // continue the checkpoint's schedule
     // What was given explicitly: on resume each flag must be one a resumed run takes, or agree.
+    // The model's flags are not listed: model_explicit and the model they make say it all.
     c->given_flags.clear();
     for (const CLI::Option* option : cmd->get_options()) {
-      if (option->count() > 0) c->given_flags.push_back(option->get_name());
+      if (option->count() > 0 && !model_flags->contains(option) && option->get_name() != "--preset") {
+        c->given_flags.push_back(option->get_name());
+      }
     }
+    c->given_model_fields = model_flags->given_fields();
+    if (!preset->empty()) c->given_model_fields = {"*"};
     if (c->resume) {
       std::error_code e1, e2;
       VIT_CHECK(out->count() == 0 || std::filesystem::weakly_canonical(c->out_dir, e1) ==

@@ -25,25 +25,6 @@ struct FixedFlag {
   const char* flag;
   const char* pointer;  // into {train config fields..., "model": {...}, "normalization": {...}}
 };
-// The model's flags: a resumed run keeps its model.
-constexpr FixedFlag kModelFlags[] = {{"--preset", "/model"},
-                                     {"--image-size", "/model/image_size"},
-                                     {"--patch-size", "/model/patch_size"},
-                                     {"--channels", "/model/in_channels"},
-                                     {"--num-classes", "/model/num_classes"},
-                                     {"--dim", "/model/dim"},
-                                     {"--depth", "/model/depth"},
-                                     {"--heads", "/model/num_heads"},
-                                     {"--mlp-ratio", "/model/mlp_ratio"},
-                                     {"--pool", "/model/pool"},
-                                     {"--dropout", "/model/dropout"},
-                                     {"--attn-dropout", "/model/attn_dropout"},
-                                     {"--drop-path", "/model/drop_path"},
-                                     {"--mlp-dim", "/model/mlp_dim"},
-                                     {"--eps", "/model/eps"},
-                                     {"--representation-size", "/model/representation_size"},
-                                     {"--qkv-bias", "/model/qkv_bias"},
-                                     {"--no-qkv-bias", "/model/qkv_bias"}};
 // The schedule's, the optimiser's, the augmentation's and the input's: a resumed run keeps them.
 constexpr FixedFlag kRunFlags[] = {{"--batch-size", "/batch_size"},
                                    {"--optimizer", "/optimizer"},
@@ -116,27 +97,33 @@ void refuse_changes(const TrainConfig& asked, const TrainConfig& saved, const in
                     const std::string& checkpoint_path) {
   const json a = as_json(asked, asked.model, asked.normalization);
   const json r = as_json(saved, run.model, run.normalization);
-  std::vector<std::string> model_changes, run_changes;
+  // The model: each field set on the command line (all of them with a --preset) must be the
+  // checkpoint's; keys, not flags, so a field added to ViTConfig needs no entry here.
+  const auto& set = asked.given_model_fields;
+  const bool whole = std::find(set.begin(), set.end(), "*") != set.end();
+  std::vector<std::string> fields;
+  for (const auto& [key, value] : a.at("model").items()) {
+    if (!whole && std::find(set.begin(), set.end(), key) == set.end()) continue;
+    if (r.at("model").contains(key) && r.at("model").at(key) == value) continue;
+    fields.push_back(fmt::format("{} {} (the checkpoint's {})", key, text(value),
+                                 r.at("model").contains(key) ? text(r.at("model").at(key)) : "none"));
+  }
+  VIT_CHECK(fields.empty(), "train",
+            "{}: checkpoint is a different model than requested: {}; resume without model flags, or start a new run "
+            "with another --out",
+            checkpoint_path, joined(fields, ", "));
+  std::vector<std::string> run_changes;
   for (const std::string& flag : asked.given_flags) {
     if (std::find(std::begin(kMayChange), std::end(kMayChange), flag) != std::end(kMayChange)) continue;
     if (flag == "--overwrite") continue;  // refused by TrainConfig::validate() as a contradiction
     auto match = [&](const FixedFlag& f) { return flag == f.flag; };
-    if (const auto* f = std::find_if(std::begin(kModelFlags), std::end(kModelFlags), match);
-        f != std::end(kModelFlags)) {
-      const json::json_pointer p(f->pointer);
-      if (auto d = difference(f->flag, a.at(p), r.at(p), "the checkpoint's"); !d.empty()) model_changes.push_back(d);
-    } else if (const auto* g = std::find_if(std::begin(kRunFlags), std::end(kRunFlags), match);
-               g != std::end(kRunFlags)) {
+    if (const auto* g = std::find_if(std::begin(kRunFlags), std::end(kRunFlags), match); g != std::end(kRunFlags)) {
       const json::json_pointer p(g->pointer);
       if (auto d = difference(g->flag, a.at(p), r.at(p), "the run's"); !d.empty()) run_changes.push_back(d);
     } else {
       run_changes.push_back(flag + " (not something a resumed run can take)");
     }
   }
-  VIT_CHECK(model_changes.empty(), "train",
-            "{}: checkpoint is a different model than requested: {}; resume without model flags, or start a new run "
-            "with another --out",
-            checkpoint_path, joined(model_changes, "; "));
   VIT_CHECK(run_changes.empty(), "train",
             "--resume {}: {} cannot change when resuming (the run would no longer be the one it continues); drop {}, "
             "or start a new run with another --out. A resumed run takes only {}",

@@ -14,7 +14,9 @@ namespace vit::train {
 // The run's config from its checkpoint, with what may change taken from `asked`: --data (the same
 // data, moved), --epochs (to extend the run), --threads, --checkpoint-every, --max-pixels,
 // --skip-nonfinite, --plain. Every other flag in asked.given_flags must agree with the run or is
-// refused; callers that list no given_flags get the model check of asked.model_explicit only.
+// refused, and with asked.model_explicit the asked model must equal the checkpoint's field by
+// field (model flags are not listed in given_flags: the model they make is compared). Callers
+// that list no given_flags get the architecture check of asked.model_explicit only.
 TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoint& checkpoint,
                           const std::string& checkpoint_path);
 

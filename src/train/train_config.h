@@ -40,6 +40,9 @@ struct TrainConfig {
   // one a resumed run may take (resume.h) or agree with the checkpoint; when empty, only the
   // model is checked (model_explicit).
   std::vector<std::string> given_flags;
+  // The model fields set on the command line (ViTConfig keys; "*" for a --preset: all of them).
+  // On resume each must equal the checkpoint's.
+  std::vector<std::string> given_model_fields;
   int64_t stop_after_epoch = 0;  // > 0: stop after this epoch as if interrupted (resume continues the same schedule)
   int64_t checkpoint_every = 0;  // > 0: also save last.safetensors every this many steps (mid-epoch)
   int64_t max_pixels = data::kDefaultMaxPixels;  // image folders: refuse larger images (decompression bombs)
@@ -50,7 +53,7 @@ struct TrainConfig {
   // The fields saved in a checkpoint's "train_config", in its JSON order, all required but the
   // milestones (added later). The model is saved on its own ("model_config"), and so is the
   // normalisation in use; the rest (threads, out_dir, resume, overwrite, progress, model_explicit,
-  // given_flags, stop_after_epoch, checkpoint_every, max_pixels) belongs to one process's run and
+  // given_flags, given_model_fields, stop_after_epoch, checkpoint_every, max_pixels) belongs to one process's run and
   // is not saved.
   template <class Visitor>
   void visit_fields(Visitor& visit) {

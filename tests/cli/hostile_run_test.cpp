@@ -174,8 +174,14 @@ TEST(HostileRun, ResumeTakesWhatMayChangeAndRefusesTheRestNamingBothValues) {
       << lr.out;
   expect_error(vit("train --resume " + run + " --epochs 2 --dropout 0.3"),
                "[train] " + run +
-                   "/last.safetensors: checkpoint is a different model than requested: --dropout 0.3 "
+                   "/last.safetensors: checkpoint is a different model than requested: dropout 0.3 "
                    "(the checkpoint's 0)");
+  // Every model flag is covered (by the field it sets, not a list of flags), and one that agrees
+  // with the run is not a change.
+  expect_error(vit("train --resume " + run + " --epochs 2 --eps 0.001 --dim 16"),
+               "[train] " + run +
+                   "/last.safetensors: checkpoint is a different model than requested: eps 0.001 (the checkpoint's "
+                   "1e-06); resume without model flags");
   expect_error(vit("train --resume " + run + " --epochs 2 --no-augment"),
                "[train] --resume " + run +
                    ": --no-augment: rotate_degrees 0 (the run's 8), translate 0 (the run's "
