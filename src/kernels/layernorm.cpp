@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace vit::kernels {
@@ -84,14 +85,24 @@ void layernorm_backward(const T* x, const T* weight, const T* mean, const T* rst
   }
 }
 
+namespace {
+
+// Mean and (biased) variance of one row of n values, two passes in double: the references' statistics.
+template <typename T>
+std::pair<double, double> row_moments_ref(const T* row, int64_t n) {
+  double mean = 0.0, var = 0.0;
+  for (int64_t i = 0; i < n; ++i) mean += row[i];
+  mean /= static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) var += (row[i] - mean) * (row[i] - mean);
+  return {mean, var / static_cast<double>(n)};
+}
+
+}  // namespace
+
 template <typename T>
 void layernorm_forward_ref(const T* x, const T* weight, const T* bias, T* y, int64_t rows, int64_t n, double eps) {
   for (int64_t r = 0; r < rows; ++r) {
-    double mean = 0.0, var = 0.0;
-    for (int64_t i = 0; i < n; ++i) mean += x[r * n + i];
-    mean /= static_cast<double>(n);
-    for (int64_t i = 0; i < n; ++i) var += (x[r * n + i] - mean) * (x[r * n + i] - mean);
-    var /= static_cast<double>(n);
+    const auto [mean, var] = row_moments_ref(x + r * n, n);
     for (int64_t i = 0; i < n; ++i) {
       const double xhat = (x[r * n + i] - mean) / std::sqrt(var + eps);
       y[r * n + i] = static_cast<T>(xhat * (weight ? weight[i] : 1.0) + (bias ? bias[i] : 0.0));
@@ -107,11 +118,7 @@ void layernorm_backward_ref(const T* x, const T* weight, const T* dy, T* dx, T* 
   std::vector<double> xhat(n), g(n);           // one row (n)
   std::vector<double> dw(n, 0.0), db(n, 0.0);  // (n), summed over rows in double
   for (int64_t r = 0; r < rows; ++r) {
-    double mean = 0.0, var = 0.0;
-    for (int64_t i = 0; i < n; ++i) mean += x[r * n + i];
-    mean /= static_cast<double>(n);
-    for (int64_t i = 0; i < n; ++i) var += (x[r * n + i] - mean) * (x[r * n + i] - mean);
-    var /= static_cast<double>(n);
+    const auto [mean, var] = row_moments_ref(x + r * n, n);
     const double rstd = 1.0 / std::sqrt(var + eps);
     double g_mean = 0.0, gx_mean = 0.0;
     for (int64_t i = 0; i < n; ++i) {
