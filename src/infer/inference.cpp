@@ -2,8 +2,12 @@
 #include "infer/inference.h"
 
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
+#include <unordered_map>
 
 #include "kernels/fused.h"
 #include "kernels/im2row.h"
@@ -15,10 +19,18 @@ namespace {
 
 const float* ptr(const Variable& v) { return v.defined() ? v.data().data<float>() : nullptr; }
 
-// y (rows, out) = epilogue(x (rows, in) @ W^T + bias) for one of the model's Linear layers.
-void linear(const float* x, int64_t rows, const nn::Linear& layer, float* y, kernels::Epilogue epilogue) {
-  kernels::linear_forward<float>(x, rows, layer.in_features, layer.in_features, ptr(layer.weight), layer.out_features,
-                                 ptr(layer.bias), y, layer.out_features, epilogue);
+// Hands the whole pages inside [p, p + bytes) back to the kernel (see inference.h). Advice only:
+// where the kernel refuses (no MADV_PAGEOUT before Linux 5.4), the pages simply stay.
+void page_out(const void* p, size_t bytes) {
+#ifdef MADV_PAGEOUT
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 // LayerNorm of float32 rows (in place allowed): the training kernel, without saving statistics.
@@ -30,9 +42,53 @@ enum Buffer : size_t { kRows, kX, kH, kQkv, kAttn, kHidden, kPooled, kCount };
 
 }  // namespace
 
+struct InferenceSession::Packed {
+  std::unordered_map<const float*, kernels::PackedMatrix> weights;
+
+  void add(const Variable& weight, int64_t out_features, int64_t in_features) {
+    const float* w = ptr(weight);
+    if (weights.count(w)) return;
+    weights.emplace(w, kernels::PackedMatrix::from_weight(w, out_features, in_features));
+    page_out(w, static_cast<size_t>(out_features * in_features) * sizeof(float));
+  }
+
+  // y (rows, out) = epilogue(x (rows, in) @ W^T + bias); W packed unless the CPU lacks AVX2.
+  void linear(const float* x, int64_t rows, const Variable& weight, const Variable& bias, int64_t out_features,
+              int64_t in_features, float* y, kernels::Epilogue e) const {
+    const auto it = weights.find(ptr(weight));
+    if (it != weights.end()) {
+      kernels::linear_forward_packed(x, rows, in_features, in_features, it->second, ptr(bias), y, out_features, e);
+    } else {
+      kernels::linear_forward<float>(x, rows, in_features, in_features, ptr(weight), out_features, ptr(bias), y,
+                                     out_features, e);
+    }
+  }
+  void linear(const float* x, int64_t rows, const nn::Linear& l, float* y, kernels::Epilogue e) const {
+    linear(x, rows, l.weight, l.bias, l.out_features, l.in_features, y, e);
+  }
+};
+
 InferenceSession::InferenceSession(const model::VisionTransformer& model) : model_(model), buffers_(kCount) {
   VIT_CHECK(supports(model), "inference", "the inference path needs float32 parameters with contiguous storage");
+  auto packed = std::make_shared<Packed>();
+  if (kernels::packed_gemm_supported()) {
+    const model::ViTConfig& c = model.config();
+    packed->add(model.patch_embed->proj->weight, c.dim, c.in_channels * c.patch_size * c.patch_size);
+    // Every Linear below the root, depth first.
+    std::vector<std::shared_ptr<nn::Module>> stack;
+    for (const auto& [name, child] : model.named_children()) stack.push_back(child);
+    while (!stack.empty()) {
+      const std::shared_ptr<nn::Module> m = stack.back();
+      stack.pop_back();
+      if (const auto* l = dynamic_cast<const nn::Linear*>(m.get()))
+        packed->add(l->weight, l->out_features, l->in_features);
+      for (const auto& [name, child] : m->named_children()) stack.push_back(child);
+    }
+  }
+  packed_ = std::move(packed);
 }
+
+InferenceSession::~InferenceSession() = default;
 
 bool InferenceSession::supports(const model::VisionTransformer& model) {
   for (const auto& [name, p] : model.named_parameters()) {
@@ -82,8 +138,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   float* patch_rows = buffer(kRows, static_cast<size_t>(B * P * K));
   kernels::im2row<float>(cs, images.data<float>(), patch_rows);
   float* h = buffer(kH, static_cast<size_t>(rows * std::max(D, F)));
-  kernels::linear_forward<float>(patch_rows, B * P, K, K, ptr(conv.weight), D, ptr(conv.bias), h, D,
-                                 kernels::Epilogue::Store);  // h = patches @ W^T + bias
+  packed_->linear(patch_rows, B * P, conv.weight, conv.bias, D, K, h, kernels::Epilogue::Store);
   float* x = buffer(kX, static_cast<size_t>(rows * D));
   const float* pos = ptr(model_.pos_embed);
   const float* cls_token = ptr(model_.cls_token);
@@ -113,14 +168,14 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
     const nn::EncoderBlock& block = *block_ptr;
     const nn::MultiHeadSelfAttention& a = *block.attn;
     layernorm_rows(x, ptr(block.norm1->weight), ptr(block.norm1->bias), h, rows, D, block.norm1->eps);
-    linear(h, rows, *a.qkv, qkv, kernels::Epilogue::Store);
+    packed_->linear(h, rows, *a.qkv, qkv, kernels::Epilogue::Store);
     kernels::attention_inference(as, qkv, scale, attn);
-    linear(attn, rows, *a.proj, x, kernels::Epilogue::Accumulate);  // x += proj(attn): the residual
+    packed_->linear(attn, rows, *a.proj, x, kernels::Epilogue::Accumulate);  // x += proj(attn): the residual
     const nn::Mlp& mlp = *block.mlp;
     layernorm_rows(x, ptr(block.norm2->weight), ptr(block.norm2->bias), h, rows, D, block.norm2->eps);
-    linear(h, rows, *mlp.fc1, hidden,
-           mlp.act->tanh_approximation ? kernels::Epilogue::GeluTanh : kernels::Epilogue::Gelu);
-    linear(hidden, rows, *mlp.fc2, x, kernels::Epilogue::Accumulate);
+    packed_->linear(h, rows, *mlp.fc1, hidden,
+                    mlp.act->tanh_approximation ? kernels::Epilogue::GeluTanh : kernels::Epilogue::Gelu);
+    packed_->linear(hidden, rows, *mlp.fc2, x, kernels::Epilogue::Accumulate);
   }
 
   // ---- pooling: the CLS row (final norm on B rows only) or the mean of the tokens + fc_norm ----
@@ -146,7 +201,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   if (model_.pre_logits) {
     const nn::Linear& fc = *model_.pre_logits->fc;
     pre = Tensor::empty({B, fc.out_features});
-    linear(pooled, B, fc, pre.data<float>(), kernels::Epilogue::Store);
+    packed_->linear(pooled, B, fc, pre.data<float>(), kernels::Epilogue::Store);
     kernels::bias_tanh_inplace(pre.data<float>(), nullptr, B, fc.out_features);
     features = pre.data<float>();
     width = fc.out_features;
@@ -158,7 +213,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   }
   const nn::Linear& head = *model_.head;
   result = Tensor::empty({B, head.out_features});
-  linear(features, B, head, result.data<float>(), kernels::Epilogue::Store);
+  packed_->linear(features, B, head, result.data<float>(), kernels::Epilogue::Store);
 }
 
 }  // namespace vit::infer

@@ -5,10 +5,15 @@
 //  - fused passes: bias + GELU, bias + residual (the GEMM accumulates into the residual
 //    stream), position embedding + bias + CLS assembly, LayerNorm on only the pooled rows;
 //  - attention split over (batch, head, query block) so batch 1 keeps every thread busy.
-// Weights are read in place from the model's parameters (which may be memory-mapped).
+// Weights: every Linear (and the patch projection) is packed once, at construction, into the
+// GEMM's panel layout (kernels/packed_gemm.h); the pages of the model's own copy are then handed
+// back to the kernel (madvise MADV_PAGEOUT: a memory-mapped checkpoint's clean pages leave
+// memory, so resident memory stays ~1x the weights; nothing is lost, a later read faults the page
+// back in). Other parameters (norms, embeddings) are read in place.
 // Works for float32 models; Session::supports() says whether a model can use it.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
@@ -20,6 +25,7 @@ class InferenceSession {
  public:
   // The model must outlive the session; its parameters are read at every call.
   explicit InferenceSession(const model::VisionTransformer& model);
+  ~InferenceSession();
   static bool supports(const model::VisionTransformer& model);  // float32 parameters
 
   // images (B, C, H, W) float32 -> logits (B, num_classes).
@@ -30,7 +36,9 @@ class InferenceSession {
  private:
   void run(const Tensor& images, bool with_head, Tensor& result);
   float* buffer(size_t index, size_t floats);
+  struct Packed;  // the packed weights, by the model's weight pointer (inference.cpp)
   const model::VisionTransformer& model_;
+  std::shared_ptr<const Packed> packed_;
   std::vector<std::vector<float>> buffers_;  // the arena: one vector per role, grown on demand
 };
 

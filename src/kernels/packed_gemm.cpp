@@ -1,0 +1,322 @@
+// The packed float32 GEMM (see packed_gemm.h).
+#include "kernels/packed_gemm.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/vmath.h"
+
+namespace vit::kernels {
+namespace {
+
+constexpr int64_t kMr = 6;                   // rows of A per micro-panel
+constexpr int64_t kNr = kPanelWidth;         // columns of B per panel (two AVX2 registers)
+constexpr int64_t kKc = 256;                 // depth of a block: a B panel is kKc x 16 floats = 16 KiB (L1)
+constexpr int64_t kMc = 33 * kMr;            // rows of an A block: 198 x 256 floats = 198 KiB (L2); 197 tokens fit
+constexpr int64_t kParallelFlops = 1 << 18;  // below this many multiply-adds, one thread
+
+// How the old C enters the first store of a tile.
+enum class Init { Overwrite, Scale, Add };
+
+template <Activation A>
+inline float activate(float x) {
+  if constexpr (A == Activation::Gelu) {
+    return gelu_fast(x);
+  } else if constexpr (A == Activation::GeluTanh) {
+    return gelu_tanh_fast(x);
+  } else {
+    return x;
+  }
+}
+
+// C tile (rows x cols) from the accumulated tile t (6 x 16). Not first: C += alpha t. First: C =
+// alpha t (+ beta C). Last: then + bias and the activation.
+template <Init I, bool Last, Activation A>
+inline void store_tile(const float* __restrict t, int64_t rows, int64_t cols, float* __restrict C, int64_t ldc,
+                       float alpha, float beta, const float* __restrict bias) {
+  alignas(32) float b[kNr] = {};
+  if (Last && bias) std::memcpy(b, bias, static_cast<size_t>(cols) * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* c = C + r * ldc;
+    const float* v = t + r * kNr;
+    // Whole rows of 16 through a local buffer, in plain loops GCC vectorises (GELU included).
+    alignas(32) float x[kNr] = {};
+    if (I == Init::Overwrite || cols == kNr) {
+      if constexpr (I == Init::Overwrite) {
+        for (int64_t j = 0; j < kNr; ++j) x[j] = alpha * v[j];
+      } else if constexpr (I == Init::Scale) {
+        for (int64_t j = 0; j < kNr; ++j) x[j] = alpha * v[j] + beta * c[j];
+      } else {
+        for (int64_t j = 0; j < kNr; ++j) x[j] = alpha * v[j] + c[j];
+      }
+    } else {
+      for (int64_t j = 0; j < cols; ++j) x[j] = alpha * v[j] + (I == Init::Scale ? beta : 1.0f) * c[j];
+    }
+    if constexpr (Last) {
+      for (int64_t j = 0; j < kNr; ++j) x[j] = activate<A>(x[j] + b[j]);
+    }
+    if (cols == kNr) {
+      std::memcpy(c, x, sizeof(x));
+    } else {
+      std::memcpy(c, x, static_cast<size_t>(cols) * sizeof(float));
+    }
+  }
+}
+
+struct Tail {
+  Init init;
+  bool last;
+  float alpha, beta;
+  const float* bias;  // at the tile's first column, or null
+  Activation act;
+};
+
+void finish_tile(const float* t, int64_t rows, int64_t cols, float* C, int64_t ldc, const Tail& tail) {
+  auto go = [&]<Init I>() {
+    if (!tail.last)
+      return store_tile<I, false, Activation::None>(t, rows, cols, C, ldc, tail.alpha, tail.beta, nullptr);
+    switch (tail.act) {
+      case Activation::None:
+        return store_tile<I, true, Activation::None>(t, rows, cols, C, ldc, tail.alpha, tail.beta, tail.bias);
+      case Activation::Gelu:
+        return store_tile<I, true, Activation::Gelu>(t, rows, cols, C, ldc, tail.alpha, tail.beta, tail.bias);
+      case Activation::GeluTanh:
+        return store_tile<I, true, Activation::GeluTanh>(t, rows, cols, C, ldc, tail.alpha, tail.beta, tail.bias);
+    }
+  };
+  switch (tail.init) {
+    case Init::Overwrite:
+      return go.template operator()<Init::Overwrite>();
+    case Init::Scale:
+      return go.template operator()<Init::Scale>();
+    case Init::Add:
+      return go.template operator()<Init::Add>();
+  }
+}
+
+// The 6 x 16 micro-kernel: tile = Ap (kc x 6, k-major) ^T @ Bp (kc x 16). With Prefetch, one
+// cache line of `next` (the next B panel) is fetched per k, so the whole next panel is in L1 by
+// the time it is needed.
+template <bool Prefetch>
+__attribute__((target("avx2,fma"))) void micro_kernel(const float* __restrict Ap, const float* __restrict Bp,
+                                                      int64_t kc, const float* __restrict next, float* __restrict t) {
+  __m256 c0[kMr], c1[kMr];
+#pragma GCC unroll 6
+  for (int r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(Bp + k * kNr), b1 = _mm256_load_ps(Bp + k * kNr + 8);
+    if constexpr (Prefetch) _mm_prefetch(reinterpret_cast<const char*>(next + k * kNr), _MM_HINT_T0);
+#pragma GCC unroll 6
+    for (int r = 0; r < kMr; ++r) {
+      const __m256 a = _mm256_broadcast_ss(Ap + k * kMr + r);
+      c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < kMr; ++r) {
+    _mm256_store_ps(t + r * kNr, c0[r]);
+    _mm256_store_ps(t + r * kNr + 8, c1[r]);
+  }
+}
+
+// Rows m0 .. m0+mc, depth k0 .. k0+kc of op(A) into micro-panels of 6 rows (zero past mc).
+void pack_a(bool trans_a, const float* A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
+            float* __restrict out) {
+  for (int64_t i = 0; i < mc; i += kMr) {
+    const int64_t rows = std::min(kMr, mc - i);
+    float* __restrict p = out + i * kc;
+    if (trans_a) {  // A stored (K, M): the 6 rows of one k are contiguous
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* a = A + (k0 + k) * lda + m0 + i;
+        for (int64_t r = 0; r < rows; ++r) p[k * kMr + r] = a[r];
+        for (int64_t r = rows; r < kMr; ++r) p[k * kMr + r] = 0.0f;
+      }
+      continue;
+    }
+    if (rows == kMr) {
+      const float* a[kMr];
+      for (int64_t r = 0; r < kMr; ++r) a[r] = A + (m0 + i + r) * lda + k0;
+      for (int64_t k = 0; k < kc; ++k) {
+#pragma GCC unroll 6
+        for (int64_t r = 0; r < kMr; ++r) p[k * kMr + r] = a[r][k];
+      }
+      continue;
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+      for (int64_t r = 0; r < rows; ++r) p[k * kMr + r] = A[(m0 + i + r) * lda + k0 + k];
+      for (int64_t r = rows; r < kMr; ++r) p[k * kMr + r] = 0.0f;
+    }
+  }
+}
+
+struct Problem {
+  bool trans_a;
+  const float* A;
+  int64_t lda, M;
+  const float* B;  // packed
+  int64_t K, N;
+  float* C;
+  int64_t ldc;
+  GemmEpilogue e;
+};
+
+// Rows [m_begin, m_end) x panels [j_begin, j_end) of C; abuf holds kMc x kKc floats.
+void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin, int64_t j_end, float* abuf) {
+  for (int64_t k0 = 0; k0 < p.K; k0 += kKc) {
+    const int64_t kc = std::min(kKc, p.K - k0);
+    Tail tail{};
+    tail.init = k0 > 0 ? Init::Add : p.e.beta == 0.0f ? Init::Overwrite : p.e.beta == 1.0f ? Init::Add : Init::Scale;
+    tail.last = k0 + kc >= p.K;
+    tail.alpha = p.e.alpha;
+    tail.beta = p.e.beta;
+    tail.act = p.e.act;
+    for (int64_t m0 = m_begin; m0 < m_end; m0 += kMc) {
+      const int64_t mc = std::min(kMc, m_end - m0), micro = (mc + kMr - 1) / kMr;
+      pack_a(p.trans_a, p.A, p.lda, m0, mc, k0, kc, abuf);
+      for (int64_t j = j_begin; j < j_end; ++j) {
+        const float* bp = p.B + j * p.K * kNr + k0 * kNr;
+        const float* next = j + 1 < j_end ? bp + p.K * kNr : nullptr;
+        const int64_t n0 = j * kNr, cols = std::min(kNr, p.N - n0);
+        tail.bias = p.e.bias ? p.e.bias + n0 : nullptr;
+        for (int64_t i = 0; i < micro; ++i) {
+          alignas(32) float t[kMr * kNr];
+          // The last micro-panel fetches the next B panel into L1.
+          if (next && i == micro - 1) {
+            micro_kernel<true>(abuf + i * kMr * kc, bp, kc, next, t);
+          } else {
+            micro_kernel<false>(abuf + i * kMr * kc, bp, kc, nullptr, t);
+          }
+          const int64_t rows = std::min(kMr, mc - i * kMr);
+          finish_tile(t, rows, cols, p.C + (m0 + i * kMr) * p.ldc + n0, p.ldc, tail);
+        }
+      }
+    }
+  }
+}
+
+float* a_buffer() {
+  thread_local std::vector<float> storage;
+  const size_t need = static_cast<size_t>(kMc * kKc) + 16;
+  if (storage.size() < need) storage.resize(need);
+  float* a = storage.data();
+  return a + (8 - (reinterpret_cast<uintptr_t>(a) / sizeof(float)) % 8) % 8;
+}
+
+// K = 0: C = act(beta C + bias).
+void epilogue_only(int64_t M, int64_t N, float* C, int64_t ldc, const GemmEpilogue& e) {
+  const float zeros[kMr * kNr] = {};
+  for (int64_t m = 0; m < M; m += kMr) {
+    for (int64_t n = 0; n < N; n += kNr) {
+      const Tail tail{
+          e.beta == 0.0f ? Init::Overwrite : Init::Scale, true, e.alpha, e.beta, e.bias ? e.bias + n : nullptr, e.act};
+      finish_tile(zeros, std::min(kMr, M - m), std::min(kNr, N - n), C + m * ldc + n, ldc, tail);
+    }
+  }
+}
+
+}  // namespace
+
+bool packed_gemm_supported() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return supported;
+}
+
+size_t packed_size(int64_t K, int64_t N) { return static_cast<size_t>(((N + kNr - 1) / kNr) * K * kNr); }
+
+void pack_b(const float* B, int64_t K, int64_t N, int64_t ldb, bool transposed, float* out) {
+  const int64_t panels = (N + kNr - 1) / kNr;
+#pragma omp parallel for schedule(static) if (panels > 1 && K * N > (1 << 16) && !omp_in_parallel())
+  for (int64_t j = 0; j < panels; ++j) {
+    const int64_t n0 = j * kNr, cols = std::min(kNr, N - n0);
+    float* __restrict p = out + j * K * kNr;
+    if (!transposed) {
+      for (int64_t k = 0; k < K; ++k) {
+        const float* b = B + k * ldb + n0;
+        for (int64_t c = 0; c < cols; ++c) p[k * kNr + c] = b[c];
+        for (int64_t c = cols; c < kNr; ++c) p[k * kNr + c] = 0.0f;
+      }
+      continue;
+    }
+    // B^T stored (N, K): column n0 + c of B is row n0 + c of the storage. Blocks of 8 k keep
+    // the 16 source rows' lines in L1 while they are spread.
+    if (cols < kNr) std::fill(p, p + K * kNr, 0.0f);
+    for (int64_t k0 = 0; k0 < K; k0 += 64) {
+      const int64_t kend = std::min(K, k0 + 64);
+      for (int64_t c = 0; c < cols; ++c) {
+        const float* b = B + (n0 + c) * ldb;
+        for (int64_t k = k0; k < kend; ++k) p[k * kNr + c] = b[k];
+      }
+    }
+  }
+}
+
+PackedMatrix::PackedMatrix(int64_t k, int64_t n) : k_(k), n_(n) {
+  const size_t bytes = std::max<size_t>(64, (packed_size(k, n) * sizeof(float) + 63) / 64 * 64);
+  data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+  if (!data_) throw std::bad_alloc();
+}
+
+PackedMatrix PackedMatrix::from_weight(const float* W, int64_t N, int64_t K) {
+  VIT_CHECK(N >= 0 && K >= 0, "packed_gemm", "invalid weight shape ({}, {})", N, K);
+  PackedMatrix m(K, N);
+  pack_b(W, K, N, K, true, m.data_.get());
+  return m;
+}
+
+PackedMatrix PackedMatrix::from_rows(const float* B, int64_t K, int64_t N, int64_t ldb) {
+  VIT_CHECK(N >= 0 && K >= 0 && ldb >= N, "packed_gemm", "invalid matrix ({}, {}) ldb={}", K, N, ldb);
+  PackedMatrix m(K, N);
+  pack_b(B, K, N, ldb, false, m.data_.get());
+  return m;
+}
+
+void packed_gemm(bool trans_a, const float* A, int64_t lda, int64_t M, const float* packed_b, int64_t K, int64_t N,
+                 float* C, int64_t ldc, const GemmEpilogue& e) {
+  VIT_CHECK(M >= 0 && K >= 0 && N >= 0 && ldc >= N && lda >= (trans_a ? M : K), "packed_gemm",
+            "invalid sizes M={} K={} N={} lda={} ldc={}", M, K, N, lda, ldc);
+  if (M == 0 || N == 0) return;
+  if (K == 0) return epilogue_only(M, N, C, ldc, e);
+  const Problem p{trans_a, A, lda, M, packed_b, K, N, C, ldc, e};
+  const int64_t panels = (N + kNr - 1) / kNr;
+  const int threads = omp_in_parallel() || M * N * K < kParallelFlops ? 1 : omp_get_max_threads();
+  if (threads == 1) return run_block(p, 0, M, 0, panels, a_buffer());
+  // Split the panels of B when there are enough of them (each thread streams its own weights
+  // once), else the rows of A in whole micro-panels.
+  const bool split_n = panels >= 4 * threads || M < 2 * kMr * threads;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+    if (split_n) {
+      const int64_t j0 = panels * t / T, j1 = panels * (t + 1) / T;
+      if (j0 < j1) run_block(p, 0, M, j0, j1, a_buffer());
+    } else {
+      const int64_t micro = (M + kMr - 1) / kMr;
+      const int64_t m0 = micro * t / T * kMr, m1 = std::min(M, micro * (t + 1) / T * kMr);
+      if (m0 < m1) run_block(p, m0, m1, 0, panels, a_buffer());
+    }
+  }
+}
+
+void gemm_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float* C, int64_t ldc, const GemmEpilogue& e) {
+  VIT_CHECK(M >= 0 && K >= 0 && N >= 0 && ldb >= (trans_b ? K : N), "packed_gemm", "invalid sizes K={} N={} ldb={}", K,
+            N, ldb);
+  if (M == 0 || N == 0) return;
+  thread_local std::vector<float> storage;
+  const size_t need = packed_size(K, N) + 16;
+  if (storage.size() < need) storage.resize(need);
+  float* packed = storage.data();
+  packed += (16 - (reinterpret_cast<uintptr_t>(packed) / sizeof(float)) % 16) % 16;
+  pack_b(B, K, N, ldb, trans_b, packed);
+  packed_gemm(trans_a, A, lda, M, packed, K, N, C, ldc, e);
+}
+
+}  // namespace vit::kernels

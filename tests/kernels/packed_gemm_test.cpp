@@ -1,0 +1,167 @@
+// The packed GEMM (kernels/packed_gemm.h) against a double reference: sizes around its 6-row
+// micro-panels, 16-column panels, 256-deep K blocks and 198-row M blocks; both transposes;
+// alpha, beta (0 ignores NaN in C), bias and both GELUs; strided A and C (the padding is never
+// written); the threaded and the single-thread split; K = 0; the two ways to pack B.
+#include "kernels/packed_gemm.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/kernel_test_util.h"
+
+namespace vit::kernels {
+namespace {
+
+using test::random_vector;
+
+struct Case {
+  int64_t M, N, K;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f, beta = 0.0f;
+  bool bias = false;
+  Activation act = Activation::None;
+  int64_t pad = 0;  // extra row stride of A, B and C
+};
+
+std::string describe(const Case& c) {
+  return fmt::format("M={} N={} K={} trans_a={} trans_b={} alpha={} beta={} bias={} act={} pad={}", c.M, c.N, c.K,
+                     c.trans_a, c.trans_b, c.alpha, c.beta, c.bias, static_cast<int>(c.act), c.pad);
+}
+
+double activate_ref(Activation a, double x) {
+  if (a == Activation::Gelu) return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  if (a == Activation::GeluTanh) return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  return x;
+}
+
+// Runs gemm_packed (single_thread: from inside a parallel region, so it runs on one thread) and
+// checks every element of C, padding included.
+void check(const Case& c, bool single_thread = false) {
+  const int64_t lda = (c.trans_a ? c.M : c.K) + c.pad, ldb = (c.trans_b ? c.K : c.N) + c.pad, ldc = c.N + c.pad;
+  const int64_t a_rows = c.trans_a ? c.K : c.M, b_rows = c.trans_b ? c.N : c.K;
+  const std::vector<float> A = random_vector<float>(std::max<int64_t>(1, a_rows * lda), 1 + c.M + c.K),
+                           B = random_vector<float>(std::max<int64_t>(1, b_rows * ldb), 2 + c.N),
+                           bias = random_vector<float>(std::max<int64_t>(1, c.N), 3);
+  std::vector<float> C = random_vector<float>(std::max<int64_t>(1, c.M * ldc), 4 + c.N);
+  if (c.beta == 0.0f && c.M > 0 && c.N > 0) C[0] = std::numeric_limits<float>::quiet_NaN();  // must be ignored
+  const std::vector<float> before = C;
+  GemmEpilogue e;
+  e.alpha = c.alpha;
+  e.beta = c.beta;
+  e.bias = c.bias ? bias.data() : nullptr;
+  e.act = c.act;
+  if (single_thread) {
+#pragma omp parallel num_threads(1)
+    gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, C.data(), ldc, e);
+  } else {
+    gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, C.data(), ldc, e);
+  }
+  double worst = 0;
+  for (int64_t m = 0; m < c.M; ++m) {
+    for (int64_t n = 0; n < ldc; ++n) {
+      const float got = C[m * ldc + n];
+      if (n >= c.N) {
+        ASSERT_EQ(got, before[m * ldc + n]) << "wrote past N at row " << m << ": " << describe(c);
+        continue;
+      }
+      double dot = 0, scale = 0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        const double a = c.trans_a ? A[k * lda + m] : A[m * lda + k];
+        const double b = c.trans_b ? B[n * ldb + k] : B[k * ldb + n];
+        dot += a * b;
+        scale += std::abs(a * b);
+      }
+      double want = c.alpha * dot;
+      if (c.beta != 0.0f) want += c.beta * static_cast<double>(before[m * ldc + n]);
+      if (c.bias) want += bias[n];
+      want = activate_ref(c.act, want);
+      ASSERT_TRUE(std::isfinite(got)) << "m=" << m << " n=" << n << ": " << describe(c);
+      worst = std::max(worst, std::abs(got - want) / (1.0 + std::abs(c.alpha) * scale + std::abs(c.beta)));
+    }
+  }
+  EXPECT_LT(worst, test::kLinearKernelTol) << describe(c);
+}
+
+TEST(PackedGemm, MatchesReferenceAroundPanelEdges) {
+  for (int64_t M : {1, 5, 6, 7, 13}) {
+    for (int64_t N : {1, 15, 16, 17, 33}) {
+      for (int64_t K : {1, 7, 64}) {
+        check({M, N, K});
+        check({M, N, K, true, true, 1.0f, 0.0f, false, Activation::None, 3});
+      }
+    }
+  }
+}
+
+TEST(PackedGemm, KBlocksAndMBlocks) {
+  // K across the 256-deep blocks; M across the 198-row blocks; both threaded splits (many panels:
+  // columns split; few panels and many rows: rows split) and the single-thread path.
+  for (int64_t K : {255, 256, 257, 513}) check({20, 40, K});
+  for (int64_t M : {197, 198, 199, 400}) {
+    check({M, 100, 70});
+    check({M, 100, 70}, true);
+  }
+  check({600, 20, 300, false, false, 1.0f, 1.0f});  // rows split, accumulating over K blocks
+  check({197, 2304, 300, false, true, 1.0f, 0.0f, true});
+}
+
+TEST(PackedGemm, EpiloguesTransposesAndStrides) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (float alpha : {1.0f, 0.125f}) {
+        for (float beta : {0.0f, 1.0f, -0.5f}) {
+          check({23, 37, 300, ta, tb, alpha, beta, true, Activation::None, 2});
+        }
+      }
+    }
+  }
+  for (Activation act : {Activation::Gelu, Activation::GeluTanh}) {
+    for (float beta : {0.0f, 1.0f}) {
+      check({50, 65, 290, false, true, 1.0f, beta, true, act, 1});
+      check({7, 9, 3, false, true, 1.0f, beta, false, act});
+    }
+  }
+}
+
+TEST(PackedGemm, ZeroDepthAppliesOnlyTheEpilogue) {
+  check({5, 18, 0, false, false, 1.0f, 0.0f, true});
+  check({5, 18, 0, false, false, 1.0f, 0.5f, true, Activation::Gelu});
+  check({0, 4, 3});  // nothing to do
+  check({4, 0, 3});
+}
+
+TEST(PackedGemm, PackedOnceEqualsPackedPerCall) {
+  const int64_t M = 31, N = 45, K = 270;
+  const std::vector<float> A = random_vector<float>(M * K, 7), W = random_vector<float>(N * K, 8);
+  std::vector<float> Wt(static_cast<size_t>(K * N));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) Wt[k * N + n] = W[n * K + k];
+  }
+  const PackedMatrix from_weight = PackedMatrix::from_weight(W.data(), N, K);
+  const PackedMatrix from_rows = PackedMatrix::from_rows(Wt.data(), K, N, N);
+  ASSERT_EQ(from_weight.bytes(), from_rows.bytes());
+  EXPECT_EQ(0, std::memcmp(from_weight.data(), from_rows.data(), from_weight.bytes()));
+  EXPECT_EQ(from_weight.rows(), K);
+  EXPECT_EQ(from_weight.cols(), N);
+  EXPECT_EQ(from_weight.panels(), 3);
+  std::vector<float> once(static_cast<size_t>(M * N)), per_call(once.size());
+  packed_gemm(false, A.data(), K, M, from_weight.data(), K, N, once.data(), N, {});
+  gemm_packed(false, true, M, N, K, A.data(), K, W.data(), K, per_call.data(), N, {});
+  EXPECT_EQ(once, per_call);  // the same packed panels through the same loops: bit for bit
+}
+
+TEST(PackedGemm, BadSizesAreRefused) {
+  std::vector<float> A(12, 1.0f), C(12, 0.0f);
+  EXPECT_THROW(gemm_packed(false, false, 2, 3, 4, A.data(), 3, A.data(), 3, C.data(), 3, {}), Error);  // lda < K
+  EXPECT_THROW(gemm_packed(false, false, 2, 3, 2, A.data(), 2, A.data(), 2, C.data(), 3, {}), Error);  // ldb < N
+  EXPECT_THROW(gemm_packed(false, false, 2, 3, 2, A.data(), 2, A.data(), 3, C.data(), 2, {}), Error);  // ldc < N
+  EXPECT_THROW(PackedMatrix::from_rows(A.data(), 2, 4, 3), Error);
+}
+
+}  // namespace
+}  // namespace vit::kernels
