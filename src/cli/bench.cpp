@@ -51,6 +51,7 @@ void add_bench_command(CLI::App& app) {
     std::printf("  median %.2f ms, p90 %.2f ms, %.1f images/s, %.1f GFLOP/s, peak RSS %.1f MiB\n", r.median_ms,
                 r.p90_ms, r.images_per_s, r.gflops, r.peak_rss_mb);
     if (r.load_ms >= 0) std::printf("  loaded in %.1f ms\n", r.load_ms);
+    if (r.pack_ms >= 0) std::printf("  weights packed in %.1f ms\n", r.pack_ms);
   });
 }
 

@@ -21,8 +21,8 @@ Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
   VIT_CHECK(data_ != nullptr, "tensor", "out of memory allocating {} bytes", nbytes);
 }
 
-Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
-    : data_(data), nbytes_(nbytes), owner_(std::move(owner)) {}
+Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner, bool file_mapped)
+    : data_(data), nbytes_(nbytes), owner_(std::move(owner)), file_mapped_(file_mapped) {}
 
 Storage::~Storage() {
   if (!owner_) std::free(data_);
@@ -111,10 +111,10 @@ Tensor Tensor::from_data(const std::vector<float>& values, const Shape& shape) {
 Tensor Tensor::from_data(const std::vector<double>& values, const Shape& shape) { return from_vector(values, shape); }
 Tensor Tensor::from_data(const std::vector<int64_t>& values, const Shape& shape) { return from_vector(values, shape); }
 
-Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner) {
+Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner, bool file_mapped) {
   Tensor t;
   t.numel_ = shape_numel(shape);
-  t.storage_ = std::make_shared<Storage>(data, t.numel_ * dtype_size(dtype), std::move(owner));
+  t.storage_ = std::make_shared<Storage>(data, t.numel_ * dtype_size(dtype), std::move(owner), file_mapped);
   t.dtype_ = dtype;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);

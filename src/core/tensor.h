@@ -21,18 +21,22 @@ namespace vit {
 // A block of 64-byte aligned memory, or memory owned by someone else (a memory-mapped file).
 class Storage {
  public:
-  Storage(size_t nbytes);                                           // allocates, uninitialised
-  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner);  // borrows, keeps owner alive
+  Storage(size_t nbytes);  // allocates, uninitialised
+  // Borrows, keeps owner alive; file_mapped: the memory is a private mapping of a file (see
+  // Tensor::is_file_mapped).
+  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner, bool file_mapped = false);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  bool file_mapped() const { return file_mapped_; }
 
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   std::shared_ptr<void> owner_;  // null when we allocated data_ ourselves
+  bool file_mapped_ = false;
 };
 
 class Tensor {
@@ -53,7 +57,8 @@ class Tensor {
   static Tensor from_data(const std::vector<double>& values, const Shape& shape);
   static Tensor from_data(const std::vector<int64_t>& values, const Shape& shape);
   // Wraps external memory without copying; `owner` is kept alive as long as any view exists.
-  static Tensor from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner);
+  static Tensor from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner,
+                          bool file_mapped = false);
 
   // ---- metadata ----
   bool defined() const { return storage_ != nullptr; }
@@ -68,6 +73,9 @@ class Tensor {
   bool is_contiguous() const;
   // True when both tensors view the same storage block.
   bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
+  // True when the data is a private (copy-on-write) mapping of a file, as load_safetensors makes:
+  // its untouched pages can be dropped from this process and read back from the file.
+  bool is_file_mapped() const { return storage_ && storage_->file_mapped(); }
 
   // Typed pointer to the first element (offset applied). Throws if T does not match dtype.
   template <typename T>

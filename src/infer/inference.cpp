@@ -19,18 +19,12 @@ namespace {
 
 const float* ptr(const Variable& v) { return v.defined() ? v.data().data<float>() : nullptr; }
 
-// Hands the whole pages inside [p, p + bytes) back to the kernel (see inference.h). Advice only:
-// where the kernel refuses (no MADV_PAGEOUT before Linux 5.4), the pages simply stay.
-void page_out(const void* p, size_t bytes) {
-#ifdef MADV_PAGEOUT
+// Drops the whole pages inside [p, p + bytes) from this process (see inference.h).
+void release_pages(const void* p, size_t bytes) {
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
   const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
-#else
-  (void)p;
-  (void)bytes;
-#endif
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 // LayerNorm of float32 rows (in place allowed): the training kernel, without saving statistics.
@@ -45,11 +39,13 @@ enum Buffer : size_t { kRows, kX, kH, kQkv, kAttn, kHidden, kPooled, kCount };
 struct InferenceSession::Packed {
   std::unordered_map<const float*, kernels::PackedMatrix> weights;
 
-  void add(const Variable& weight, int64_t out_features, int64_t in_features) {
+  void add(const Variable& weight, int64_t out_features, int64_t in_features, bool release) {
     const float* w = ptr(weight);
     if (weights.count(w)) return;
     weights.emplace(w, kernels::PackedMatrix::from_weight(w, out_features, in_features));
-    page_out(w, static_cast<size_t>(out_features * in_features) * sizeof(float));
+    if (release && weight.data().is_file_mapped()) {
+      release_pages(w, static_cast<size_t>(out_features * in_features) * sizeof(float));
+    }
   }
 
   // y (rows, out) = epilogue(x (rows, in) @ W^T + bias); W packed unless the CPU lacks AVX2.
@@ -68,12 +64,14 @@ struct InferenceSession::Packed {
   }
 };
 
-InferenceSession::InferenceSession(const model::VisionTransformer& model) : model_(model), buffers_(kCount) {
+InferenceSession::InferenceSession(const model::VisionTransformer& model, WeightPages pages)
+    : model_(model), buffers_(kCount) {
+  const bool release = pages == WeightPages::Release;
   VIT_CHECK(supports(model), "inference", "the inference path needs float32 parameters with contiguous storage");
   auto packed = std::make_shared<Packed>();
   if (kernels::packed_gemm_supported()) {
     const model::ViTConfig& c = model.config();
-    packed->add(model.patch_embed->proj->weight, c.dim, c.in_channels * c.patch_size * c.patch_size);
+    packed->add(model.patch_embed->proj->weight, c.dim, c.in_channels * c.patch_size * c.patch_size, release);
     // Every Linear below the root, depth first.
     std::vector<std::shared_ptr<nn::Module>> stack;
     for (const auto& [name, child] : model.named_children()) stack.push_back(child);
@@ -81,7 +79,7 @@ InferenceSession::InferenceSession(const model::VisionTransformer& model) : mode
       const std::shared_ptr<nn::Module> m = stack.back();
       stack.pop_back();
       if (const auto* l = dynamic_cast<const nn::Linear*>(m.get()))
-        packed->add(l->weight, l->out_features, l->in_features);
+        packed->add(l->weight, l->out_features, l->in_features, release);
       for (const auto& [name, child] : m->named_children()) stack.push_back(child);
     }
   }

@@ -6,10 +6,12 @@
 //    stream), position embedding + bias + CLS assembly, LayerNorm on only the pooled rows;
 //  - attention split over (batch, head, query block) so batch 1 keeps every thread busy.
 // Weights: every Linear (and the patch projection) is packed once, at construction, into the
-// GEMM's panel layout (kernels/packed_gemm.h); the pages of the model's own copy are then handed
-// back to the kernel (madvise MADV_PAGEOUT: a memory-mapped checkpoint's clean pages leave
-// memory, so resident memory stays ~1x the weights; nothing is lost, a later read faults the page
-// back in). Other parameters (norms, embeddings) are read in place.
+// GEMM's panel layout (kernels/packed_gemm.h). With WeightPages::Release, the model's own copy
+// of each packed weight, where it is a memory-mapped checkpoint (Tensor::is_file_mapped), is then
+// dropped from this process (madvise MADV_DONTNEED): resident memory stays ~1x the weights, and
+// the file's pages stay in the page cache for the next load. Only for a model nobody modified
+// since it was loaded (a private mapping's modified pages would be dropped too; a later read of
+// an untouched page faults it back in from the file). Other parameters are read in place.
 // Works for float32 models; Session::supports() says whether a model can use it.
 #pragma once
 
@@ -24,7 +26,8 @@ namespace vit::infer {
 class InferenceSession {
  public:
   // The model must outlive the session; its parameters are read at every call.
-  explicit InferenceSession(const model::VisionTransformer& model);
+  enum class WeightPages { Keep, Release };
+  explicit InferenceSession(const model::VisionTransformer& model, WeightPages pages = WeightPages::Keep);
   ~InferenceSession();
   static bool supports(const model::VisionTransformer& model);  // float32 parameters
 

@@ -89,12 +89,13 @@ float bf16_to_float(uint16_t h) {
 }
 
 // Builds the tensor for one entry: zero-copy for F32/F64/I64 when aligned, else converted.
-Tensor make_tensor(const std::string& dtype, const Shape& shape, const char* data, std::shared_ptr<void> owner) {
+Tensor make_tensor(const std::string& dtype, const Shape& shape, const char* data, std::shared_ptr<void> owner,
+                   bool file_mapped) {
   const int64_t n = shape_numel(shape);
   const bool aligned = reinterpret_cast<uintptr_t>(data) % 8 == 0;
   if ((dtype == "F32" || dtype == "F64" || dtype == "I64") && aligned) {
     const DType dt = dtype == "F32" ? DType::F32 : (dtype == "F64" ? DType::F64 : DType::I64);
-    return Tensor::from_blob(const_cast<char*>(data), shape, dt, std::move(owner));
+    return Tensor::from_blob(const_cast<char*>(data), shape, dt, std::move(owner), file_mapped);
   }
   if (dtype == "F32" || dtype == "F64" || dtype == "I64") {
     const DType dt = dtype == "F32" ? DType::F32 : (dtype == "F64" ? DType::F64 : DType::I64);
@@ -122,7 +123,8 @@ Tensor make_tensor(const std::string& dtype, const Shape& shape, const char* dat
   return t;
 }
 
-SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> owner, const std::string& name) {
+SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> owner, const std::string& name,
+                      bool file_mapped) {
   auto bad = [&name](const std::string& what) { fail("safetensors", "{}: {}", name, what); };
   if (size < 8) bad(fmt::format("file is {} bytes, too short for the 8-byte header length", size));
   uint64_t header_len;
@@ -218,7 +220,7 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
     }
   }
   for (const Entry& e : entries) {
-    file.tensors.emplace_back(e.key, make_tensor(e.dtype, e.shape, data + e.begin, owner));
+    file.tensors.emplace_back(e.key, make_tensor(e.dtype, e.shape, data + e.begin, owner, file_mapped));
     file.spans.push_back({e.key, e.dtype, e.begin, e.end});
   }
   return file;
@@ -240,7 +242,7 @@ const Tensor& SafetensorsFile::get(const std::string& name) const {
 SafetensorsFile parse_safetensors(std::shared_ptr<std::vector<char>> bytes, const std::string& name) {
   const char* base = bytes->data();
   const uint64_t size = bytes->size();
-  return parse(base, size, std::static_pointer_cast<void>(bytes), name);
+  return parse(base, size, std::static_pointer_cast<void>(bytes), name, false);
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
@@ -262,7 +264,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   ::close(fd);
   if (map == MAP_FAILED) fail("safetensors", "{}: mmap failed ({})", path, std::strerror(errno));
   std::shared_ptr<void> owner(map, [size](void* p) { ::munmap(p, size); });
-  return parse(static_cast<const char*>(map), size, owner, path);
+  return parse(static_cast<const char*>(map), size, owner, path, true);
 }
 
 std::string temp_path(const std::string& path) {
