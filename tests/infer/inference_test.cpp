@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "autograd/variable.h"
+#include "infer/checkpoint.h"
+#include "infer/pretrained.h"
+#include "support/files.h"
 #include "support/tolerances.h"
 
 namespace vit::model {
@@ -75,6 +78,65 @@ TEST(InferenceSession, RefusesBadInputsAndHandlesAnEmptyBatch) {
   f64.to(DType::F64);
   EXPECT_FALSE(infer::InferenceSession::supports(f64));
   EXPECT_THROW(infer::InferenceSession{f64}, Error);
+}
+
+// A memory-mapped checkpoint: the session packs every weight; with WeightPages::Release it drops
+// the mapped copy (MADV_DONTNEED) and the model still reads its weights afterwards (the pages
+// come back from the file), so the session and the graph agree before and after. A model on the
+// heap is never touched by Release.
+TEST(InferenceSession, ReleasingMappedWeightsLosesNothing) {
+  ViTConfig c;
+  c.image_size = 32;
+  c.patch_size = 8;
+  c.in_channels = 3;
+  c.num_classes = 10;
+  c.dim = 64;  // fc1's weight is 128 x 64 floats = 8 pages
+  c.depth = 2;
+  c.num_heads = 4;
+  c.mlp_ratio = 2.0;
+  auto gen = std::make_shared<Generator>(5);
+  VisionTransformer heap_model(c, gen);
+  heap_model.eval();
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/model.safetensors";
+  infer::CheckpointInfo info;
+  info.model = c;
+  info.normalization = {{0.5, 0.5, 0.5}, {0.25, 0.25, 0.25}};
+  infer::save_checkpoint(path, heap_model, info);
+  infer::LoadedModel loaded = infer::load_model(path);
+  VisionTransformer& mapped = *loaded.model;
+  mapped.eval();
+  ASSERT_TRUE(mapped.blocks->named_parameters().front().second.data().is_file_mapped());
+  const Tensor images = Tensor::randn({2, 3, 32, 32}, *gen);
+  Tensor graph;
+  {
+    NoGradGuard no_grad;
+    graph = heap_model(Variable(images)).data();
+  }
+  const Tensor kept = infer::InferenceSession(mapped).forward(images);
+  const Tensor released =
+      infer::InferenceSession(mapped, infer::InferenceSession::WeightPages::Release).forward(images);
+  const Tensor heap =
+      infer::InferenceSession(heap_model, infer::InferenceSession::WeightPages::Release).forward(images);
+  Tensor graph_after;
+  {
+    NoGradGuard no_grad;
+    graph_after = mapped(Variable(images)).data();
+  }
+  EXPECT_EQ(kept.to_vector(), released.to_vector());
+  EXPECT_EQ(kept.to_vector(), heap.to_vector());
+  const std::vector<double> g = graph.to_vector(), a = graph_after.to_vector(), k = kept.to_vector();
+  for (size_t i = 0; i < g.size(); ++i) {
+    EXPECT_EQ(a[i], g[i]) << "the mapped model's weights changed at logit " << i;
+    EXPECT_NEAR(k[i], g[i], testing::kInferenceLogitTol * std::max(1.0, std::abs(g[i])));
+  }
+  // The heap model's weights are intact too (Release never drops memory that is not a file's).
+  Tensor heap_after;
+  {
+    NoGradGuard no_grad;
+    heap_after = heap_model(Variable(images)).data();
+  }
+  EXPECT_EQ(heap_after.to_vector(), g);
 }
 
 }  // namespace
