@@ -25,7 +25,9 @@ namespace vit::infer {
 
 class InferenceSession {
  public:
-  // The model must outlive the session; its parameters are read at every call.
+  // The model must outlive the session. Its Linear weights are packed here: a session sees the
+  // weights as they were when it was created (make a new one after changing them); the other
+  // parameters are read at every call.
   enum class WeightPages { Keep, Release };
   explicit InferenceSession(const model::VisionTransformer& model, WeightPages pages = WeightPages::Keep);
   ~InferenceSession();
