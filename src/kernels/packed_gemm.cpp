@@ -202,12 +202,17 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
   }
 }
 
+// `floats` of scratch in `storage` (grown, never shrunk), starting on a 64-byte boundary.
+float* aligned_scratch(std::vector<float>& storage, size_t floats) {
+  if (storage.size() < floats + 16) storage.resize(floats + 16);
+  float* p = storage.data();
+  return p + (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
+}
+
+// The calling thread's A block (kMc x kKc floats).
 float* a_buffer() {
   thread_local std::vector<float> storage;
-  const size_t need = static_cast<size_t>(kMc * kKc) + 16;
-  if (storage.size() < need) storage.resize(need);
-  float* a = storage.data();
-  return a + (8 - (reinterpret_cast<uintptr_t>(a) / sizeof(float)) % 8) % 8;
+  return aligned_scratch(storage, static_cast<size_t>(kMc * kKc));
 }
 
 // K = 0: C = act(beta C + bias).
@@ -344,10 +349,7 @@ void gemm_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, co
             N, ldb);
   if (M == 0 || N == 0) return;
   thread_local std::vector<float> storage;
-  const size_t need = packed_size(K, N) + 16;
-  if (storage.size() < need) storage.resize(need);
-  float* packed = storage.data();
-  packed += (16 - (reinterpret_cast<uintptr_t>(packed) / sizeof(float)) % 16) % 16;
+  float* packed = aligned_scratch(storage, packed_size(K, N));
   pack_b(B, K, N, ldb, trans_b, packed);
   packed_gemm(trans_a, A, lda, M, packed, K, N, C, ldc, e);
 }
