@@ -8,12 +8,14 @@
 
 #include "cli/commands.h"
 #include "core/check.h"
+#include "core/system.h"
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
   // Exceeding a file-size limit (ulimit -f) makes write() fail with EFBIG, reported like a full
   // disk, instead of killing the process mid-save.
   std::signal(SIGXFSZ, SIG_IGN);
+  vit::keep_freed_memory();  // tensors freed each step are reused, not faulted in again
   CLI::App app{"vit: Vision Transformers in C++ (train, evaluate, run)", "vit"};
   app.set_version_flag("--version", "vit 0.1.0");
   app.require_subcommand(1);

@@ -2,6 +2,9 @@
 #include "core/system.h"
 
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -52,6 +55,13 @@ void check_fits_in_memory(double bytes, const std::string& what, const std::stri
   const auto limit = static_cast<double>(memory_limit_bytes());
   VIT_CHECK(bytes <= limit, "memory", "{} needs about {} but this machine has {}{}", what, bytes_str(bytes),
             bytes_str(limit), advice);
+}
+
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
 }
 
 }  // namespace vit

@@ -3,12 +3,28 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/small_gemm.h"
 #include "kernels/softmax.h"
 
 namespace vit::kernels {
+namespace {
+
+// One head's products: float through the small-operand kernel, double through BLAS.
+template <typename T>
+void head_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    small_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  } else {
+    gemm<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
+}  // namespace
 
 template <typename T>
 void attention_forward(const AttentionShape& s, const T* qkv, const T* mask, double scale, T* probs, T* out) {
@@ -25,7 +41,7 @@ void attention_forward(const AttentionShape& s, const T* qkv, const T* mask, dou
       const T* v = q + 2 * D;
       T* p = probs + bh * N * N;        // (N, N)
       T* o = out + b * N * D + h * HD;  // (N, HD), row stride D
-      gemm<T>(false, true, N, N, HD, static_cast<T>(scale), q, row, k, row, T(0), p, N);
+      head_gemm<T>(false, true, N, N, HD, static_cast<T>(scale), q, row, k, row, T(0), p, N);
       softmax_forward<T>(p, p, N, N);
       const T* weights = p;
       if (mask) {
@@ -33,7 +49,7 @@ void attention_forward(const AttentionShape& s, const T* qkv, const T* mask, dou
         for (int64_t i = 0; i < N * N; ++i) dropped[i] = p[i] * m[i];
         weights = dropped.data();
       }
-      gemm<T>(false, false, N, HD, N, T(1), weights, N, v, row, T(0), o, D);
+      head_gemm<T>(false, false, N, HD, N, T(1), weights, N, v, row, T(0), o, D);
     }
   }
 }
@@ -64,9 +80,9 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* probs, c
         p_used = dropped.data();
       }
       // dv (N, HD) += P'^T (N, N) @ dO (N, HD)
-      gemm<T>(true, false, N, HD, N, T(1), p_used, N, dO, D, T(1), dv, row);
+      head_gemm<T>(true, false, N, HD, N, T(1), p_used, N, dO, D, T(1), dv, row);
       // dP' (N, N) = dO (N, HD) @ v^T (HD, N)
-      gemm<T>(false, true, N, N, HD, T(1), dO, D, v, row, T(0), dp.data(), N);
+      head_gemm<T>(false, true, N, N, HD, T(1), dO, D, v, row, T(0), dp.data(), N);
       // dS = P * (dP - rowsum(dP * P)), with dP = dP' * mask; stored back into dp.
       for (int64_t i = 0; i < N; ++i) {
         T* dpr = dp.data() + i * N;
@@ -79,8 +95,8 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* probs, c
         for (int64_t j = 0; j < N; ++j) dpr[j] = pr[j] * (dpr[j] - dot);
       }
       // dq (N, HD) += scale dS (N, N) @ k (N, HD);  dk (N, HD) += scale dS^T @ q
-      gemm<T>(false, false, N, HD, N, static_cast<T>(scale), dp.data(), N, k, row, T(1), dq, row);
-      gemm<T>(true, false, N, HD, N, static_cast<T>(scale), dp.data(), N, q, row, T(1), dk, row);
+      head_gemm<T>(false, false, N, HD, N, static_cast<T>(scale), dp.data(), N, k, row, T(1), dq, row);
+      head_gemm<T>(true, false, N, HD, N, static_cast<T>(scale), dp.data(), N, q, row, T(1), dk, row);
     }
   }
 }
