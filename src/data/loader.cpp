@@ -30,6 +30,28 @@ double sample_beta(double alpha, Generator& gen) {
   return a / (a + b);
 }
 
+// Random erasing as timm's RandomErasing does it in "pixel" mode: a box of 2-33% of the image with
+// a log-uniform aspect ratio in [0.3, 3.3] (up to 10 draws until one fits inside), filled with
+// standard normal noise in normalised units.
+void erase_box(float* out, int64_t C, int64_t H, int64_t W, Generator& gen) {
+  const double area = static_cast<double>(H * W), log_lo = std::log(0.3), log_hi = std::log(1 / 0.3);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * (0.02 + (1.0 / 3.0 - 0.02) * gen.uniform_double());
+    const double aspect = std::exp(log_lo + (log_hi - log_lo) * gen.uniform_double());
+    const auto h = static_cast<int64_t>(std::lround(std::sqrt(target * aspect)));
+    const auto w = static_cast<int64_t>(std::lround(std::sqrt(target / aspect)));
+    if (h < 1 || w < 1 || h >= H || w >= W) continue;
+    const auto top = static_cast<int64_t>(gen.integer(static_cast<uint64_t>(H - h + 1)));
+    const auto left = static_cast<int64_t>(gen.integer(static_cast<uint64_t>(W - w + 1)));
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t y = top; y < top + h; ++y) {
+        for (int64_t x = left; x < left + w; ++x) out[(c * H + y) * W + x] = static_cast<float>(gen.normal());
+      }
+    }
+    return;
+  }
+}
+
 // One image (C, H, W) into out as normalised floats, augmented when train.
 void fill_image(const Dataset& d, int64_t index, const AugmentConfig& aug, const Normalization& norm, bool train,
                 Generator& gen, float* out) {
@@ -81,6 +103,7 @@ void fill_image(const Dataset& d, int64_t index, const AugmentConfig& aug, const
       }
     }
   }
+  if (train && aug.erase_prob > 0 && gen.uniform_double() < aug.erase_prob) erase_box(out, C, H, W, gen);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Turning a Dataset into float batches: normalisation, training augmentation (random affine,
-// random crop with padding, horizontal flip, mixup / cutmix) and a loader that prepares the
+// random crop with padding, horizontal flip, random erasing, mixup / cutmix) and a loader that prepares the
 // next batches on a background thread. Randomness is derived from (seed, epoch, batch index),
 // so a batch is the same whatever the thread timing, and a resumed run sees the same data.
 #pragma once
@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/fields.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
 
@@ -23,9 +24,10 @@ struct AugmentConfig {
   double scale_min = 1.0, scale_max = 1.0;
   double mixup_alpha = 0.0;   // > 0: mix pairs of images, lam ~ Beta(a, a)
   double cutmix_alpha = 0.0;  // > 0: paste a box from another image (chosen instead of mixup half the time)
+  double erase_prob = 0.0;    // random erasing: this share of images gets a box of noise (2-33% of the area)
   bool any() const {
     return crop_padding > 0 || hflip || rotate_degrees > 0 || translate > 0 || scale_min != 1.0 || scale_max != 1.0 ||
-           mixup_alpha > 0 || cutmix_alpha > 0;
+           mixup_alpha > 0 || cutmix_alpha > 0 || erase_prob > 0;
   }
   // Every field, in the order of the "augment" object of a saved training config (core/fields.h).
   template <class Visitor>
@@ -38,6 +40,7 @@ struct AugmentConfig {
     visit("scale_max", scale_max);
     visit("mixup_alpha", mixup_alpha);
     visit("cutmix_alpha", cutmix_alpha);
+    visit("erase_prob", erase_prob, Presence::Optional);
   }
 };
 

@@ -67,6 +67,13 @@ ViTConfig preset(const std::string& name) {
   if (name == "vit_small_patch16_224") return imagenet("vit_small_patch16_224", 384, 12, 6);
   if (name == "vit_base_patch16_224") return imagenet("vit_base_patch16_224", 768, 12, 12);
   if (name == "vit_large_patch16_224") return imagenet("vit_large_patch16_224", 1024, 24, 16);
+  if (name == "vit_fashion") {
+    // Fashion-MNIST: 28x28 grey in 4x4 patches (49 tokens, mean-pooled), 6 blocks of width 64.
+    ViTConfig c = preset("vit_digits");
+    c.name = name;
+    c.patch_size = 4;
+    return c;
+  }
   if (name == "vit_digits") {
     // The default: 28x28 grey digits in 7x7 patches (16 tokens, mean-pooled), 6 blocks of width 64
     // with stochastic depth -- sized so two cores train it to >= 98.5% on the bundled digits.
@@ -100,14 +107,18 @@ ViTConfig preset(const std::string& name) {
   }
   fail("vit_config",
        "unknown preset '{}' (known: vit_tiny_patch16_224, vit_small_patch16_224, vit_base_patch16_224, "
-       "vit_large_patch16_224, vit_digits, vit_cifar)",
+       "vit_large_patch16_224, vit_digits, vit_fashion, vit_cifar)",
        name);
 }
 
 std::vector<std::string> preset_names() {
-  return {"vit_tiny_patch16_224", "vit_small_patch16_224",
-          "vit_base_patch16_224", "vit_large_patch16_224",
-          "vit_digits",           "vit_cifar"};
+  return {"vit_tiny_patch16_224",
+          "vit_small_patch16_224",
+          "vit_base_patch16_224",
+          "vit_large_patch16_224",
+          "vit_digits",
+          "vit_fashion",
+          "vit_cifar"};
 }
 
 }  // namespace vit::model

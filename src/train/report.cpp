@@ -8,6 +8,7 @@
 
 #include "data/image.h"
 #include "io/safetensors.h"
+#include "optim/optimizer.h"
 
 namespace vit::train {
 
@@ -63,87 +64,196 @@ std::vector<double> column(const std::vector<nlohmann::json>& rows, const char* 
 
 struct Series {
   std::string label, colour;
-  std::vector<double> values;
+  std::vector<double> xs, values;
 };
 
-// A line chart over epochs 1..n as inline SVG.
-std::string chart(const std::string& title, const std::vector<Series>& series, bool percent) {
-  constexpr double W = 460, H = 260, L = 55, R = 15, T = 30, B = 35;
-  double lo = INFINITY, hi = -INFINITY;
-  size_t n = 0;
+struct Axes {
+  std::string x_label;
+  enum class Y { Plain, Percent, ErrorLog } y = Y::Plain;
+};
+
+// A line chart as inline SVG. ErrorLog plots accuracies as error rates (1 - accuracy) on a log
+// axis, so the differences of the last epochs (98.2 vs 98.5%) are visible.
+std::string chart(const std::string& title, const std::vector<Series>& series, const Axes& axes) {
+  constexpr double W = 480, H = 270, L = 60, R = 15, T = 30, B = 38;
+  const bool log_y = axes.y == Axes::Y::ErrorLog;
+  auto y_value = [&](double v) { return log_y ? std::log10(std::max(1.0 - v, 1e-4)) : v; };
+  double lo = INFINITY, hi = -INFINITY, x_lo = INFINITY, x_hi = -INFINITY;
   for (const auto& s : series) {
-    for (double v : s.values) {
-      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+    for (size_t i = 0; i < s.values.size() && i < s.xs.size(); ++i) {
+      if (!std::isfinite(s.values[i]) || !std::isfinite(s.xs[i])) continue;
+      lo = std::min(lo, y_value(s.values[i])), hi = std::max(hi, y_value(s.values[i]));
+      x_lo = std::min(x_lo, s.xs[i]), x_hi = std::max(x_hi, s.xs[i]);
     }
-    n = std::max(n, s.values.size());
   }
-  if (!std::isfinite(lo)) lo = 0, hi = 1;
+  if (!std::isfinite(lo)) lo = 0, hi = 1, x_lo = 0, x_hi = 1;
   if (hi - lo < 1e-9) hi = lo + 1e-3;
-  const double pad = (hi - lo) * 0.05;
-  lo -= pad, hi += pad;
-  if (percent) lo = std::max(lo, 0.0), hi = std::min(hi, 1.0);  // accuracies live in [0, 100%]
-  auto x_of = [&](size_t i) {
-    return L + (n > 1 ? static_cast<double>(i) / static_cast<double>(n - 1) : 0.5) * (W - L - R);
-  };
+  if (x_hi - x_lo < 1e-9) x_hi = x_lo + 1;
+  if (log_y) {
+    lo = std::floor(lo * 4) / 4, hi = std::ceil(hi * 4) / 4;  // quarter decades
+  } else {
+    const double pad = (hi - lo) * 0.05;
+    lo -= pad, hi += pad;
+    if (axes.y == Axes::Y::Percent) lo = std::max(lo, 0.0), hi = std::min(hi, 1.0);
+  }
+  auto x_of = [&](double x) { return L + (x - x_lo) / (x_hi - x_lo) * (W - L - R); };
   auto y_of = [&](double v) { return T + (hi - v) / (hi - lo) * (H - T - B); };
-  std::string svg = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" role="img">)", W, H);
+  std::string svg =
+      fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" role="img" aria-label="{}">)", W, H,
+                  escape(title));
   svg += fmt::format(R"(<text x="{}" y="18" font-size="14" font-weight="bold">{}</text>)", L, escape(title));
   for (int k = 0; k <= 4; ++k) {
     const double v = lo + (hi - lo) * k / 4.0;
     const double y = y_of(v);
+    std::string label;
+    if (log_y) {
+      label = fmt::format("{:.3g}%", 100 * std::pow(10.0, v));
+    } else if (axes.y == Axes::Y::Percent) {
+      label = fmt::format("{:.1f}%", 100 * v);
+    } else {
+      label = fmt::format("{:.3g}", v);
+    }
     svg += fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="#ddd"/>)", L, W - R, y, y);
-    svg += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="11" text-anchor="end">{}</text>)", L - 4, y + 4,
-                       percent ? fmt::format("{:.1f}%", 100 * v) : fmt::format("{:.3f}", v));
+    svg += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="11" text-anchor="end">{}</text>)", L - 4, y + 4, label);
   }
-  svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="middle">epoch (1..{})</text>)", (L + W - R) / 2,
-                     H - 8, n);
-  double legend_x = L + 180;
+  for (int k = 0; k <= 4; ++k) {
+    const double x = x_lo + (x_hi - x_lo) * k / 4.0;
+    svg +=
+        fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle">{:.4g}</text>)", x_of(x), H - 22, x);
+  }
+  svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="middle">{}</text>)", (L + W - R) / 2, H - 6,
+                     escape(axes.x_label));
+  double legend_x = L + 200;
   for (const auto& s : series) {
     std::string points;
-    for (size_t i = 0; i < s.values.size(); ++i) {
-      if (std::isfinite(s.values[i])) points += fmt::format("{:.1f},{:.1f} ", x_of(i), y_of(s.values[i]));
+    for (size_t i = 0; i < s.values.size() && i < s.xs.size(); ++i) {
+      if (std::isfinite(s.values[i]) && std::isfinite(s.xs[i]))
+        points += fmt::format("{:.1f},{:.1f} ", x_of(s.xs[i]), y_of(y_value(s.values[i])));
     }
     svg += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>)", s.colour, points);
+    if (s.values.size() == 1 && !points.empty()) {  // one epoch: a dot instead of an invisible line
+      svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"/>)", x_of(s.xs[0]),
+                         y_of(y_value(s.values[0])), s.colour);
+    }
     svg += fmt::format(R"(<text x="{}" y="18" font-size="12" fill="{}">&#9632; {}</text>)", legend_x, s.colour,
                        escape(s.label));
-    legend_x += 110;
+    legend_x += 100;
   }
   return svg + "</svg>";
 }
 
+// Per-class accuracy as horizontal bars.
+std::string class_bars(const std::vector<std::string>& names, const std::vector<double>& accuracy) {
+  constexpr double W = 480, row = 20, L = 110, R = 55;
+  const double H = 10 + row * static_cast<double>(names.size());
+  std::string svg = fmt::format(
+      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" role="img" aria-label="per-class accuracy">)",
+      W, H);
+  for (size_t k = 0; k < names.size(); ++k) {
+    const double a = k < accuracy.size() && std::isfinite(accuracy[k]) ? accuracy[k] : 0.0;
+    const double y = 5 + row * static_cast<double>(k);
+    svg += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="12" text-anchor="end">{}</text>)", L - 6, y + 13,
+                       escape(names[k]));
+    svg += fmt::format(R"(<rect x="{}" y="{:.1f}" width="{:.1f}" height="{}" fill="#eee"/>)", L, y + 2, W - L - R,
+                       row - 4);
+    svg += fmt::format(R"(<rect x="{}" y="{:.1f}" width="{:.1f}" height="{}" fill="{}"/>)", L, y + 2, a * (W - L - R),
+                       row - 4,
+                       a >= 0.9    ? "#2ca02c"
+                       : a >= 0.75 ? "#ff7f0e"
+                                   : "#d62728");
+    svg += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="12">{:.1f}%</text>)", W - R + 4, y + 13, 100 * a);
+  }
+  return svg + "</svg>";
+}
+
+// A JSON object as rows of "key | value" (nested objects flattened to a.b keys).
+void config_rows(const nlohmann::json& j, const std::string& prefix, std::string& html) {
+  for (const auto& [key, value] : j.items()) {
+    const std::string name = prefix.empty() ? key : prefix + "." + key;
+    if (value.is_object()) {
+      config_rows(value, name, html);
+      continue;
+    }
+    const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+    html += "<tr><th>" + escape(name) + "</th><td>" + escape(text) + "</td></tr>";
+  }
+}
+
 }  // namespace
 
-void write_report(const std::string& path, const model::ViTConfig& model, const std::string& train_config_json,
-                  const std::vector<nlohmann::json>& metrics, const EvalResult& eval, const data::Dataset& test_data) {
+void write_report(const std::string& path, const ReportInputs& in) {
+  VIT_CHECK(in.eval && in.eval_data, "report", "{}: no evaluation to report", path);
+  const EvalResult& eval = *in.eval;
+  const data::Dataset& test_data = *in.eval_data;
+  const std::vector<nlohmann::json>& metrics = in.metrics;
+  const std::string& set = in.eval_set;
   const int64_t K = static_cast<int64_t>(eval.confusion.size());
   auto name_of = [&](int64_t k) { return k < test_data.num_classes() ? test_data.class_names[k] : std::to_string(k); };
   std::string html = R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>vit training report</title><style>
-body{font-family:sans-serif;margin:24px;color:#222}h1{font-size:22px}h2{font-size:17px;margin-top:28px}
-table.cm{border-collapse:collapse;font-size:12px}table.cm td,table.cm th{border:1px solid #ccc;padding:3px 6px;text-align:right}
-.grid{display:flex;flex-wrap:wrap;gap:8px}.cell{text-align:center;font-size:11px}
-.cell img{width:64px;height:64px;image-rendering:pixelated;border:1px solid #999;display:block}
-pre{background:#f6f6f6;padding:8px;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}</style></head><body>)";
+body{font-family:sans-serif;margin:24px;color:#222;max-width:1020px}h1{font-size:22px}h2{font-size:17px;margin-top:28px}
+table.cm,table.kv,table.bench{border-collapse:collapse;font-size:12px}
+table.cm td,table.cm th,table.kv td,table.kv th,table.bench td,table.bench th{border:1px solid #ccc;padding:3px 6px}
+table.cm td{text-align:right}table.kv th,table.bench td:first-child{text-align:left;font-weight:normal}
+table.bench td:last-child{text-align:right}tr.ours td{background:#fff3c4;font-weight:bold}
+.charts{display:flex;flex-wrap:wrap;gap:12px}.grid{display:flex;flex-wrap:wrap;gap:8px}.cell{text-align:center;font-size:11px}
+.cell img{width:64px;height:64px;image-rendering:pixelated;border:1px solid #999;display:block}</style></head><body>)";
   html += "<h1>vit training report</h1>";
+  std::vector<double> epochs = column(metrics, "epoch"), elapsed = column(metrics, "elapsed");
   if (!metrics.empty()) {
-    const std::vector<double> row = {column(metrics, "epoch").back(),     column(metrics, "test_acc").back(),
-                                     column(metrics, "test_top5").back(), column(metrics, "test_loss").back(),
-                                     column(metrics, "elapsed").back(),   column(metrics, "images_per_s").back()};
+    const double acc = column(metrics, "test_acc").back();
     html += fmt::format(
-        "<p>Epoch {:.0f}: test accuracy <b>{:.2f}%</b> (top-5 {:.2f}%), test loss {:.4f}, "
-        "{:.1f} s of training so far, {:.0f} images/s.</p>",
-        row[0], 100 * row[1], 100 * row[2], row[3], row[4], row[5]);
+        "<p>{} after epoch {:.0f}: {} accuracy <b>{:.2f}%</b> (error rate {:.2f}%, top-5 {:.2f}%), {} loss {:.4f}; "
+        "{:.1f} s of training{}, {:.0f} images/s.</p>",
+        escape(in.model.name), epochs.back(), set, 100 * acc, 100 * (1 - acc),
+        100 * column(metrics, "test_top5").back(), set, column(metrics, "test_loss").back(), elapsed.back(),
+        in.time_budget > 0 ? fmt::format(" of a {:.0f} s budget", in.time_budget) : std::string(),
+        column(metrics, "images_per_s").back());
+    if (in.benchmark && set == "test") {
+      html += fmt::format("<h2>{}: where this run sits</h2><p>{} ({}). This run: {}.</p><table class=\"bench\">",
+                          escape(in.benchmark->dataset), "Test accuracy of published methods",
+                          escape(in.benchmark->source), escape(placement_text(*in.benchmark, acc)));
+      html += "<tr><th>method</th><th>test accuracy</th></tr>";
+      const std::string ours = fmt::format("vit: this run ({}, {:.0f} s of training on {} thread(s))", in.model.name,
+                                           elapsed.back(), metrics.back().value("threads", 0));
+      for (const PlacedRow& r : place(*in.benchmark, ours, acc)) {
+        html += fmt::format("<tr{}><td>{}</td><td>{:.1f}%</td></tr>", r.ours ? " class=\"ours\"" : "",
+                            escape(r.row.method), 100 * r.row.accuracy);
+      }
+      html += "</table>";
+    }
   }
-  html += chart(
-      "Loss", {{"train", "#1f77b4", column(metrics, "train_loss")}, {"test", "#d62728", column(metrics, "test_loss")}},
-      false);
-  html += chart("Accuracy",
-                {{"train", "#1f77b4", column(metrics, "train_acc")}, {"test", "#d62728", column(metrics, "test_acc")}},
-                true);
+  html += "<h2>Curves</h2><div class=\"charts\">";
+  const std::string cap = set == "test" ? "Test" : "Validation";
+  html += chart(cap + " error rate (log scale) against wall time",
+                {{set, "#d62728", elapsed, column(metrics, "test_acc")}}, {"seconds of training", Axes::Y::ErrorLog});
+  html += chart("Accuracy against wall time",
+                {{"train", "#1f77b4", elapsed, column(metrics, "train_acc")},
+                 {set, "#d62728", elapsed, column(metrics, "test_acc")}},
+                {"seconds of training", Axes::Y::Percent});
+  html += chart("Loss",
+                {{"train", "#1f77b4", epochs, column(metrics, "train_loss")},
+                 {set, "#d62728", epochs, column(metrics, "test_loss")}},
+                {"epoch", Axes::Y::Plain});
+  if (in.total_steps > 0) {
+    Series lr{"learning rate", "#2ca02c", {}, {}};
+    const int64_t points = std::min<int64_t>(in.total_steps, 300);
+    for (int64_t i = 0; i < points; ++i) {
+      const int64_t step = points > 1 ? i * (in.total_steps - 1) / (points - 1) : 0;
+      lr.xs.push_back(static_cast<double>(step + 1) / static_cast<double>(std::max<int64_t>(in.steps_per_epoch, 1)));
+      lr.values.push_back(optim::warmup_cosine_lr(step, in.warmup_steps, in.total_steps, in.lr, in.min_lr));
+    }
+    html += chart("Learning-rate schedule", {lr}, {"epoch", Axes::Y::Plain});
+  }
+  html += "</div>";
+  std::vector<std::string> names;
+  for (int64_t k = 0; k < K; ++k) names.push_back(name_of(k));
+  html += fmt::format("<h2>Per-class {} accuracy</h2>", set);
+  html += class_bars(names, eval.per_class_accuracy);
 
   html += fmt::format(
-      "<h2>Confusion matrix ({} test images; rows: true class, columns: predicted)</h2><table "
+      "<h2>Confusion matrix ({} {} images; rows: true class, columns: predicted)</h2><table "
       "class=\"cm\"><tr><th></th>",
-      eval.count);
+      eval.count, set);
   for (int64_t k = 0; k < K; ++k) html += "<th>" + escape(name_of(k)) + "</th>";
   html += "<th>accuracy</th></tr>";
   int64_t max_off = 1;
@@ -174,9 +284,8 @@ pre{background:#f6f6f6;padding:8px;font-size:12px;white-space:pre-wrap;overflow-
   std::stable_sort(wrong.begin(), wrong.end(),
                    [&](int64_t a, int64_t b) { return eval.confidence[a] > eval.confidence[b]; });
   constexpr size_t kShown = 48;
-  html +=
-      fmt::format("<h2>Misclassified test images ({} of {}; the {} most confident mistakes)</h2><div class=\"grid\">",
-                  wrong.size(), eval.count, std::min(wrong.size(), kShown));
+  html += fmt::format("<h2>Misclassified {} images ({} of {}; the {} most confident mistakes)</h2><div class=\"grid\">",
+                      set, wrong.size(), eval.count, std::min(wrong.size(), kShown));
   for (size_t n = 0; n < std::min(wrong.size(), kShown); ++n) {
     const int64_t i = wrong[n];
     const int64_t channels = test_data.channels;
@@ -189,8 +298,14 @@ pre{background:#f6f6f6;padding:8px;font-size:12px;white-space:pre-wrap;overflow-
         100 * eval.confidence[i]);
   }
   html += "</div>";
-  html += "<h2>Configuration</h2><pre>model: " + escape(model.to_json()) + "\ntraining: " + escape(train_config_json) +
-          "</pre>";
+  html += "<h2>Configuration</h2><table class=\"kv\">";
+  try {
+    config_rows(nlohmann::json::parse(in.model.to_json()), "model", html);
+    config_rows(nlohmann::json::parse(in.train_config_json), "", html);
+  } catch (const nlohmann::json::exception& e) {
+    fail("report", "{}: the configuration is not valid JSON ({})", path, e.what());
+  }
+  html += "</table>";
   html += "</body></html>\n";
   const std::string tmp = io::temp_path(path);
   {

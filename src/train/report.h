@@ -1,6 +1,8 @@
-// report.html: one self-contained file (no network, no scripts): loss and accuracy curves as
-// inline SVG, the test confusion matrix, per-class accuracy, and a grid of misclassified test
-// images embedded as PNG data URIs.
+// report.html: one self-contained file (no network, no scripts), as a person comparing runs reads
+// it: the result (and, for a dataset with a published benchmark table, the table with this run's
+// row placed in it), curves as inline SVG (error rate on a log axis and accuracy against wall
+// time, loss per epoch, the learning-rate schedule), per-class accuracy bars, the confusion
+// matrix, the most confident mistakes as embedded PNGs, and the configuration as a table.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,12 +11,26 @@
 
 #include "data/dataset.h"
 #include "model/vit_config.h"
+#include "train/benchmark_table.h"
 #include "train/evaluate.h"
 
 namespace vit::train {
 
-void write_report(const std::string& path, const model::ViTConfig& model, const std::string& train_config_json,
-                  const std::vector<nlohmann::json>& metrics, const EvalResult& eval, const data::Dataset& test_data);
+struct ReportInputs {
+  model::ViTConfig model;
+  std::string train_config_json;
+  std::vector<nlohmann::json> metrics;       // metrics.jsonl rows, one per epoch
+  const EvalResult* eval = nullptr;          // the last evaluation ...
+  const data::Dataset* eval_data = nullptr;  // ... and the images it ran on
+  std::string eval_set = "test";             // or "validation" (--val-split)
+  // The learning-rate schedule (optim::warmup_cosine_lr over the run's steps).
+  int64_t total_steps = 0, warmup_steps = 0, steps_per_epoch = 1;
+  double lr = 0, min_lr = 0;
+  double time_budget = 0;  // seconds; 0: none
+  std::optional<BenchmarkTable> benchmark;
+};
+
+void write_report(const std::string& path, const ReportInputs& in);
 
 std::string base64(const std::vector<uint8_t>& bytes);
 

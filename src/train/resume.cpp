@@ -37,6 +37,9 @@ constexpr FixedFlag kRunFlags[] = {{"--batch-size", "/batch_size"},
                                    {"--clip-grad", "/clip_grad"},
                                    {"--ema", "/ema_decay"},
                                    {"--seed", "/seed"},
+                                   {"--time-budget", "/time_budget"},
+                                   {"--steps", "/steps"},
+                                   {"--val-split", "/val_split"},
                                    {"--rotate", "/augment/rotate_degrees"},
                                    {"--translate", "/augment/translate"},
                                    {"--scale-min", "/augment/scale_min"},
@@ -45,6 +48,7 @@ constexpr FixedFlag kRunFlags[] = {{"--batch-size", "/batch_size"},
                                    {"--hflip", "/augment/hflip"},
                                    {"--mixup", "/augment/mixup_alpha"},
                                    {"--cutmix", "/augment/cutmix_alpha"},
+                                   {"--erase", "/augment/erase_prob"},
                                    {"--no-augment", "/augment"},
                                    {"--mean", "/normalization/mean"},
                                    {"--std", "/normalization/std"}};
@@ -165,6 +169,10 @@ TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoin
     refuse_changes(asked, saved, checkpoint.info, checkpoint_path);
   }
   saved.model = m;
+  VIT_CHECK(saved.steps == 0 || !given(asked, "--epochs"), "train",
+            "--resume {}: this run's schedule is {} steps (fixed by its time budget or --steps); --epochs cannot "
+            "extend it. Start a new run to train longer",
+            asked.out_dir, saved.steps);
   // --epochs on resume extends (or keeps) the schedule; without it the saved one continues.
   if (asked.epochs > 0) saved.epochs = std::max(asked.epochs, checkpoint.info.epoch);
   if (given(asked, "--data")) saved.data_dir = asked.data_dir;  // checked to be the same data once loaded

@@ -16,6 +16,15 @@ struct TrainConfig {
   std::string data_dir = "data/mnist";
   model::ViTConfig model;
   int64_t epochs = 30;  // with resume: 0 keeps the checkpoint's schedule
+  // > 0: the schedule is sized to end within this many seconds of training (evaluation included):
+  // throughput is measured over the first steps and `steps` fixed from it (and saved).
+  double time_budget = 0.0;
+  // > 0: the run's length in optimiser steps (fixed by time_budget, or given for an exact rerun);
+  // the last epoch may be partial. 0: epochs x steps per epoch.
+  int64_t steps = 0;
+  // > 0: this many training images (a fixed seeded draw, the same for every seed) are held out
+  // and evaluated on instead of the test set, which the run then never reads: for tuning.
+  int64_t val_split = 0;
   int64_t batch_size = 128;
   std::string optimizer = "adamw";  // "adamw" or "sgd"
   double lr = 2e-3;
@@ -74,13 +83,28 @@ struct TrainConfig {
     visit("eval_batch_size", eval_batch_size);
     visit("augment", augment);
     visit("milestones", milestones, Presence::Optional);
+    visit("time_budget", time_budget, Presence::Optional);
+    visit("steps", steps, Presence::Optional);
+    visit("val_split", val_split, Presence::Optional);
   }
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);  // throws on invalid JSON
   void validate() const;
 };
 
-// The default recipe for the bundled digits (the README's main job).
+// The recipe for the bundled digits (vit_digits on data/mnist).
 TrainConfig digits_recipe();
+// The main job: vit_fashion on data/fashion-mnist (Debian's dataset-fashion-mnist) in a
+// 10-minute training budget.
+TrainConfig fashion_recipe();
+// The recipe `vit train --preset NAME` starts from: the digits' or Fashion-MNIST's for their
+// presets, otherwise the generic defaults above with the preset's model.
+TrainConfig recipe_for(const std::string& preset);
+
+// A duration as `--time-budget` takes it: seconds ("600", "90.5") or numbers with units s, m, h
+// ("10m", "1h", "1h30m", "45s"). Throws naming the text when it is none of these or not positive.
+double parse_duration(const std::string& text, const std::string& flag);
+// "10m", "1h 30m", "45.5s": a duration for messages.
+std::string duration_str(double seconds);
 
 }  // namespace vit::train

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -15,8 +16,10 @@
 
 #include "core/fields.h"
 #include "infer/checkpoint.h"
+#include "io/safetensors.h"
 #include "kernels/gemm.h"
 #include "optim/optimizer.h"
+#include "train/benchmark_table.h"
 #include "train/data_parallel.h"
 #include "train/evaluate.h"
 #include "train/health.h"
@@ -77,7 +80,8 @@ struct Run {
   std::optional<infer::LoadedCheckpoint> resumed;
   data::Dataset train_data, test_data;
   data::Normalization norm;
-  std::string data_fingerprint;  // saved in every checkpoint (resume.h)
+  std::string data_fingerprint;             // saved in every checkpoint (resume.h)
+  std::optional<BenchmarkTable> benchmark;  // a published table this data has (Fashion-MNIST's)
   std::unique_ptr<model::VisionTransformer> model;
   optim::NamedParameters params;
   std::unique_ptr<optim::Optimizer> opt;
@@ -106,6 +110,37 @@ void assign(const optim::NamedParameters& params, const optim::NamedTensors& val
 }
 
 // ---- start or resume ----
+
+// --val-split N: N training images, drawn with a fixed seed (the same for every --seed, so runs
+// compare on one validation set), become the evaluation set; the test set is set aside unread.
+void hold_out(Run& run) {
+  const int64_t n = run.config.val_split, size = run.train_data.size();
+  VIT_CHECK(n < size, "train", "--val-split {}: the training set {} has only {} images (some must be left to train on)",
+            n, run.train_data.source, size);
+  std::vector<int64_t> order = data::epoch_batches(size, size, true, false, 0x7a11da7e, 0).front();
+  std::sort(order.end() - n, order.end());  // the validation images, in dataset order
+  std::sort(order.begin(), order.end() - n);
+  const data::Dataset all = std::move(run.train_data);
+  auto subset = [&](std::vector<int64_t>::const_iterator first, std::vector<int64_t>::const_iterator last,
+                    const std::string& what) {
+    data::Dataset d;
+    d.channels = all.channels;
+    d.height = all.height;
+    d.width = all.width;
+    d.class_names = all.class_names;
+    d.source = fmt::format("{} ({})", all.source, what);
+    const auto bytes = static_cast<size_t>(all.image_bytes());
+    d.pixels.reserve(bytes * static_cast<size_t>(last - first));
+    for (auto it = first; it != last; ++it) {
+      d.pixels.insert(d.pixels.end(), all.image(*it), all.image(*it) + bytes);
+      d.labels.push_back(all.labels[static_cast<size_t>(*it)]);
+    }
+    return d;
+  };
+  run.train_data = subset(order.begin(), order.end() - n, fmt::format("{} images left to train on", size - n));
+  run.test_data = subset(order.end() - n, order.end(), fmt::format("{} held-out validation images", n));
+  std::printf("validation: %ld of the %ld training images held out (--val-split); the test set is not used\n", n, size);
+}
 
 void load_data(Run& run) {
   const TrainConfig& c = run.config;
@@ -137,12 +172,14 @@ void load_data(Run& run) {
   }
   // A resumed run continues on the data it was trained on: refused otherwise, moved is fine.
   run.data_fingerprint = dataset_fingerprint(run.train_data, run.test_data);
+  run.benchmark = known_benchmark(run.train_data.class_names, run.train_data.size(), run.test_data.size());
   if (run.resumed) {
     const std::string run_data_dir = TrainConfig::from_json(run.resumed->info.train_config_json).data_dir;
     if (check_same_data(run.resumed->info, run_data_dir, c.data_dir, run.train_data, run.data_fingerprint)) {
       std::printf("data: %s (the run's data, moved from %s)\n", c.data_dir.c_str(), run_data_dir.c_str());
     }
   }
+  if (c.val_split > 0) hold_out(run);
   for (const data::Dataset* d : {&run.train_data, &run.test_data}) {
     VIT_CHECK(d->channels == mc.in_channels && d->height == mc.image_size && d->width == mc.image_size, "train",
               "{}: images are {}x{}x{} but the model expects {}x{}x{}", d->source, d->channels, d->height, d->width,
@@ -191,19 +228,33 @@ void build_model(Run& run) {
   truncate_metrics(run.files.metrics, run.start_epoch);
 }
 
+// A schedule of `steps` optimiser steps: as many epochs as they start (the last may be partial).
+void set_steps(Run& run, int64_t steps) {
+  run.config.steps = steps;
+  run.config.epochs = (steps + run.steps_per_epoch - 1) / run.steps_per_epoch;
+  run.total_steps = steps;
+}
+
 // The learning-rate schedule's length in steps, and what the run is about to do.
 void plan(Run& run) {
-  const TrainConfig& c = run.config;
+  TrainConfig& c = run.config;
   run.steps_per_epoch =
       static_cast<int64_t>(data::epoch_batches(run.train_data.size(), c.batch_size, true, true, c.seed, 0).size());
-  run.total_steps = run.steps_per_epoch * c.epochs;
+  if (c.steps > 0) set_steps(run, c.steps);
+  run.total_steps = c.steps > 0 ? c.steps : run.steps_per_epoch * c.epochs;
   run.warmup_steps = static_cast<int64_t>(std::llround(c.warmup_epochs * static_cast<double>(run.steps_per_epoch)));
   const model::ComputeCost cost = model::macs_per_image(c.model);
   std::printf("model %s: %ld parameters, %.2f MMACs per image; %ld training / %ld test images from %s\n",
               c.model.name.c_str(), run.model->num_parameters(), static_cast<double>(cost.total()) / 1e6,
               run.train_data.size(), run.test_data.size(), c.data_dir.c_str());
-  std::printf("training %ld epochs x %ld steps (batch %ld, %s lr %g, %d threads) -> %s\n", c.epochs,
-              run.steps_per_epoch, c.batch_size, c.optimizer.c_str(), c.lr, run.threads, c.out_dir.c_str());
+  if (c.steps > 0) {
+    std::printf("training %ld steps = %.2f epochs of %ld steps (batch %ld, %s lr %g, %d threads) -> %s\n", c.steps,
+                static_cast<double>(c.steps) / static_cast<double>(run.steps_per_epoch), run.steps_per_epoch,
+                c.batch_size, c.optimizer.c_str(), c.lr, run.threads, c.out_dir.c_str());
+  } else if (c.time_budget <= 0) {
+    std::printf("training %ld epochs x %ld steps (batch %ld, %s lr %g, %d threads) -> %s\n", c.epochs,
+                run.steps_per_epoch, c.batch_size, c.optimizer.c_str(), c.lr, run.threads, c.out_dir.c_str());
+  }
   if (run.resumed) std::printf("resumed from %s at epoch %ld\n", run.files.last.c_str(), run.start_epoch);
   std::fflush(stdout);
   // Milestones (and the best accuracy) already passed before a resume.
@@ -297,6 +348,85 @@ std::string interrupted_message(const Run& run, const StopSignals& signals) {
                      run.step, run.files.last, run.config.out_dir);
 }
 
+// ---- the time budget ----
+
+// Sizes the schedule to --time-budget: times forward + backward on the first batches of epoch 1
+// (without updates, so the run's state is untouched and `--steps N` reruns it exactly) and an
+// evaluation pass over part of the evaluation set, then fixes the number of steps whose training
+// and per-epoch evaluations fit in what is left of the budget.
+void fit_budget(Run& run, DataParallel& parallel) {
+  TrainConfig& c = run.config;
+  const double budget = c.time_budget;
+  auto batches = data::epoch_batches(run.train_data.size(), c.batch_size, true, true, c.seed, 0);
+  batches.resize(std::min<size_t>(batches.size(), 64));
+  data::BatchLoader loader(run.train_data, batches, c.augment, run.norm, true, c.seed, 0);
+  run.model->train();
+  constexpr int64_t kUntimed = 2, kMinTimed = 5;
+  int64_t n = 0;
+  Clock::time_point from = Clock::now();
+  double timed = 0;
+  while (auto batch = loader.next()) {
+    if (n == kUntimed) from = Clock::now();
+    parallel.reseed(c.seed, n);
+    (void)parallel.forward_backward(*batch, c.label_smoothing);
+    ++n;
+    timed = std::chrono::duration<double>(Clock::now() - from).count();
+    if (n - kUntimed >= kMinTimed && timed >= 0.015 * budget) break;
+  }
+  run.model->zero_grad();
+  VIT_CHECK(n > kUntimed, "train", "--time-budget: the training set gives only {} batch(es) of {}; too few to time", n,
+            c.batch_size);
+  // The optimiser update, clipping and EMA are not timed above: a 3% margin covers them.
+  const double step_seconds = timed / static_cast<double>(n - kUntimed) * 1.03;
+  // One evaluation pass, from a slice of the evaluation set.
+  const int64_t slice = std::min<int64_t>(run.test_data.size(), 2 * c.eval_batch_size);
+  data::Dataset part;
+  part.channels = run.test_data.channels;
+  part.height = run.test_data.height;
+  part.width = run.test_data.width;
+  part.class_names = run.test_data.class_names;
+  part.source = run.test_data.source;
+  part.pixels.assign(run.test_data.pixels.begin(), run.test_data.pixels.begin() + slice * run.test_data.image_bytes());
+  part.labels.assign(run.test_data.labels.begin(), run.test_data.labels.begin() + slice);
+  const auto e0 = Clock::now();
+  if (slice > 0) (void)evaluate(*run.model, part, run.norm, c.eval_batch_size);
+  double eval_seconds = std::chrono::duration<double>(Clock::now() - e0).count() *
+                        static_cast<double>(run.test_data.size()) / static_cast<double>(std::max<int64_t>(slice, 1));
+  // Each epoch end also saves last.safetensors (and best.safetensors when it improves), fsynced:
+  // timed on a scratch save beside them, counted twice.
+  const std::string scratch = io::temp_path(run.files.last);
+  const auto s0 = Clock::now();
+  save(run, scratch, checkpoint_info(run, 0, 0, "{}"));
+  std::error_code ignored;
+  fs::remove(scratch, ignored);
+  eval_seconds += 2 * std::chrono::duration<double>(Clock::now() - s0).count();
+  // The most steps S whose training and epoch ends fit in what is left: S * step + ceil(S / steps
+  // per epoch) * (evaluation + saves) grows with S, so a binary search finds it. 2% of the budget
+  // is kept for the report and the noise of a shared machine.
+  const double left = 0.98 * budget - run.elapsed();
+  auto seconds_for = [&](int64_t s) {
+    const int64_t ends = (s + run.steps_per_epoch - 1) / run.steps_per_epoch;
+    return static_cast<double>(s) * step_seconds + static_cast<double>(ends) * eval_seconds;
+  };
+  int64_t steps = 0, over = static_cast<int64_t>(std::max(left, 0.0) / step_seconds) + 1;  // fits, does not fit
+  while (over - steps > 1) {
+    const int64_t mid = steps + (over - steps) / 2;
+    (seconds_for(mid) <= left ? steps : over) = mid;
+  }
+  VIT_CHECK(steps >= 1, "train",
+            "--time-budget {}: too short for one step and an evaluation (a step takes {:.3f} s, an evaluation and its "
+            "saves {:.2f} s, timing took {:.1f} s)",
+            duration_str(budget), step_seconds, eval_seconds, run.elapsed());
+  set_steps(run, steps);
+  std::printf(
+      "time budget %s: a step takes %.3f s (timed over %ld batches), an evaluation and its saves %.2f s -> %ld steps = "
+      "%.2f "
+      "epochs, fixed (rerun exactly with --steps %ld)\n",
+      duration_str(budget).c_str(), step_seconds, n - kUntimed, eval_seconds, steps,
+      static_cast<double>(steps) / static_cast<double>(run.steps_per_epoch), steps);
+  std::fflush(stdout);
+}
+
 // ---- one epoch ----
 
 struct EpochResult {
@@ -354,9 +484,12 @@ EpochResult train_epoch(Run& run, DataParallel& parallel, const StopSignals& sig
   int64_t batch_index = run.first_batch;
   run.first_batch = 0;
   run.model->train();
-  data::BatchLoader loader(run.train_data,
-                           data::epoch_batches(run.train_data.size(), c.batch_size, true, true, c.seed, epoch),
-                           c.augment, run.norm, true, c.seed, epoch, 3, static_cast<size_t>(batch_index));
+  auto batches = data::epoch_batches(run.train_data.size(), c.batch_size, true, true, c.seed, epoch);
+  // A schedule in steps ends inside its last epoch.
+  const int64_t left = run.total_steps - epoch * run.steps_per_epoch;
+  if (left < static_cast<int64_t>(batches.size())) batches.resize(static_cast<size_t>(std::max<int64_t>(left, 0)));
+  data::BatchLoader loader(run.train_data, std::move(batches), c.augment, run.norm, true, c.seed, epoch, 3,
+                           static_cast<size_t>(batch_index));
   Progress progress(run.bar, fmt::format("epoch {}/{}", epoch + 1, c.epochs), loader.num_batches());
   auto mid_epoch_info = [&] {
     return checkpoint_info(run, epoch, batch_index,
@@ -420,15 +553,32 @@ void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& 
   nlohmann::ordered_json row = {{"epoch", epoch + 1},     {"train_loss", train_loss},     {"train_acc", train_acc},
                                 {"test_loss", eval.loss}, {"test_acc", eval.top1},        {"test_top5", eval.top5},
                                 {"lr", run.opt->lr},      {"images_per_s", images_per_s}, {"seconds", epoch_seconds},
-                                {"elapsed", elapsed},     {"skipped_steps", s.skipped}};
+                                {"elapsed", elapsed},     {"skipped_steps", s.skipped},   {"step", run.step},
+                                {"threads", run.threads}};
   append_line(run.files.metrics, row.dump());
-  std::printf("epoch %ld/%ld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.0f img/s  %.1fs (total %.1fs)\n",
-              epoch + 1, c.epochs, train_loss, 100 * train_acc, eval.loss, 100 * eval.top1, images_per_s, epoch_seconds,
-              elapsed);
+  const char* set = c.val_split > 0 ? "val" : "test";
+  std::printf("epoch %ld/%ld  train loss %.4f acc %.2f%%  %s loss %.4f acc %.2f%%  %.0f img/s  %.1fs (total %.1fs)\n",
+              epoch + 1, c.epochs, train_loss, 100 * train_acc, set, eval.loss, 100 * eval.top1, images_per_s,
+              epoch_seconds, elapsed);
+  // The two weakest classes by name: where the model still errs.
+  if (eval.per_class_accuracy.size() > 2 && !run.test_data.class_names.empty()) {
+    std::vector<size_t> order(eval.per_class_accuracy.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    auto acc_of = [&](size_t k) {
+      return std::isfinite(eval.per_class_accuracy[k]) ? eval.per_class_accuracy[k] : 2.0;  // no images: last
+    };
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return acc_of(a) < acc_of(b); });
+    auto name = [&](size_t k) {
+      return k < run.test_data.class_names.size() ? run.test_data.class_names[k] : std::to_string(k);
+    };
+    std::printf("  weakest classes: %s %.1f%%, %s %.1f%%\n", name(order[0]).c_str(), 100 * acc_of(order[0]),
+                name(order[1]).c_str(), 100 * acc_of(order[1]));
+  }
   for (auto& [t, at] : run.result.milestones) {
     if (at < 0 && eval.top1 >= t) {
       at = elapsed;
-      std::printf("reached %.1f%% test accuracy after %.1f s of training (epoch %ld)\n", 100 * t, elapsed, epoch + 1);
+      std::printf("reached %.1f%% %s accuracy after %.1f s of training (epoch %ld)\n", 100 * t, set, elapsed,
+                  epoch + 1);
     }
   }
   const infer::CheckpointInfo info = checkpoint_info(run, epoch + 1, 0, "{}");
@@ -437,7 +587,21 @@ void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& 
     run.result.best_test_accuracy = eval.top1;
     save(run, run.files.best, info);
   }
-  write_report(run.files.report, c.model, c.to_json(), read_metrics(run.files.metrics), eval, run.test_data);
+  ReportInputs report;
+  report.model = c.model;
+  report.train_config_json = c.to_json();
+  report.metrics = read_metrics(run.files.metrics);
+  report.eval = &eval;
+  report.eval_data = &run.test_data;
+  report.eval_set = c.val_split > 0 ? "validation" : "test";
+  report.total_steps = run.total_steps;
+  report.warmup_steps = run.warmup_steps;
+  report.steps_per_epoch = run.steps_per_epoch;
+  report.lr = c.lr;
+  report.min_lr = c.min_lr;
+  report.time_budget = c.time_budget;
+  report.benchmark = run.benchmark;
+  write_report(run.files.report, report);
   std::fflush(stdout);
   run.result.epochs_run = epoch + 1;
   run.result.final_test_accuracy = eval.top1;
@@ -458,8 +622,11 @@ void report_complete(Run& run) {
       100 * r.best_test_accuracy, r.seconds, run.start_epoch);
 }
 
-void print_summary(const TrainResult& result, const std::string& out_dir) {
-  std::printf("done: test accuracy %.2f%% (best %.2f%%) after %.1f s;", 100 * result.final_test_accuracy,
+void print_summary(const Run& run) {
+  const TrainResult& result = run.result;
+  const TrainConfig& c = run.config;
+  const char* set = c.val_split > 0 ? "validation" : "test";
+  std::printf("done: %s accuracy %.2f%% (best %.2f%%) after %.1f s;", set, 100 * result.final_test_accuracy,
               100 * result.best_test_accuracy, result.seconds);
   for (const auto& [t, at] : result.milestones) {
     if (at >= 0)
@@ -467,7 +634,19 @@ void print_summary(const TrainResult& result, const std::string& out_dir) {
     else
       std::printf(" %.1f%% not reached;", 100 * t);
   }
-  std::printf(" wrote %s\n", out_dir.c_str());
+  std::printf(" wrote %s\n", c.out_dir.c_str());
+  if (c.time_budget > 0) {
+    std::printf("time budget %s: used %.1f s (%.1f%%, evaluation included)\n", duration_str(c.time_budget).c_str(),
+                result.seconds, 100 * result.seconds / c.time_budget);
+  }
+  if (run.benchmark && c.val_split == 0 && std::isfinite(result.final_test_accuracy)) {
+    std::printf("%s benchmark (%s):\n", run.benchmark->dataset.c_str(), run.benchmark->source.c_str());
+    const std::string ours = fmt::format("vit: this run ({}, {})", c.model.name, duration_str(result.seconds));
+    for (const PlacedRow& r : place(*run.benchmark, ours, result.final_test_accuracy)) {
+      std::printf("  %s %5.1f%%  %s\n", r.ours ? "->" : "  ", 100 * r.row.accuracy, r.row.method.c_str());
+    }
+    std::printf("this run sits %s\n", placement_text(*run.benchmark, result.final_test_accuracy).c_str());
+  }
 }
 
 }  // namespace
@@ -478,6 +657,7 @@ TrainResult train(TrainConfig config) {
   DataParallel parallel(*run.model, run.threads);
   run.start = Clock::now();
   const StopSignals signals;
+  if (c.time_budget > 0 && c.steps == 0) fit_budget(run, parallel);
   if (run.start_epoch >= c.epochs) {
     report_complete(run);
     return run.result;
@@ -494,7 +674,7 @@ TrainResult train(TrainConfig config) {
       return run.result;
     }
   }
-  print_summary(run.result, c.out_dir);
+  print_summary(run);
   return run.result;
 }
 

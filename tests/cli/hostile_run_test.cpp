@@ -184,8 +184,8 @@ TEST(HostileRun, ResumeTakesWhatMayChangeAndRefusesTheRestNamingBothValues) {
                    "1e-06); resume without model flags");
   expect_error(vit("train --resume " + run + " --epochs 2 --no-augment"),
                "[train] --resume " + run +
-                   ": --no-augment: rotate_degrees 0 (the run's 8), translate 0 (the run's "
-                   "0.08), scale_min 1 (the run's 0.92), scale_max 1 (the run's 1.08) cannot change when resuming");
+                   ": --no-augment: crop_padding 0 (the run's 2), hflip false (the run's true) cannot change when "
+                   "resuming");
   expect_error(vit("train --resume " + run + " --out " + dir.file("elsewhere")),
                "[train] --out " + dir.file("elsewhere") + " with --resume " + run +
                    ": a resumed run continues in its own folder");

@@ -25,7 +25,7 @@ TEST(Limits, ModelsAndBatchesThatCannotFitAreRefused) {
                "[memory] training vit_tiny_patch16_224 with batch 100000000");
   // A model whose weights alone are too large: refused before data is read or weights built.
   expect_error(vit("train --dim 1048576 --heads 1 --depth 1000 --data /nonexistent"),
-               "[memory] training custom with batch 64 (weights ");
+               "[memory] training custom with batch 128 (weights ");
   // With the limit lowered (VIT_MEMORY_LIMIT, bytes), a small batch fits and a big one does not.
   EXPECT_EQ(vit("bench --preset vit_digits --batch 2 --iters 1 --warmup 0", "VIT_MEMORY_LIMIT=50000000").exit_code, 0);
   expect_error(vit("bench --preset vit_digits --batch 20000 --iters 1", "VIT_MEMORY_LIMIT=50000000"),

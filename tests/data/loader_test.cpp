@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -92,6 +93,42 @@ TEST(Batches, AugmentationIsSeededAndOnlyInTraining) {
   EXPECT_NE(a.images.to_vector(), plain.images.to_vector());
   EXPECT_NEAR(plain.images.at({1, 0, 3, 4}), d.image(1)[3 * 28 + 4] / 255.0, testing::kFloatValueTol);
   for (double v : a.images.to_vector()) EXPECT_TRUE(v >= 0.0 && v <= 1.0);
+}
+
+// Random erasing replaces one box (2-33% of the image) of each image by noise and leaves the
+// rest as it was; evaluation batches are never erased.
+TEST(Batches, RandomErasingReplacesOneBoxPerImage) {
+  const Dataset d = toy(16);
+  AugmentConfig aug;
+  aug.erase_prob = 1.0;
+  const Normalization norm{{0.0}, {1.0}};
+  std::vector<int64_t> all(16);
+  for (int64_t i = 0; i < 16; ++i) all[i] = i;
+  Generator g1(3), g2(0);
+  const Batch erased = make_batch(d, all, aug, norm, true, g1);
+  const Batch plain = make_batch(d, all, {}, norm, true, g2);
+  const Batch evaluated = make_batch(d, all, aug, norm, false, g2);
+  EXPECT_EQ(evaluated.images.to_vector(), plain.images.to_vector());
+  const std::vector<double> e = erased.images.to_vector(), p = plain.images.to_vector();
+  for (int64_t i = 0; i < 16; ++i) {
+    int64_t top = 28, bottom = -1, left = 28, right = -1, changed = 0;
+    for (int64_t y = 0; y < 28; ++y) {
+      for (int64_t x = 0; x < 28; ++x) {
+        const size_t at = static_cast<size_t>((i * 28 + y) * 28 + x);
+        if (e[at] == p[at]) continue;
+        ++changed;
+        top = std::min(top, y), bottom = std::max(bottom, y), left = std::min(left, x), right = std::max(right, x);
+      }
+    }
+    const int64_t box = (bottom - top + 1) * (right - left + 1);
+    EXPECT_GT(changed, 0) << "image " << i;
+    EXPECT_LE(box, 28 * 28 / 3 + 28) << "image " << i;  // at most a third (rounding of the sides)
+    EXPECT_GE(changed, box * 9 / 10) << "image " << i;  // a filled box, not scattered pixels
+  }
+  AugmentConfig none;
+  none.erase_prob = 0.0;
+  EXPECT_FALSE(none.any());
+  EXPECT_TRUE(aug.any());
 }
 
 TEST(Batches, MixupAndCutmixPairWithTheFlippedBatch) {

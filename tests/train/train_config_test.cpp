@@ -25,7 +25,7 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("weight_decay":0.05,"momentum":0.9,"warmup_epochs":1.0,"label_smoothing":0.1,"clip_grad":1.0,)"
       R"("ema_decay":0.995,"seed":0,"skip_nonfinite":false,"eval_batch_size":500,"augment":{"crop_padding":0,)"
       R"("hflip":false,"rotate_degrees":8.0,"translate":0.08,"scale_min":0.92,"scale_max":1.08,"mixup_alpha":0.0,)"
-      R"("cutmix_alpha":0.0},"milestones":[0.97,0.985]})";
+      R"("cutmix_alpha":0.0,"erase_prob":0.0},"milestones":[0.97,0.985],"time_budget":0.0,"steps":0,"val_split":0})";
   EXPECT_EQ(digits_recipe().to_json(), recipe);
   TrainConfig c;
   c.seed = 18446744073709551615ull;
@@ -44,7 +44,9 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("weight_decay":0.05,"momentum":0.9,"warmup_epochs":1.0,"label_smoothing":0.1,"clip_grad":0.0,)"
       R"("ema_decay":0.0,"seed":18446744073709551615,"skip_nonfinite":true,"eval_batch_size":500,)"
       R"("augment":{"crop_padding":4,"hflip":true,"rotate_degrees":0.0,"translate":0.0,"scale_min":1.0,)"
-      R"("scale_max":1.0,"mixup_alpha":0.8,"cutmix_alpha":1.0},"milestones":[]})";
+      R"("scale_max":1.0,"mixup_alpha":0.8,"cutmix_alpha":1.0,"erase_prob":0.0},)"
+      R"("milestones":[],"time_budget":0.0,"steps":0,)"
+      R"("val_split":0})";
   EXPECT_EQ(c.to_json(), custom);
   for (const std::string& json : {recipe, custom}) EXPECT_EQ(TrainConfig::from_json(json).to_json(), json);
   const TrainConfig back = TrainConfig::from_json(custom);
@@ -103,6 +105,56 @@ TEST(TrainConfigValidate, NormalisationAndMilestones) {
   EXPECT_EQ(validation_error(c), "(no error)");
   c.milestones = {0.9, 98.5};
   EXPECT_EQ(validation_error(c), "[train] milestones must be accuracies in (0, 1], got 98.5");
+}
+
+}  // namespace
+}  // namespace vit::train
+
+namespace vit::train {
+namespace {
+
+std::string duration_error(const std::string& text) {
+  try {
+    parse_duration(text, "--time-budget");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(TimeBudget, DurationsParseInSecondsMinutesAndHours) {
+  EXPECT_EQ(parse_duration("600", "--time-budget"), 600.0);
+  EXPECT_EQ(parse_duration("90.5", "--time-budget"), 90.5);
+  EXPECT_EQ(parse_duration("10m", "--time-budget"), 600.0);
+  EXPECT_EQ(parse_duration("1h", "--time-budget"), 3600.0);
+  EXPECT_EQ(parse_duration("1h30m", "--time-budget"), 5400.0);
+  EXPECT_EQ(parse_duration("2m30s", "--time-budget"), 150.0);
+  EXPECT_EQ(parse_duration("45s", "--time-budget"), 45.0);
+  EXPECT_EQ(parse_duration("0.5h", "--time-budget"), 1800.0);
+  const std::string expected = "expected seconds or numbers with units h, m, s (600, 10m, 1h, 1h30m, 90s)";
+  for (const std::string bad : {"10x", "", "m", "10mm", "1m1h", "-5", "1e3", "10 m", "1h30", "..", "1.2.3m"}) {
+    EXPECT_EQ(duration_error(bad), "[train] --time-budget '" + bad + "': " + expected) << bad;
+  }
+  EXPECT_EQ(duration_error("0"), "[train] --time-budget '0': must be a positive duration");
+  EXPECT_EQ(duration_error("0m"), "[train] --time-budget '0m': must be a positive duration");
+  EXPECT_EQ(duration_str(600), "10m");
+  EXPECT_EQ(duration_str(5430), "1h 30m 30s");
+  EXPECT_EQ(duration_str(45.5), "45.5s");
+}
+
+TEST(Recipes, EachPresetBringsItsOwn) {
+  const TrainConfig fashion = recipe_for("vit_fashion");
+  EXPECT_EQ(fashion.data_dir, "data/fashion-mnist");
+  EXPECT_EQ(fashion.time_budget, 600.0);
+  EXPECT_EQ(fashion.model.name, "vit_fashion");
+  EXPECT_TRUE(fashion.normalization.mean.empty());  // computed from the training images
+  EXPECT_EQ(recipe_for("vit_digits").to_json(), digits_recipe().to_json());
+  const TrainConfig other = recipe_for("vit_cifar");
+  EXPECT_EQ(other.model.name, "vit_cifar");
+  EXPECT_EQ(other.time_budget, 0.0);
+  EXPECT_EQ(other.epochs, TrainConfig{}.epochs);
+  fashion.validate();
+  digits_recipe().validate();
 }
 
 }  // namespace
