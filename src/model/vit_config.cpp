@@ -68,10 +68,12 @@ ViTConfig preset(const std::string& name) {
   if (name == "vit_base_patch16_224") return imagenet("vit_base_patch16_224", 768, 12, 12);
   if (name == "vit_large_patch16_224") return imagenet("vit_large_patch16_224", 1024, 24, 16);
   if (name == "vit_fashion") {
-    // Fashion-MNIST: 28x28 grey in 4x4 patches (49 tokens, mean-pooled), 6 blocks of width 64.
+    // Fashion-MNIST in a 10-minute budget on two cores: the digits' shape (7x7 patches, 16 tokens,
+    // mean-pooled, 6 blocks of width 64) without stochastic depth. Chosen on a validation split at
+    // equal time: 4x4 patches (49 tokens, 3x the cost a step) and width 128 both ended lower.
     ViTConfig c = preset("vit_digits");
     c.name = name;
-    c.patch_size = 4;
+    c.drop_path = 0.0;
     return c;
   }
   if (name == "vit_digits") {

@@ -141,6 +141,27 @@ double warmup_cosine_lr(int64_t step, int64_t warmup_steps, int64_t total_steps,
   return min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
+double replanned_cosine_lr(int64_t step, int64_t warmup_steps, const std::vector<std::vector<int64_t>>& segments,
+                           int64_t total_steps, double base_lr, double min_lr) {
+  if (segments.size() < 2 || step < warmup_steps) {
+    return warmup_cosine_lr(step, warmup_steps, total_steps, base_lr, min_lr);
+  }
+  // Progress through the cosine at `step`, segment by segment.
+  double progress = 0.0;
+  int64_t from = warmup_steps, to = std::max<int64_t>(segments[0].at(1), warmup_steps + 1);
+  double start = 0.0;  // progress at `from`
+  for (size_t k = 1; k < segments.size() && segments[k].at(0) <= step; ++k) {
+    const int64_t s = std::max<int64_t>(segments[k].at(0), warmup_steps);
+    start += (1.0 - start) *
+             std::min(1.0, static_cast<double>(s - from) / static_cast<double>(std::max<int64_t>(to - from, 1)));
+    from = s;
+    to = std::max<int64_t>(segments[k].at(1), s + 1);
+  }
+  progress = start + (1.0 - start) * std::min(1.0, static_cast<double>(step - from) /
+                                                       static_cast<double>(std::max<int64_t>(to - from, 1)));
+  return min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
 ModelEma::ModelEma(const NamedParameters& params, double decay_) : decay(decay_) {
   VIT_CHECK(decay > 0 && decay < 1, "ema", "decay must be in (0, 1), got {}", decay);
   for (const auto& [name, p] : params) ema_.emplace_back(name, p.data().clone());

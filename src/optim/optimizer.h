@@ -73,6 +73,14 @@ double grad_norm(const NamedParameters& params);
 // Linear warmup from 0 to base_lr over warmup_steps, then cosine decay to min_lr at total_steps.
 double warmup_cosine_lr(int64_t step, int64_t warmup_steps, int64_t total_steps, double base_lr, double min_lr);
 
+// The same schedule when its length changed along the way (a time-budgeted run re-planned at an
+// epoch end): segments[0] = {0, T0} is the first plan, segments[k] = {s_k, T_k} from step s_k on
+// (s_k >= warmup_steps, increasing). The cosine's progress is continuous: from s_k it covers what
+// was left of it over the T_k - s_k steps then left. With fewer than two segments it is
+// warmup_cosine_lr over the one total.
+double replanned_cosine_lr(int64_t step, int64_t warmup_steps, const std::vector<std::vector<int64_t>>& segments,
+                           int64_t total_steps, double base_lr, double min_lr);
+
 // Exponential moving average of the parameters (weights used for evaluation).
 class ModelEma {
  public:

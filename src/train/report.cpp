@@ -240,7 +240,8 @@ table.bench td:last-child{text-align:right}tr.ours td{background:#fff3c4;font-we
     for (int64_t i = 0; i < points; ++i) {
       const int64_t step = points > 1 ? i * (in.total_steps - 1) / (points - 1) : 0;
       lr.xs.push_back(static_cast<double>(step + 1) / static_cast<double>(std::max<int64_t>(in.steps_per_epoch, 1)));
-      lr.values.push_back(optim::warmup_cosine_lr(step, in.warmup_steps, in.total_steps, in.lr, in.min_lr));
+      lr.values.push_back(
+          optim::replanned_cosine_lr(step, in.warmup_steps, in.schedule, in.total_steps, in.lr, in.min_lr));
     }
     html += chart("Learning-rate schedule", {lr}, {"epoch", Axes::Y::Plain});
   }

@@ -26,7 +26,8 @@ struct ReportInputs {
   // The learning-rate schedule (optim::warmup_cosine_lr over the run's steps).
   int64_t total_steps = 0, warmup_steps = 0, steps_per_epoch = 1;
   double lr = 0, min_lr = 0;
-  double time_budget = 0;  // seconds; 0: none
+  std::vector<std::vector<int64_t>> schedule;  // re-plans of a time-budgeted run (TrainConfig::schedule)
+  double time_budget = 0;                      // seconds; 0: none
   std::optional<BenchmarkTable> benchmark;
 };
 

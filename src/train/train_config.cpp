@@ -44,6 +44,14 @@ void TrainConfig::validate() const {
   VIT_CHECK(std::isfinite(time_budget) && time_budget >= 0, op, "--time-budget must be positive, got {}", time_budget);
   VIT_CHECK(steps >= 0, op, "--steps must be >= 1, got {}", steps);
   VIT_CHECK(val_split >= 0, op, "--val-split must be >= 0, got {}", val_split);
+  for (size_t k = 0; k < schedule.size(); ++k) {
+    const auto& segment = schedule[k];
+    VIT_CHECK(segment.size() == 2 && segment[1] >= 1 && segment[0] >= 0 && segment[0] < segment[1] &&
+                  (k == 0 ? segment[0] == 0 : segment[0] > schedule[k - 1][0]),
+              op, "invalid re-planned schedule (segment {} of {})", k, schedule.size());
+  }
+  VIT_CHECK(schedule.empty() || schedule.back()[1] == steps, op,
+            "the re-planned schedule ends at step {} but the run has {} steps", schedule.back()[1], steps);
   VIT_CHECK(batch_size >= 1, op, "--batch-size must be >= 1, got {}", batch_size);
   VIT_CHECK(optimizer == "adamw" || optimizer == "sgd", op, "--optimizer must be adamw or sgd, got '{}'", optimizer);
   VIT_CHECK(std::isfinite(lr) && lr > 0, op, "--lr must be positive, got {}", lr);
@@ -176,7 +184,7 @@ TrainConfig fashion_recipe() {
   c.weight_decay = 0.05;
   c.warmup_epochs = 0.5;
   c.label_smoothing = 0.1;
-  c.ema_decay = 0.998;
+  c.ema_decay = 0.0;
   c.augment.crop_padding = 2;
   c.augment.hflip = true;
   c.milestones = {0.90, 0.915, 0.935};

@@ -22,6 +22,10 @@ struct TrainConfig {
   // > 0: the run's length in optimiser steps (fixed by time_budget, or given for an exact rerun);
   // the last epoch may be partial. 0: epochs x steps per epoch.
   int64_t steps = 0;
+  // A time-budgeted run re-plans its length at an epoch end when the machine's speed drifted from
+  // what was timed: {{0, first total}, {step, new total}, ...} (optim::replanned_cosine_lr); empty
+  // while the first plan holds.
+  std::vector<std::vector<int64_t>> schedule;
   // > 0: this many training images (a fixed seeded draw, the same for every seed) are held out
   // and evaluated on instead of the test set, which the run then never reads: for tuning.
   int64_t val_split = 0;
@@ -86,6 +90,7 @@ struct TrainConfig {
     visit("time_budget", time_budget, Presence::Optional);
     visit("steps", steps, Presence::Optional);
     visit("val_split", val_split, Presence::Optional);
+    visit("schedule", schedule, Presence::Optional);
   }
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);  // throws on invalid JSON

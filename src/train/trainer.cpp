@@ -92,6 +92,7 @@ struct Run {
   EpochStats carried;
   int64_t steps_per_epoch = 0, total_steps = 0, warmup_steps = 0;
   double elapsed_before = 0.0;  // training seconds of earlier processes (resume)
+  double save_seconds = 0.0;    // one checkpoint save, as timed by fit_budget (time budget only)
   Clock::time_point start;
   TrainResult result;
 
@@ -244,9 +245,9 @@ void plan(Run& run) {
   run.total_steps = c.steps > 0 ? c.steps : run.steps_per_epoch * c.epochs;
   run.warmup_steps = static_cast<int64_t>(std::llround(c.warmup_epochs * static_cast<double>(run.steps_per_epoch)));
   const model::ComputeCost cost = model::macs_per_image(c.model);
-  std::printf("model %s: %ld parameters, %.2f MMACs per image; %ld training / %ld test images from %s\n",
+  std::printf("model %s: %ld parameters, %.2f MMACs per image; %ld training / %ld %s images from %s\n",
               c.model.name.c_str(), run.model->num_parameters(), static_cast<double>(cost.total()) / 1e6,
-              run.train_data.size(), run.test_data.size(), c.data_dir.c_str());
+              run.train_data.size(), run.test_data.size(), c.val_split > 0 ? "validation" : "test", c.data_dir.c_str());
   if (c.steps > 0) {
     std::printf("training %ld steps = %.2f epochs of %ld steps (batch %ld, %s lr %g, %d threads) -> %s\n", c.steps,
                 static_cast<double>(c.steps) / static_cast<double>(run.steps_per_epoch), run.steps_per_epoch,
@@ -350,6 +351,48 @@ std::string interrupted_message(const Run& run, const StopSignals& signals) {
 
 // ---- the time budget ----
 
+// The most steps S, counted from `step` (a position inside an epoch of steps_per_epoch), whose
+// training and epoch ends fit in `seconds`: S * step + (epoch ends among them) * end. It grows
+// with S, so a binary search finds it.
+int64_t steps_that_fit(double seconds, int64_t steps_per_epoch, int64_t step, double step_seconds, double end_seconds) {
+  auto seconds_for = [&](int64_t s) {
+    const int64_t ends =
+        (step + s + steps_per_epoch - 1) / steps_per_epoch - (step + steps_per_epoch - 1) / steps_per_epoch;
+    return static_cast<double>(s) * step_seconds + static_cast<double>(ends) * end_seconds;
+  };
+  int64_t fits = 0, over = static_cast<int64_t>(std::max(seconds, 0.0) / step_seconds) + 1;
+  while (over - fits > 1) {
+    const int64_t mid = fits + (over - fits) / 2;
+    (seconds_for(mid) <= seconds ? fits : over) = mid;
+  }
+  return fits;
+}
+
+// At an epoch end of a budgeted run: when the steps left, at the speed of the epoch just trained
+// and with this epoch end's cost, would end more than 2% away from the budget, re-plans the
+// length so they end at it (the cosine continues from where it is: optim::replanned_cosine_lr).
+// A shared machine's speed drifts by up to ~30% within minutes; this keeps the run to its budget.
+void keep_to_budget(Run& run, double step_seconds, double end_seconds, double pending_seconds) {
+  TrainConfig& c = run.config;
+  const int64_t left = run.total_steps - run.step;
+  if (c.time_budget <= 0 || left <= 0 || run.step < run.warmup_steps || !(step_seconds > 0)) return;
+  const double remaining = c.time_budget - run.elapsed() - pending_seconds;  // this epoch end's saves to come
+  const int64_t ends = (run.total_steps + run.steps_per_epoch - 1) / run.steps_per_epoch -
+                       (run.step + run.steps_per_epoch - 1) / run.steps_per_epoch;
+  const double projected = static_cast<double>(left) * step_seconds + static_cast<double>(ends) * end_seconds;
+  if (std::abs(projected - remaining) <= 0.02 * c.time_budget) return;
+  const int64_t fits = std::max<int64_t>(
+      1, steps_that_fit(remaining - 0.01 * c.time_budget, run.steps_per_epoch, run.step, step_seconds, end_seconds));
+  if (fits == left) return;
+  if (c.schedule.empty()) c.schedule.push_back({0, run.total_steps});
+  c.schedule.push_back({run.step, run.step + fits});
+  std::printf(
+      "the machine runs at %.3f s a step now: re-planned the %ld steps left to %ld, to end within the %s budget "
+      "(the learning-rate cosine continues from where it is; the checkpoint records the new plan)\n",
+      step_seconds, left, fits, duration_str(c.time_budget).c_str());
+  set_steps(run, run.step + fits);
+}
+
 // Sizes the schedule to --time-budget: times forward + backward on the first batches of epoch 1
 // (without updates, so the run's state is untouched and `--steps N` reruns it exactly) and an
 // evaluation pass over part of the evaluation set, then fixes the number of steps whose training
@@ -399,20 +442,13 @@ void fit_budget(Run& run, DataParallel& parallel) {
   save(run, scratch, checkpoint_info(run, 0, 0, "{}"));
   std::error_code ignored;
   fs::remove(scratch, ignored);
-  eval_seconds += 2 * std::chrono::duration<double>(Clock::now() - s0).count();
+  run.save_seconds = std::chrono::duration<double>(Clock::now() - s0).count();
+  eval_seconds += 2 * run.save_seconds;
   // The most steps S whose training and epoch ends fit in what is left: S * step + ceil(S / steps
   // per epoch) * (evaluation + saves) grows with S, so a binary search finds it. 2% of the budget
   // is kept for the report and the noise of a shared machine.
-  const double left = 0.98 * budget - run.elapsed();
-  auto seconds_for = [&](int64_t s) {
-    const int64_t ends = (s + run.steps_per_epoch - 1) / run.steps_per_epoch;
-    return static_cast<double>(s) * step_seconds + static_cast<double>(ends) * eval_seconds;
-  };
-  int64_t steps = 0, over = static_cast<int64_t>(std::max(left, 0.0) / step_seconds) + 1;  // fits, does not fit
-  while (over - steps > 1) {
-    const int64_t mid = steps + (over - steps) / 2;
-    (seconds_for(mid) <= left ? steps : over) = mid;
-  }
+  const int64_t steps =
+      steps_that_fit(0.98 * budget - run.elapsed(), run.steps_per_epoch, 0, step_seconds, eval_seconds);
   VIT_CHECK(steps >= 1, "train",
             "--time-budget {}: too short for one step and an evaluation (a step takes {:.3f} s, an evaluation and its "
             "saves {:.2f} s, timing took {:.1f} s)",
@@ -443,7 +479,7 @@ bool train_step(Run& run, DataParallel& parallel, const data::Batch& batch, int6
   const TrainConfig& c = run.config;
   // Dropout masks depend on (seed, step) only, so a resumed run draws the same ones.
   parallel.reseed(c.seed, run.step);
-  run.opt->lr = optim::warmup_cosine_lr(run.step, run.warmup_steps, run.total_steps, c.lr, c.min_lr);
+  run.opt->lr = optim::replanned_cosine_lr(run.step, run.warmup_steps, c.schedule, run.total_steps, c.lr, c.min_lr);
   const DataParallel::StepResult r = parallel.forward_backward(batch, c.label_smoothing);
   // A NaN/Inf loss or gradient: skip the step (--skip-nonfinite) or stop before any update.
   if (const std::string what = step_problem(r.loss, run.params); !what.empty()) {
@@ -598,6 +634,7 @@ void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& 
   report.warmup_steps = run.warmup_steps;
   report.steps_per_epoch = run.steps_per_epoch;
   report.lr = c.lr;
+  report.schedule = c.schedule;
   report.min_lr = c.min_lr;
   report.time_budget = c.time_budget;
   report.benchmark = run.benchmark;
@@ -664,7 +701,12 @@ TrainResult train(TrainConfig config) {
   }
   for (int64_t epoch = run.start_epoch; epoch < c.epochs; ++epoch) {
     const EpochResult trained = train_epoch(run, parallel, signals, epoch);  // Interrupted: saved mid-epoch
+    const auto evaluated_from = Clock::now();
     const EvalResult eval = evaluate_epoch(run, epoch);
+    if (c.time_budget > 0 && trained.stats.steps > 0) {
+      const double end = std::chrono::duration<double>(Clock::now() - evaluated_from).count() + 2 * run.save_seconds;
+      keep_to_budget(run, trained.train_seconds / static_cast<double>(trained.stats.steps), end, 2 * run.save_seconds);
+    }
     end_epoch(run, epoch, trained, eval);  // metrics, checkpoints, report
     if (signals.pending() && epoch + 1 < c.epochs)
       throw Interrupted(interrupted_message(run, signals), signals.pending());

@@ -51,19 +51,28 @@ TEST(TimeBudget, ARunFixesItsStepsRecordsThemAndStepsRerunsItExactly) {
                                 std::regex("-> (\\d+) steps = [0-9.]+ epochs, fixed \\(rerun exactly with "
                                            "--steps (\\d+)\\)")))
       << r.out;
-  const int64_t steps = std::stoll(m[1]);
+  const int64_t planned = std::stoll(m[1]);
   EXPECT_EQ(m[1], m[2]);
-  EXPECT_GE(steps, 1);
+  EXPECT_GE(planned, 1);
   // The run keeps to its budget (loosely: the machine is shared; the note has the measured figures).
   std::smatch used;
   ASSERT_TRUE(std::regex_search(r.out, used, std::regex("time budget 3s: used ([0-9.]+) s"))) << r.out;
   EXPECT_LT(std::stod(used[1]), 3 * 3.0) << r.out;
+  const train::TrainConfig saved = saved_config(dir.file("a/last.safetensors"));
+  EXPECT_EQ(saved.time_budget, 3.0);
+  const int64_t steps = saved.steps;
   const std::vector<nlohmann::json> rows = metrics(dir.file("a"));
   ASSERT_EQ(static_cast<int64_t>(rows.size()), (steps + 9) / 10) << r.out;  // the last epoch may be partial
   EXPECT_EQ(rows.back()["step"].get<int64_t>(), steps);
-  const train::TrainConfig saved = saved_config(dir.file("a/last.safetensors"));
-  EXPECT_EQ(saved.steps, steps);
-  EXPECT_EQ(saved.time_budget, 3.0);
+  if (!saved.schedule.empty()) {
+    // The machine's speed drifted and the run re-planned its length: said, and recorded from the
+    // first plan on (tests/optim checks the schedule itself; the test below, its resume).
+    EXPECT_NE(r.out.find("re-planned the "), std::string::npos) << r.out;
+    EXPECT_EQ(saved.schedule.front(), (std::vector<int64_t>{0, planned}));
+    EXPECT_EQ(saved.schedule.back()[1], steps);
+    return;
+  }
+  EXPECT_EQ(steps, planned);
   // The same schedule by its step count: the same weights, bit for bit (timing changed nothing).
   const CommandResult again =
       vit("train --data " + data + " --out " + dir.file("b") + " --steps " + std::to_string(steps) + kModel);
@@ -95,6 +104,7 @@ TEST(TimeBudget, StepsEndInsideTheLastEpochAndResumeKeepsThem) {
   c.steps = 23;
   c.stop_after_epoch = 1;
   c.model.image_size = 8;
+  c.model.patch_size = 4;
   c.model.dim = 8;
   c.model.depth = 1;
   c.model.num_heads = 2;
@@ -125,6 +135,58 @@ TEST(TimeBudget, StepsEndInsideTheLastEpochAndResumeKeepsThem) {
     EXPECT_EQ(0, std::memcmp(x.data<float>(), b.weights[i].second.data<float>(),
                              static_cast<size_t>(x.numel()) * sizeof(float)))
         << a.weights[i].first;
+  }
+}
+
+// A run re-planned by its time budget (TrainConfig::schedule) resumes on the same schedule:
+// stopped after its first epoch and resumed, it ends with the weights of the run never stopped.
+TEST(TimeBudget, AReplannedScheduleIsRecordedAndResumed) {
+  TempDir dir;
+  const std::string data = dir.file("data");
+  testing::write_toy_mnist(data, 40, 12, 8);  // 10 steps per epoch
+  auto config = [&](const std::string& out) {
+    train::TrainConfig c = train::recipe_for("vit_fashion");
+    c.data_dir = data;
+    c.out_dir = out;
+    c.time_budget = 0;
+    c.steps = 23;
+    c.schedule = {{0, 30}, {10, 23}};
+    c.warmup_epochs = 0.5;
+    c.model.image_size = 8;
+    c.model.patch_size = 4;
+    c.model.dim = 8;
+    c.model.depth = 1;
+    c.model.num_heads = 2;
+    c.batch_size = 4;
+    c.threads = 1;
+    c.progress = 0;
+    return c;
+  };
+  train::train(config(dir.file("full")));
+  train::TrainConfig stopped = config(dir.file("run"));
+  stopped.stop_after_epoch = 1;
+  train::train(stopped);
+  const CommandResult resumed = vit("train --resume " + dir.file("run") + " --threads 1");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  const auto a = infer::load_checkpoint(dir.file("run/last.safetensors"));
+  const auto b = infer::load_checkpoint(dir.file("full/last.safetensors"));
+  EXPECT_EQ(train::TrainConfig::from_json(a.info.train_config_json).schedule,
+            (std::vector<std::vector<int64_t>>{{0, 30}, {10, 23}}));
+  ASSERT_EQ(a.info.step, 23);
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    const Tensor& x = a.weights[i].second;
+    EXPECT_EQ(0, std::memcmp(x.data<float>(), b.weights[i].second.data<float>(),
+                             static_cast<size_t>(x.numel()) * sizeof(float)))
+        << a.weights[i].first;
+  }
+  // A schedule that does not end at the run's steps is refused.
+  train::TrainConfig bad = config(dir.file("bad"));
+  bad.schedule = {{0, 30}, {10, 25}};
+  try {
+    train::train(bad);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "[train] the re-planned schedule ends at step 25 but the run has 23 steps");
   }
 }
 
@@ -209,7 +271,8 @@ TEST(Recipes, APresetBringsItsRecipeAndFlagsApplyOnTop) {
   EXPECT_EQ(fc.augment.rotate_degrees, 0.0);
   EXPECT_EQ(fc.time_budget, 0.0);
   EXPECT_EQ(f.info.model.name, "vit_fashion");
-  EXPECT_EQ(f.info.model.patch_size, 4);
+  EXPECT_EQ(f.info.model.patch_size, 7);
+  EXPECT_EQ(f.info.model.drop_path, 0.0);
 }
 
 }  // namespace

@@ -26,9 +26,9 @@ class Cli : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir();
     testing::write_toy_mnist(dir_->file("data"), 192, 64);
-    const CommandResult r =
-        vit("train --data " + dir_->file("data") + " --out " + dir_->file("run") +
-            " --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --epochs 2 --batch-size 32 --threads 1");
+    const CommandResult r = vit(
+        "train --data " + dir_->file("data") + " --out " + dir_->file("run") +
+        " --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --epochs 2 --batch-size 32 --threads 1 --ema 0.99");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     train_output_ = r.out;
   }

@@ -36,6 +36,36 @@ TEST(Schedule, LinearWarmupThenCosineToMin) {
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(0, 0, 100, 2.0, 0.0), 2.0);
 }
 
+// A re-planned schedule: the cosine's progress is continuous at each re-plan and reaches the
+// minimum at the new end, shortened or lengthened; without re-plans it is the plain schedule.
+TEST(Schedule, ReplannedCosineContinuesWhereItWas) {
+  for (int64_t step : {0, 5, 10, 60, 110}) {
+    EXPECT_DOUBLE_EQ(replanned_cosine_lr(step, 10, {}, 110, 1.0, 0.01), warmup_cosine_lr(step, 10, 110, 1.0, 0.01));
+    EXPECT_DOUBLE_EQ(replanned_cosine_lr(step, 10, {{0, 110}}, 110, 1.0, 0.01),
+                     warmup_cosine_lr(step, 10, 110, 1.0, 0.01));
+  }
+  // Planned 110 steps (warmup 10); at step 60 (progress 1/2) re-planned to end at 80.
+  const std::vector<std::vector<int64_t>> shorter = {{0, 110}, {60, 80}};
+  EXPECT_DOUBLE_EQ(replanned_cosine_lr(5, 10, shorter, 80, 1.0, 0.0), 0.6);  // warmup untouched
+  EXPECT_DOUBLE_EQ(replanned_cosine_lr(40, 10, shorter, 80, 1.0, 0.0), warmup_cosine_lr(40, 10, 110, 1.0, 0.0));
+  EXPECT_NEAR(replanned_cosine_lr(60, 10, shorter, 80, 1.0, 0.0), 0.5, testing::kDoubleFormulaTol);
+  // Half of what was left (progress 3/4) ten steps later, the minimum at 80.
+  EXPECT_NEAR(replanned_cosine_lr(70, 10, shorter, 80, 1.0, 0.0), 0.5 * (1 + std::cos(M_PI * 0.75)),
+              testing::kDoubleFormulaTol);
+  EXPECT_NEAR(replanned_cosine_lr(80, 10, shorter, 80, 1.0, 0.0), 0.0, testing::kDoubleFormulaTol);
+  // Lengthened, then shortened again: still continuous at each change.
+  const std::vector<std::vector<int64_t>> twice = {{0, 110}, {60, 160}, {110, 130}};
+  EXPECT_NEAR(replanned_cosine_lr(110, 10, twice, 130, 1.0, 0.0),
+              replanned_cosine_lr(110, 10, {{0, 110}, {60, 160}}, 160, 1.0, 0.0), testing::kDoubleFormulaTol);
+  EXPECT_NEAR(replanned_cosine_lr(130, 10, twice, 130, 1.0, 0.0), 0.0, testing::kDoubleFormulaTol);
+  double previous = 2.0;
+  for (int64_t step = 10; step <= 130; ++step) {  // never rises after the warmup
+    const double lr = replanned_cosine_lr(step, 10, twice, 130, 1.0, 0.0);
+    EXPECT_LE(lr, previous + 1e-12) << step;
+    previous = lr;
+  }
+}
+
 TEST(Clipping, ScalesToMaxNormAndReportsNormBefore) {
   Variable a = param({2}, 0), b = param({1}, 0);
   a.set_grad(Tensor::from_data(std::vector<float>{3, 0}, {2}));
