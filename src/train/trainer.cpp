@@ -93,6 +93,10 @@ struct Run {
   int64_t steps_per_epoch = 0, total_steps = 0, warmup_steps = 0;
   double elapsed_before = 0.0;  // training seconds of earlier processes (resume)
   double save_seconds = 0.0;    // one checkpoint save, as timed by fit_budget (time budget only)
+  // Training time and steps of this process's epochs (the time budget's speed estimate); the
+  // resumed epoch's earlier part (carried) is another process's and is left out.
+  double trained_seconds = 0.0, carried_seconds = 0.0;
+  int64_t trained_steps = 0, carried_steps = 0;
   Clock::time_point start;
   TrainResult result;
 
@@ -224,7 +228,11 @@ void build_model(Run& run) {
   run.start_epoch = r.info.epoch;
   run.step = r.info.step;
   run.first_batch = r.info.batch;
-  if (run.first_batch > 0) run.carried = EpochStats::from_json(r.info.epoch_stats_json, run.files.last);
+  if (run.first_batch > 0) {
+    run.carried = EpochStats::from_json(r.info.epoch_stats_json, run.files.last);
+    run.carried_seconds = run.carried.seconds;
+    run.carried_steps = run.carried.steps;
+  }
   run.elapsed_before = r.info.elapsed_seconds;
   truncate_metrics(run.files.metrics, run.start_epoch);
 }
@@ -368,8 +376,8 @@ int64_t steps_that_fit(double seconds, int64_t steps_per_epoch, int64_t step, do
   return fits;
 }
 
-// At an epoch end of a budgeted run: when the steps left, at the speed of the epoch just trained
-// and with this epoch end's cost, would end more than 2% away from the budget, re-plans the
+// At an epoch end of a budgeted run: when the steps left, at the speed measured so far and with
+// this epoch end's cost, would end more than 2% away from the budget, re-plans the
 // length so they end at it (the cosine continues from where it is: optim::replanned_cosine_lr).
 // A shared machine's speed drifts by up to ~30% within minutes; this keeps the run to its budget.
 void keep_to_budget(Run& run, double step_seconds, double end_seconds, double pending_seconds) {
@@ -704,8 +712,15 @@ TrainResult train(TrainConfig config) {
     const auto evaluated_from = Clock::now();
     const EvalResult eval = evaluate_epoch(run, epoch);
     if (c.time_budget > 0 && trained.stats.steps > 0) {
+      // The speed so far in this process (all its epochs: one epoch's speed jitters too much).
+      run.trained_seconds += trained.train_seconds - run.carried_seconds;
+      run.trained_steps += trained.stats.steps - run.carried_steps;
+      run.carried_seconds = 0;
+      run.carried_steps = 0;
       const double end = std::chrono::duration<double>(Clock::now() - evaluated_from).count() + 2 * run.save_seconds;
-      keep_to_budget(run, trained.train_seconds / static_cast<double>(trained.stats.steps), end, 2 * run.save_seconds);
+      if (run.trained_steps > 0) {
+        keep_to_budget(run, run.trained_seconds / static_cast<double>(run.trained_steps), end, 2 * run.save_seconds);
+      }
     }
     end_epoch(run, epoch, trained, eval);  // metrics, checkpoints, report
     if (signals.pending() && epoch + 1 < c.epochs)
