@@ -75,7 +75,7 @@ struct Axes {
 // A line chart as inline SVG. ErrorLog plots accuracies as error rates (1 - accuracy) on a log
 // axis, so the differences of the last epochs (98.2 vs 98.5%) are visible.
 std::string chart(const std::string& title, const std::vector<Series>& series, const Axes& axes) {
-  constexpr double W = 480, H = 270, L = 60, R = 15, T = 30, B = 38;
+  constexpr double W = 480, H = 285, L = 60, R = 15, T = 46, B = 38;  // title, then the legend, above the plot
   const bool log_y = axes.y == Axes::Y::ErrorLog;
   auto y_value = [&](double v) { return log_y ? std::log10(std::max(1.0 - v, 1e-4)) : v; };
   double lo = INFINITY, hi = -INFINITY, x_lo = INFINITY, x_hi = -INFINITY;
@@ -95,6 +95,7 @@ std::string chart(const std::string& title, const std::vector<Series>& series, c
     const double pad = (hi - lo) * 0.05;
     lo -= pad, hi += pad;
     if (axes.y == Axes::Y::Percent) lo = std::max(lo, 0.0), hi = std::min(hi, 1.0);
+    if (lo < 0 && lo + pad >= 0) lo = 0;  // values that are never negative get no negative axis
   }
   auto x_of = [&](double x) { return L + (x - x_lo) / (x_hi - x_lo) * (W - L - R); };
   auto y_of = [&](double v) { return T + (hi - v) / (hi - lo) * (H - T - B); };
@@ -119,11 +120,11 @@ std::string chart(const std::string& title, const std::vector<Series>& series, c
   for (int k = 0; k <= 4; ++k) {
     const double x = x_lo + (x_hi - x_lo) * k / 4.0;
     svg +=
-        fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle">{:.4g}</text>)", x_of(x), H - 22, x);
+        fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle">{:.3g}</text>)", x_of(x), H - 22, x);
   }
   svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="middle">{}</text>)", (L + W - R) / 2, H - 6,
                      escape(axes.x_label));
-  double legend_x = L + 200;
+  double legend_x = L;
   for (const auto& s : series) {
     std::string points;
     for (size_t i = 0; i < s.values.size() && i < s.xs.size(); ++i) {
@@ -135,9 +136,9 @@ std::string chart(const std::string& title, const std::vector<Series>& series, c
       svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"/>)", x_of(s.xs[0]),
                          y_of(y_value(s.values[0])), s.colour);
     }
-    svg += fmt::format(R"(<text x="{}" y="18" font-size="12" fill="{}">&#9632; {}</text>)", legend_x, s.colour,
+    svg += fmt::format(R"(<text x="{}" y="36" font-size="12" fill="{}">&#9632; {}</text>)", legend_x, s.colour,
                        escape(s.label));
-    legend_x += 100;
+    legend_x += 120;
   }
   return svg + "</svg>";
 }
