@@ -54,7 +54,7 @@ void add_train_command(CLI::App& app) {
   steps->excludes(time_budget);
   cmd->add_option("--val-split", c->val_split,
                   "hold out this many training images (a fixed draw) and evaluate on them instead of the test set "
-                  "(for tuning a recipe; the test set is not read)")
+                  "(for tuning a recipe; the test set is not evaluated)")
       ->capture_default_str();
   cmd->add_option("--batch-size", c->batch_size, "batch size")->capture_default_str();
   cmd->add_option("--optimizer", c->optimizer, "adamw or sgd")->capture_default_str();

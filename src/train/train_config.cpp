@@ -134,6 +134,7 @@ double parse_duration(const std::string& text, const std::string& flag) {
   }
   VIT_CHECK(parts > 0 && std::isfinite(total) && total > 0, "train", "{} '{}': must be a positive duration", flag,
             text);
+  VIT_CHECK(total <= 366.0 * 24 * 3600, "train", "{} '{}': more than a year", flag, text);
   return total;
 }
 

@@ -27,7 +27,7 @@ struct TrainConfig {
   // while the first plan holds.
   std::vector<std::vector<int64_t>> schedule;
   // > 0: this many training images (a fixed seeded draw, the same for every seed) are held out
-  // and evaluated on instead of the test set, which the run then never reads: for tuning.
+  // and evaluated on instead of the test set, which the run then never evaluates: for tuning.
   int64_t val_split = 0;
   int64_t batch_size = 128;
   std::string optimizer = "adamw";  // "adamw" or "sgd"

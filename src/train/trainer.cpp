@@ -368,7 +368,7 @@ int64_t steps_that_fit(double seconds, int64_t steps_per_epoch, int64_t step, do
         (step + s + steps_per_epoch - 1) / steps_per_epoch - (step + steps_per_epoch - 1) / steps_per_epoch;
     return static_cast<double>(s) * step_seconds + static_cast<double>(ends) * end_seconds;
   };
-  int64_t fits = 0, over = static_cast<int64_t>(std::max(seconds, 0.0) / step_seconds) + 1;
+  int64_t fits = 0, over = static_cast<int64_t>(std::min(std::max(seconds, 0.0) / step_seconds, 1e15)) + 1;
   while (over - fits > 1) {
     const int64_t mid = fits + (over - fits) / 2;
     (seconds_for(mid) <= seconds ? fits : over) = mid;
@@ -412,7 +412,9 @@ void fit_budget(Run& run, DataParallel& parallel) {
   batches.resize(std::min<size_t>(batches.size(), 64));
   data::BatchLoader loader(run.train_data, batches, c.augment, run.norm, true, c.seed, 0);
   run.model->train();
-  constexpr int64_t kUntimed = 2, kMinTimed = 5;
+  constexpr int64_t kMinTimed = 5;
+  // The first two batches warm caches and the allocator: untimed, unless there are too few.
+  const int64_t kUntimed = static_cast<int64_t>(batches.size()) > 2 + kMinTimed ? 2 : 0;
   int64_t n = 0;
   Clock::time_point from = Clock::now();
   double timed = 0;
@@ -425,10 +427,8 @@ void fit_budget(Run& run, DataParallel& parallel) {
     if (n - kUntimed >= kMinTimed && timed >= 0.015 * budget) break;
   }
   run.model->zero_grad();
-  VIT_CHECK(n > kUntimed, "train", "--time-budget: the training set gives only {} batch(es) of {}; too few to time", n,
-            c.batch_size);
   // The optimiser update, clipping and EMA are not timed above: a 3% margin covers them.
-  const double step_seconds = timed / static_cast<double>(n - kUntimed) * 1.03;
+  const double step_seconds = std::max(timed / static_cast<double>(n - kUntimed) * 1.03, 1e-6);
   // One evaluation pass, from a slice of the evaluation set.
   const int64_t slice = std::min<int64_t>(run.test_data.size(), 2 * c.eval_batch_size);
   data::Dataset part;

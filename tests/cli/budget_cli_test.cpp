@@ -227,6 +227,12 @@ TEST(TimeBudget, BadValuesAreRefusedNamingThemWithNothingWritten) {
             std::string::npos)
       << tiny.out;
   EXPECT_FALSE(fs::exists(dir.file("short/last.safetensors")));
+  // A training set of a single batch is timed on that batch (nothing to leave untimed).
+  testing::write_toy_mnist(dir.file("one_batch"), 4, 4, 8);
+  const CommandResult one =
+      vit("train --data " + dir.file("one_batch") + " --out " + dir.file("one") + " --time-budget 1" + kModel);
+  EXPECT_EQ(one.exit_code, 0) << one.out;
+  EXPECT_NE(one.out.find("(timed over 1 batches)"), std::string::npos) << one.out;
   // A dataset folder with only its training files.
   fs::create_directories(dir.file("train_only"));
   for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"})

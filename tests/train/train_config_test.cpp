@@ -137,6 +137,7 @@ TEST(TimeBudget, DurationsParseInSecondsMinutesAndHours) {
   }
   EXPECT_EQ(duration_error("0"), "[train] --time-budget '0': must be a positive duration");
   EXPECT_EQ(duration_error("0m"), "[train] --time-budget '0m': must be a positive duration");
+  EXPECT_EQ(duration_error("99999999999h"), "[train] --time-budget '99999999999h': more than a year");
   EXPECT_EQ(duration_str(600), "10m");
   EXPECT_EQ(duration_str(5430), "1h 30m 30s");
   EXPECT_EQ(duration_str(45.5), "45.5s");
