@@ -119,8 +119,8 @@ std::string chart(const std::string& title, const std::vector<Series>& series, c
   }
   for (int k = 0; k <= 4; ++k) {
     const double x = x_lo + (x_hi - x_lo) * k / 4.0;
-    svg +=
-        fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle">{:.3g}</text>)", x_of(x), H - 22, x);
+    svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle">{}</text>)", x_of(x), H - 22,
+                       std::abs(x) >= 100 ? fmt::format("{:.0f}", x) : fmt::format("{:.3g}", x));
   }
   svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="middle">{}</text>)", (L + W - R) / 2, H - 6,
                      escape(axes.x_label));
