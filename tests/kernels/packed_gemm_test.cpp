@@ -12,79 +12,31 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/gemm_test_util.h"
 #include "kernels/kernel_test_util.h"
 
 namespace vit::kernels {
 namespace {
 
 using test::random_vector;
-
-struct Case {
-  int64_t M, N, K;
-  bool trans_a = false, trans_b = false;
-  float alpha = 1.0f, beta = 0.0f;
-  bool bias = false;
-  Activation act = Activation::None;
-  int64_t pad = 0;  // extra row stride of A, B and C
-};
-
-std::string describe(const Case& c) {
-  return fmt::format("M={} N={} K={} trans_a={} trans_b={} alpha={} beta={} bias={} act={} pad={}", c.M, c.N, c.K,
-                     c.trans_a, c.trans_b, c.alpha, c.beta, c.bias, static_cast<int>(c.act), c.pad);
-}
-
-double activate_ref(Activation a, double x) {
-  if (a == Activation::Gelu) return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-  if (a == Activation::GeluTanh) return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-  return x;
-}
+using Case = test::GemmCase;
 
 // Runs gemm_packed (single_thread: from inside a parallel region, so it runs on one thread) and
 // checks every element of C, padding included.
 void check(const Case& c, bool single_thread = false) {
-  const int64_t lda = (c.trans_a ? c.M : c.K) + c.pad, ldb = (c.trans_b ? c.K : c.N) + c.pad, ldc = c.N + c.pad;
-  const int64_t a_rows = c.trans_a ? c.K : c.M, b_rows = c.trans_b ? c.N : c.K;
-  const std::vector<float> A = random_vector<float>(std::max<int64_t>(1, a_rows * lda), 1 + c.M + c.K),
-                           B = random_vector<float>(std::max<int64_t>(1, b_rows * ldb), 2 + c.N),
-                           bias = random_vector<float>(std::max<int64_t>(1, c.N), 3);
-  std::vector<float> C = random_vector<float>(std::max<int64_t>(1, c.M * ldc), 4 + c.N);
-  if (c.beta == 0.0f && c.M > 0 && c.N > 0) C[0] = std::numeric_limits<float>::quiet_NaN();  // must be ignored
-  const std::vector<float> before = C;
+  test::GemmOperands o(c, 0);
   GemmEpilogue e;
   e.alpha = c.alpha;
   e.beta = c.beta;
-  e.bias = c.bias ? bias.data() : nullptr;
+  e.bias = c.bias ? o.bias.data() : nullptr;
   e.act = c.act;
   if (single_thread) {
 #pragma omp parallel num_threads(1)
-    gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, C.data(), ldc, e);
+    gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, o.C.data(), o.ldc, e);
   } else {
-    gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, C.data(), ldc, e);
+    gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, o.C.data(), o.ldc, e);
   }
-  double worst = 0;
-  for (int64_t m = 0; m < c.M; ++m) {
-    for (int64_t n = 0; n < ldc; ++n) {
-      const float got = C[m * ldc + n];
-      if (n >= c.N) {
-        ASSERT_EQ(got, before[m * ldc + n]) << "wrote past N at row " << m << ": " << describe(c);
-        continue;
-      }
-      double dot = 0, scale = 0;
-      for (int64_t k = 0; k < c.K; ++k) {
-        const double a = c.trans_a ? A[k * lda + m] : A[m * lda + k];
-        const double b = c.trans_b ? B[n * ldb + k] : B[k * ldb + n];
-        dot += a * b;
-        scale += std::abs(a * b);
-      }
-      double want = c.alpha * dot;
-      if (c.beta != 0.0f) want += c.beta * static_cast<double>(before[m * ldc + n]);
-      if (c.bias) want += bias[n];
-      want = activate_ref(c.act, want);
-      ASSERT_TRUE(std::isfinite(got)) << "m=" << m << " n=" << n << ": " << describe(c);
-      worst = std::max(worst, std::abs(got - want) / (1.0 + std::abs(c.alpha) * scale + std::abs(c.beta)));
-    }
-  }
-  EXPECT_LT(worst, test::kLinearKernelTol) << describe(c);
+  test::expect_matches_reference(c, o);
 }
 
 TEST(PackedGemm, MatchesReferenceAroundPanelEdges) {
