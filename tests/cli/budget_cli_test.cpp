@@ -40,6 +40,38 @@ train::TrainConfig saved_config(const std::string& checkpoint) {
   return train::TrainConfig::from_json(infer::load_checkpoint(checkpoint).info.train_config_json);
 }
 
+// kModel's run as a library config: the Fashion-MNIST recipe on the tiny model, `steps` steps.
+train::TrainConfig tiny_steps(const std::string& data, const std::string& out, int64_t steps) {
+  train::TrainConfig c = train::recipe_for("vit_fashion");
+  c.data_dir = data;
+  c.out_dir = out;
+  c.time_budget = 0;
+  c.steps = steps;
+  c.model.image_size = 8;
+  c.model.patch_size = 4;
+  c.model.dim = 8;
+  c.model.depth = 1;
+  c.model.num_heads = 2;
+  c.batch_size = 4;
+  c.threads = 1;
+  c.progress = 0;
+  return c;
+}
+
+// The two checkpoints hold the same weights, bit for bit.
+void expect_same_weights(const std::string& a_path, const std::string& b_path) {
+  const auto a = infer::load_checkpoint(a_path);
+  const auto b = infer::load_checkpoint(b_path);
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    const Tensor& x = a.weights[i].second;
+    const Tensor& y = b.weights[i].second;
+    ASSERT_EQ(x.numel(), y.numel());
+    EXPECT_EQ(0, std::memcmp(x.data<float>(), y.data<float>(), static_cast<size_t>(x.numel()) * sizeof(float)))
+        << a.weights[i].first;
+  }
+}
+
 TEST(TimeBudget, ARunFixesItsStepsRecordsThemAndStepsRerunsItExactly) {
   TempDir dir;
   const std::string data = dir.file("data");
@@ -77,16 +109,7 @@ TEST(TimeBudget, ARunFixesItsStepsRecordsThemAndStepsRerunsItExactly) {
   const CommandResult again =
       vit("train --data " + data + " --out " + dir.file("b") + " --steps " + std::to_string(steps) + kModel);
   ASSERT_EQ(again.exit_code, 0) << again.out;
-  const auto a = infer::load_checkpoint(dir.file("a/last.safetensors"));
-  const auto b = infer::load_checkpoint(dir.file("b/last.safetensors"));
-  ASSERT_EQ(a.weights.size(), b.weights.size());
-  for (size_t i = 0; i < a.weights.size(); ++i) {
-    const Tensor& x = a.weights[i].second;
-    const Tensor& y = b.weights[i].second;
-    ASSERT_EQ(x.numel(), y.numel());
-    EXPECT_EQ(0, std::memcmp(x.data<float>(), y.data<float>(), static_cast<size_t>(x.numel()) * sizeof(float)))
-        << a.weights[i].first;
-  }
+  expect_same_weights(dir.file("a/last.safetensors"), dir.file("b/last.safetensors"));
 }
 
 TEST(TimeBudget, StepsEndInsideTheLastEpochAndResumeKeepsThem) {
@@ -97,20 +120,8 @@ TEST(TimeBudget, StepsEndInsideTheLastEpochAndResumeKeepsThem) {
   ASSERT_EQ(full.exit_code, 0) << full.out;
   EXPECT_NE(full.out.find("training 23 steps = 2.30 epochs of 10 steps"), std::string::npos) << full.out;
   // The same run stopped after its first epoch (as if interrupted), then resumed by the command.
-  train::TrainConfig c = train::recipe_for("vit_fashion");
-  c.data_dir = data;
-  c.out_dir = run;
-  c.time_budget = 0;
-  c.steps = 23;
+  train::TrainConfig c = tiny_steps(data, run, 23);
   c.stop_after_epoch = 1;
-  c.model.image_size = 8;
-  c.model.patch_size = 4;
-  c.model.dim = 8;
-  c.model.depth = 1;
-  c.model.num_heads = 2;
-  c.batch_size = 4;
-  c.threads = 1;
-  c.progress = 0;
   train::train(c);
   ASSERT_EQ(metrics(run).size(), 1u);
   expect_error(vit("train --resume " + run + " --epochs 9"),
@@ -128,14 +139,7 @@ TEST(TimeBudget, StepsEndInsideTheLastEpochAndResumeKeepsThem) {
   EXPECT_EQ(rows[2]["step"], 23);
   EXPECT_EQ(infer::load_checkpoint(run + "/last.safetensors").info.step, 23);
   // Resumed or not, the same weights.
-  const auto a = infer::load_checkpoint(run + "/last.safetensors");
-  const auto b = infer::load_checkpoint(dir.file("full/last.safetensors"));
-  for (size_t i = 0; i < a.weights.size(); ++i) {
-    const Tensor& x = a.weights[i].second;
-    EXPECT_EQ(0, std::memcmp(x.data<float>(), b.weights[i].second.data<float>(),
-                             static_cast<size_t>(x.numel()) * sizeof(float)))
-        << a.weights[i].first;
-  }
+  expect_same_weights(run + "/last.safetensors", dir.file("full/last.safetensors"));
 }
 
 // A run re-planned by its time budget (TrainConfig::schedule) resumes on the same schedule:
@@ -145,21 +149,8 @@ TEST(TimeBudget, AReplannedScheduleIsRecordedAndResumed) {
   const std::string data = dir.file("data");
   testing::write_toy_mnist(data, 40, 12, 8);  // 10 steps per epoch
   auto config = [&](const std::string& out) {
-    train::TrainConfig c = train::recipe_for("vit_fashion");
-    c.data_dir = data;
-    c.out_dir = out;
-    c.time_budget = 0;
-    c.steps = 23;
+    train::TrainConfig c = tiny_steps(data, out, 23);
     c.schedule = {{0, 30}, {10, 23}};
-    c.warmup_epochs = 0.5;
-    c.model.image_size = 8;
-    c.model.patch_size = 4;
-    c.model.dim = 8;
-    c.model.depth = 1;
-    c.model.num_heads = 2;
-    c.batch_size = 4;
-    c.threads = 1;
-    c.progress = 0;
     return c;
   };
   train::train(config(dir.file("full")));
@@ -169,16 +160,10 @@ TEST(TimeBudget, AReplannedScheduleIsRecordedAndResumed) {
   const CommandResult resumed = vit("train --resume " + dir.file("run") + " --threads 1");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
   const auto a = infer::load_checkpoint(dir.file("run/last.safetensors"));
-  const auto b = infer::load_checkpoint(dir.file("full/last.safetensors"));
   EXPECT_EQ(train::TrainConfig::from_json(a.info.train_config_json).schedule,
             (std::vector<std::vector<int64_t>>{{0, 30}, {10, 23}}));
   ASSERT_EQ(a.info.step, 23);
-  for (size_t i = 0; i < a.weights.size(); ++i) {
-    const Tensor& x = a.weights[i].second;
-    EXPECT_EQ(0, std::memcmp(x.data<float>(), b.weights[i].second.data<float>(),
-                             static_cast<size_t>(x.numel()) * sizeof(float)))
-        << a.weights[i].first;
-  }
+  expect_same_weights(dir.file("run/last.safetensors"), dir.file("full/last.safetensors"));
   // A schedule that does not end at the run's steps is refused.
   train::TrainConfig bad = config(dir.file("bad"));
   bad.schedule = {{0, 30}, {10, 25}};
