@@ -83,6 +83,24 @@ std::string existing(const std::vector<std::string>& candidates) {
 
 }  // namespace
 
+Dataset subset(const Dataset& d, const std::vector<int64_t>& indices, std::string source) {
+  Dataset out;
+  out.channels = d.channels;
+  out.height = d.height;
+  out.width = d.width;
+  out.class_names = d.class_names;
+  out.source = std::move(source);
+  const auto bytes = static_cast<size_t>(d.image_bytes());
+  out.pixels.reserve(bytes * indices.size());
+  out.labels.reserve(indices.size());
+  for (const int64_t i : indices) {
+    VIT_CHECK(i >= 0 && i < d.size(), "data", "{}: image {} out of range (it has {})", d.source, i, d.size());
+    out.pixels.insert(out.pixels.end(), d.image(i), d.image(i) + bytes);
+    out.labels.push_back(d.labels[static_cast<size_t>(i)]);
+  }
+  return out;
+}
+
 Dataset load_mnist_idx(const std::string& images_path, const std::string& labels_path) {
   return parse_mnist_idx(read_file(images_path, "mnist"), read_file(labels_path, "mnist"), images_path, labels_path);
 }

@@ -42,6 +42,10 @@ void append_cifar10_batch(const uint8_t* bytes, size_t size, const std::string& 
 Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size,
                           int64_t max_pixels = kDefaultMaxPixels);
 
+// The images at `indices` (in that order, repeats allowed) as a dataset of their own named
+// `source`: same image shape and class names. Throws on an index out of range.
+Dataset subset(const Dataset& d, const std::vector<int64_t>& indices, std::string source);
+
 enum class Split { Train, Test };
 // A dataset directory of any of the three kinds, detected by its contents:
 //   MNIST:   {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]

@@ -183,11 +183,12 @@ void config_rows(const nlohmann::json& j, const std::string& prefix, std::string
 }  // namespace
 
 void write_report(const std::string& path, const ReportInputs& in) {
-  VIT_CHECK(in.eval && in.eval_data, "report", "{}: no evaluation to report", path);
+  VIT_CHECK(in.config && in.eval && in.eval_data, "report", "{}: no configuration or evaluation to report", path);
+  const TrainConfig& config = *in.config;
   const EvalResult& eval = *in.eval;
   const data::Dataset& test_data = *in.eval_data;
   const std::vector<nlohmann::json>& metrics = in.metrics;
-  const std::string& set = in.eval_set;
+  const std::string set = config.val_split > 0 ? "validation" : "test";
   const int64_t K = static_cast<int64_t>(eval.confusion.size());
   auto name_of = [&](int64_t k) { return k < test_data.num_classes() ? test_data.class_names[k] : std::to_string(k); };
   std::string html = R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>vit training report</title><style>
@@ -205,17 +206,17 @@ table.bench td:last-child{text-align:right}tr.ours td{background:#fff3c4;font-we
     html += fmt::format(
         "<p>{} after epoch {:.0f}: {} accuracy <b>{:.2f}%</b> (error rate {:.2f}%, top-5 {:.2f}%), {} loss {:.4f}; "
         "{:.1f} s of training{}, {:.0f} images/s.</p>",
-        escape(in.model.name), epochs.back(), set, 100 * acc, 100 * (1 - acc),
+        escape(config.model.name), epochs.back(), set, 100 * acc, 100 * (1 - acc),
         100 * column(metrics, "test_top5").back(), set, column(metrics, "test_loss").back(), elapsed.back(),
-        in.time_budget > 0 ? fmt::format(" of a {:.0f} s budget", in.time_budget) : std::string(),
+        config.time_budget > 0 ? fmt::format(" of a {:.0f} s budget", config.time_budget) : std::string(),
         column(metrics, "images_per_s").back());
     if (in.benchmark && set == "test") {
       html += fmt::format("<h2>{}: where this run sits</h2><p>{} ({}). This run: {}.</p><table class=\"bench\">",
                           escape(in.benchmark->dataset), "Test accuracy of published methods",
                           escape(in.benchmark->source), escape(placement_text(*in.benchmark, acc)));
       html += "<tr><th>method</th><th>test accuracy</th></tr>";
-      const std::string ours = fmt::format("vit: this run ({}, {:.0f} s of training on {} thread(s))", in.model.name,
-                                           elapsed.back(), metrics.back().value("threads", 0));
+      const std::string ours = fmt::format("vit: this run ({}, {:.0f} s of training on {} thread(s))",
+                                           config.model.name, elapsed.back(), metrics.back().value("threads", 0));
       for (const PlacedRow& r : place(*in.benchmark, ours, acc)) {
         html += fmt::format("<tr{}><td>{}</td><td>{:.1f}%</td></tr>", r.ours ? " class=\"ours\"" : "",
                             escape(r.row.method), 100 * r.row.accuracy);
@@ -242,7 +243,7 @@ table.bench td:last-child{text-align:right}tr.ours td{background:#fff3c4;font-we
       const int64_t step = points > 1 ? i * (in.total_steps - 1) / (points - 1) : 0;
       lr.xs.push_back(static_cast<double>(step + 1) / static_cast<double>(std::max<int64_t>(in.steps_per_epoch, 1)));
       lr.values.push_back(
-          optim::replanned_cosine_lr(step, in.warmup_steps, in.schedule, in.total_steps, in.lr, in.min_lr));
+          optim::replanned_cosine_lr(step, in.warmup_steps, config.schedule, in.total_steps, config.lr, config.min_lr));
     }
     html += chart("Learning-rate schedule", {lr}, {"epoch", Axes::Y::Plain});
   }
@@ -302,8 +303,8 @@ table.bench td:last-child{text-align:right}tr.ours td{background:#fff3c4;font-we
   html += "</div>";
   html += "<h2>Configuration</h2><table class=\"kv\">";
   try {
-    config_rows(nlohmann::json::parse(in.model.to_json()), "model", html);
-    config_rows(nlohmann::json::parse(in.train_config_json), "", html);
+    config_rows(nlohmann::json::parse(config.model.to_json()), "model", html);
+    config_rows(nlohmann::json::parse(config.to_json()), "", html);
   } catch (const nlohmann::json::exception& e) {
     fail("report", "{}: the configuration is not valid JSON ({})", path, e.what());
   }

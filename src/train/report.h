@@ -13,21 +13,17 @@
 #include "model/vit_config.h"
 #include "train/benchmark_table.h"
 #include "train/evaluate.h"
+#include "train/train_config.h"
 
 namespace vit::train {
 
 struct ReportInputs {
-  model::ViTConfig model;
-  std::string train_config_json;
+  const TrainConfig* config = nullptr;       // the model, the recipe (schedule, budget, --val-split)
   std::vector<nlohmann::json> metrics;       // metrics.jsonl rows, one per epoch
   const EvalResult* eval = nullptr;          // the last evaluation ...
-  const data::Dataset* eval_data = nullptr;  // ... and the images it ran on
-  std::string eval_set = "test";             // or "validation" (--val-split)
-  // The learning-rate schedule (optim::warmup_cosine_lr over the run's steps).
+  const data::Dataset* eval_data = nullptr;  // ... and the images it ran on (validation ones with --val-split)
+  // The learning-rate schedule's length, as the run planned it.
   int64_t total_steps = 0, warmup_steps = 0, steps_per_epoch = 1;
-  double lr = 0, min_lr = 0;
-  std::vector<std::vector<int64_t>> schedule;  // re-plans of a time-budgeted run (TrainConfig::schedule)
-  double time_budget = 0;                      // seconds; 0: none
   std::optional<BenchmarkTable> benchmark;
 };
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "core/fields.h"
 #include "infer/checkpoint.h"
@@ -125,25 +126,10 @@ void hold_out(Run& run) {
   std::vector<int64_t> order = data::epoch_batches(size, size, true, false, 0x7a11da7e, 0).front();
   std::sort(order.end() - n, order.end());  // the validation images, in dataset order
   std::sort(order.begin(), order.end() - n);
+  const std::vector<int64_t> train(order.begin(), order.end() - n), val(order.end() - n, order.end());
   const data::Dataset all = std::move(run.train_data);
-  auto subset = [&](std::vector<int64_t>::const_iterator first, std::vector<int64_t>::const_iterator last,
-                    const std::string& what) {
-    data::Dataset d;
-    d.channels = all.channels;
-    d.height = all.height;
-    d.width = all.width;
-    d.class_names = all.class_names;
-    d.source = fmt::format("{} ({})", all.source, what);
-    const auto bytes = static_cast<size_t>(all.image_bytes());
-    d.pixels.reserve(bytes * static_cast<size_t>(last - first));
-    for (auto it = first; it != last; ++it) {
-      d.pixels.insert(d.pixels.end(), all.image(*it), all.image(*it) + bytes);
-      d.labels.push_back(all.labels[static_cast<size_t>(*it)]);
-    }
-    return d;
-  };
-  run.train_data = subset(order.begin(), order.end() - n, fmt::format("{} images left to train on", size - n));
-  run.test_data = subset(order.end() - n, order.end(), fmt::format("{} held-out validation images", n));
+  run.train_data = data::subset(all, train, fmt::format("{} ({} images left to train on)", all.source, size - n));
+  run.test_data = data::subset(all, val, fmt::format("{} ({} held-out validation images)", all.source, n));
   std::printf("validation: %ld of the %ld training images held out (--val-split); the test set is not used\n", n, size);
 }
 
@@ -237,10 +223,13 @@ void build_model(Run& run) {
   truncate_metrics(run.files.metrics, run.start_epoch);
 }
 
-// A schedule of `steps` optimiser steps: as many epochs as they start (the last may be partial).
+// Epochs that `steps` steps start (the last may be partial).
+int64_t epochs_for(int64_t steps, int64_t steps_per_epoch) { return (steps + steps_per_epoch - 1) / steps_per_epoch; }
+
+// A schedule of `steps` optimiser steps: as many epochs as they start.
 void set_steps(Run& run, int64_t steps) {
   run.config.steps = steps;
-  run.config.epochs = (steps + run.steps_per_epoch - 1) / run.steps_per_epoch;
+  run.config.epochs = epochs_for(steps, run.steps_per_epoch);
   run.total_steps = steps;
 }
 
@@ -359,19 +348,20 @@ std::string interrupted_message(const Run& run, const StopSignals& signals) {
 
 // ---- the time budget ----
 
-// The most steps S, counted from `step` (a position inside an epoch of steps_per_epoch), whose
-// training and epoch ends fit in `seconds`: S * step + (epoch ends among them) * end. It grows
-// with S, so a binary search finds it.
+// Seconds to train `steps` more steps from `step` (a position in epochs of steps_per_epoch),
+// with the epoch ends (evaluation and saves, end_seconds each) that fall among them.
+double seconds_to_train(int64_t step, int64_t steps, int64_t steps_per_epoch, double step_seconds, double end_seconds) {
+  const int64_t ends = epochs_for(step + steps, steps_per_epoch) - epochs_for(step, steps_per_epoch);
+  return static_cast<double>(steps) * step_seconds + static_cast<double>(ends) * end_seconds;
+}
+
+// The most steps that train from `step` within `seconds` (seconds_to_train grows with the
+// steps, so a binary search finds it).
 int64_t steps_that_fit(double seconds, int64_t steps_per_epoch, int64_t step, double step_seconds, double end_seconds) {
-  auto seconds_for = [&](int64_t s) {
-    const int64_t ends =
-        (step + s + steps_per_epoch - 1) / steps_per_epoch - (step + steps_per_epoch - 1) / steps_per_epoch;
-    return static_cast<double>(s) * step_seconds + static_cast<double>(ends) * end_seconds;
-  };
   int64_t fits = 0, over = static_cast<int64_t>(std::min(std::max(seconds, 0.0) / step_seconds, 1e15)) + 1;
   while (over - fits > 1) {
     const int64_t mid = fits + (over - fits) / 2;
-    (seconds_for(mid) <= seconds ? fits : over) = mid;
+    (seconds_to_train(step, mid, steps_per_epoch, step_seconds, end_seconds) <= seconds ? fits : over) = mid;
   }
   return fits;
 }
@@ -385,9 +375,7 @@ void keep_to_budget(Run& run, double step_seconds, double end_seconds, double pe
   const int64_t left = run.total_steps - run.step;
   if (c.time_budget <= 0 || left <= 0 || run.step < run.warmup_steps || !(step_seconds > 0)) return;
   const double remaining = c.time_budget - run.elapsed() - pending_seconds;  // this epoch end's saves to come
-  const int64_t ends = (run.total_steps + run.steps_per_epoch - 1) / run.steps_per_epoch -
-                       (run.step + run.steps_per_epoch - 1) / run.steps_per_epoch;
-  const double projected = static_cast<double>(left) * step_seconds + static_cast<double>(ends) * end_seconds;
+  const double projected = seconds_to_train(run.step, left, run.steps_per_epoch, step_seconds, end_seconds);
   if (std::abs(projected - remaining) <= 0.02 * c.time_budget) return;
   const int64_t fits = std::max<int64_t>(
       1, steps_that_fit(remaining - 0.01 * c.time_budget, run.steps_per_epoch, run.step, step_seconds, end_seconds));
@@ -431,14 +419,9 @@ void fit_budget(Run& run, DataParallel& parallel) {
   const double step_seconds = std::max(timed / static_cast<double>(n - kUntimed) * 1.03, 1e-6);
   // One evaluation pass, from a slice of the evaluation set.
   const int64_t slice = std::min<int64_t>(run.test_data.size(), 2 * c.eval_batch_size);
-  data::Dataset part;
-  part.channels = run.test_data.channels;
-  part.height = run.test_data.height;
-  part.width = run.test_data.width;
-  part.class_names = run.test_data.class_names;
-  part.source = run.test_data.source;
-  part.pixels.assign(run.test_data.pixels.begin(), run.test_data.pixels.begin() + slice * run.test_data.image_bytes());
-  part.labels.assign(run.test_data.labels.begin(), run.test_data.labels.begin() + slice);
+  std::vector<int64_t> first(static_cast<size_t>(slice));
+  std::iota(first.begin(), first.end(), int64_t{0});
+  const data::Dataset part = data::subset(run.test_data, first, run.test_data.source);
   const auto e0 = Clock::now();
   if (slice > 0) (void)evaluate(*run.model, part, run.norm, c.eval_batch_size);
   double eval_seconds = std::chrono::duration<double>(Clock::now() - e0).count() *
@@ -632,19 +615,13 @@ void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& 
     save(run, run.files.best, info);
   }
   ReportInputs report;
-  report.model = c.model;
-  report.train_config_json = c.to_json();
+  report.config = &c;
   report.metrics = read_metrics(run.files.metrics);
   report.eval = &eval;
   report.eval_data = &run.test_data;
-  report.eval_set = c.val_split > 0 ? "validation" : "test";
   report.total_steps = run.total_steps;
   report.warmup_steps = run.warmup_steps;
   report.steps_per_epoch = run.steps_per_epoch;
-  report.lr = c.lr;
-  report.schedule = c.schedule;
-  report.min_lr = c.min_lr;
-  report.time_budget = c.time_budget;
   report.benchmark = run.benchmark;
   write_report(run.files.report, report);
   std::fflush(stdout);

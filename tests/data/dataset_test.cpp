@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 #include "core/check.h"
 #include "data/image.h"
@@ -77,6 +79,24 @@ TEST(Mnist, BadFilesNameTheFileAndProblem) {
 
 // IDX files carry no class names: a classes.txt beside them (Fashion-MNIST's, say) names them;
 // a file naming a different number of classes is refused with both counts.
+// A subset keeps the image shape and class names and takes the chosen images in order.
+TEST(Subset, TakesTheChosenImagesInOrder) {
+  testing::TempDir dir;
+  testing::write_toy_mnist(dir.path(), 20, 10, 8);
+  const Dataset d = load_dataset(dir.path(), Split::Train, 1, 8);
+  const Dataset s = subset(d, {7, 2, 7}, "part");
+  EXPECT_EQ(s.size(), 3);
+  EXPECT_EQ(s.source, "part");
+  EXPECT_EQ(s.class_names, d.class_names);
+  EXPECT_EQ(std::make_tuple(s.channels, s.height, s.width), std::make_tuple(d.channels, d.height, d.width));
+  EXPECT_EQ(s.labels, (std::vector<int64_t>{d.labels[7], d.labels[2], d.labels[7]}));
+  EXPECT_TRUE(std::equal(s.image(1), s.image(1) + 64, d.image(2)));
+  EXPECT_TRUE(std::equal(s.image(2), s.image(2) + 64, d.image(7)));
+  EXPECT_EQ(subset(d, {}, "none").size(), 0);
+  EXPECT_THROW(subset(d, {20}, "x"), Error);
+  EXPECT_THROW(subset(d, {-1}, "x"), Error);
+}
+
 TEST(Mnist, ClassNamesComeFromClassesTxt) {
   TempDir dir;
   testing::write_toy_mnist(dir.path(), 20, 10, 8);

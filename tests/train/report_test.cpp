@@ -27,6 +27,7 @@ std::string read(const std::string& path) {
 struct Fixture {
   data::Dataset images;
   EvalResult eval;
+  TrainConfig config = fashion_recipe();
   ReportInputs in;
   Fixture() {
     images.channels = 1, images.height = 4, images.width = 4;
@@ -42,8 +43,7 @@ struct Fixture {
     eval.confusion.assign(10, std::vector<int64_t>(10, 0));
     for (int i = 0; i < 20; ++i) ++eval.confusion[i % 10][eval.predictions[i]];
     for (int k = 0; k < 10; ++k) eval.per_class_accuracy.push_back(eval.confusion[k][k] / 2.0);
-    in.model = model::preset("vit_fashion");
-    in.train_config_json = fashion_recipe().to_json();
+    in.config = &config;
     for (int e = 1; e <= 3; ++e) {
       in.metrics.push_back({{"epoch", e},
                             {"train_loss", 1.0 / e},
@@ -57,8 +57,7 @@ struct Fixture {
     }
     in.eval = &eval;
     in.eval_data = &images;
-    in.total_steps = 100, in.warmup_steps = 10, in.steps_per_epoch = 40, in.lr = 2e-3, in.min_lr = 1e-5;
-    in.time_budget = 600;
+    in.total_steps = 100, in.warmup_steps = 10, in.steps_per_epoch = 40;
     in.benchmark = known_benchmark(kFashion, 60000, 10000);
   }
 };
@@ -95,7 +94,7 @@ TEST(Report, ShowsTheBenchmarkCurvesClassesAndConfiguration) {
 TEST(Report, AValidationSplitGetsNoBenchmarkTable) {
   testing::TempDir dir;
   Fixture f;
-  f.in.eval_set = "validation";
+  f.config.val_split = 1000;
   write_report(dir.file("report.html"), f.in);
   const std::string html = read(dir.file("report.html"));
   EXPECT_EQ(html.find("where this run sits"), std::string::npos);
