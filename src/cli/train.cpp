@@ -120,6 +120,7 @@ void add_train_command(CLI::App& app) {
       }
     }
     if (time_budget->count() > 0) c->time_budget = train::parse_duration(*budget, "--time-budget");
+    VIT_CHECK(steps->count() == 0 || c->steps >= 1, "train", "--steps must be >= 1, got {}", c->steps);
     if (epochs->count() > 0 || steps->count() > 0) c->time_budget = 0;  // a length given replaces the budget
     c->model = model_flags->config(name, !preset->empty());
     c->model_explicit = !preset->empty() || model_flags->given();

@@ -203,6 +203,20 @@ TEST(TimeBudget, BadValuesAreRefusedNamingThemWithNothingWritten) {
   expect_error(vit("train --data " + data + " --out " + out + " --time-budget 0" + kModel),
                "[train] --time-budget '0': must be a positive duration");
   EXPECT_NE(vit("train --data " + data + " --out " + out + " --time-budget 10m --epochs 3" + kModel).exit_code, 0);
+  expect_error(vit("train --data " + data + " --out " + out + " --time-budget nan" + kModel),
+               "[train] --time-budget 'nan': " + expected);
+  expect_error(vit("train --data " + data + " --out " + out + " --time-budget ''" + kModel),
+               "[train] --time-budget '': " + expected);
+  expect_error(vit("train --data " + data + " --out " + out + " --steps 0" + kModel),
+               "[train] --steps must be >= 1, got 0");
+  expect_error(vit("train --data " + data + " --out " + out + " --steps -3" + kModel),
+               "[train] --steps must be >= 1, got -3");
+  expect_error(vit("train --data " + data + " --out " + out + " --val-split -1 --epochs 1" + kModel),
+               "[train] --val-split must be >= 0, got -1");
+  expect_error(vit("train --data " + data + " --out " + out + " --erase 2 --epochs 1" + kModel),
+               "[train] --erase must be in [0, 1], got 2");
+  expect_error(vit("train --data " + data + " --out " + out + " --erase nan --epochs 1" + kModel),
+               "[train] --erase must be in [0, 1], got nan");
   EXPECT_FALSE(fs::exists(out));
   // A budget too short for one step and an evaluation.
   const CommandResult tiny =
