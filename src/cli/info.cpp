@@ -32,6 +32,10 @@ void add_info_command(CLI::App& app) {
     std::printf("%s\n", m.name.c_str());
     std::printf("  image %ldx%ldx%ld, patch %ld -> %ld patches, %ld tokens\n", m.in_channels, m.image_size,
                 m.image_size, m.patch_size, m.num_patches(), m.num_tokens());
+    if (m.stem_layers > 0) {
+      std::printf("  stem: %ld x (3x3 convolution to %ld channels + GELU) before the patch embedding\n", m.stem_layers,
+                  m.stem_channels);
+    }
     std::printf("  dim %ld, depth %ld, heads %ld (head dim %ld), mlp %ld, qkv_bias %s, pool %s, eps %g, classes %ld\n",
                 m.dim, m.depth, m.num_heads, m.head_dim(), m.hidden_dim(), m.qkv_bias ? "yes" : "no", m.pool.c_str(),
                 m.eps, m.num_classes);
@@ -47,8 +51,9 @@ void add_info_command(CLI::App& app) {
     const model::ComputeCost cost = model::macs_per_image(m);
     std::printf("compute per image (forward): %.3f GMACs = %.3f GFLOPs\n", static_cast<double>(cost.total()) / 1e9,
                 2.0 * static_cast<double>(cost.total()) / 1e9);
-    std::printf("  patch_embed %.3f, attention %.3f, mlp %.3f, head %.3f GMACs\n", cost.patch_embed / 1e9,
-                cost.attention / 1e9, cost.mlp / 1e9, cost.head / 1e9);
+    const std::string stem = cost.stem > 0 ? fmt::format("stem {:.3f}, ", static_cast<double>(cost.stem) / 1e9) : "";
+    std::printf("  %spatch_embed %.3f, attention %.3f, mlp %.3f, head %.3f GMACs\n", stem.c_str(),
+                cost.patch_embed / 1e9, cost.attention / 1e9, cost.mlp / 1e9, cost.head / 1e9);
   });
 }
 

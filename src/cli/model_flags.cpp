@@ -49,6 +49,8 @@ ModelFlags::ModelFlags(CLI::App& cmd) {
   flag("--drop-path", &C::drop_path, "stochastic depth rate (last block)");
   flag("--eps", &C::eps, "LayerNorm eps");
   flag("--representation-size", &C::representation_size, "pre-logits layer size (0: none)");
+  flag("--stem-layers", &C::stem_layers, "3x3 convolution + GELU layers before the patch embedding (0: none)");
+  flag("--stem-channels", &C::stem_channels, "channels of each stem convolution (0 without a stem)");
   CLI::Option* qkv_bias = cmd.add_flag("--qkv-bias,!--no-qkv-bias", values_.qkv_bias, "biases on q, k and v");
   flags_.emplace_back(qkv_bias, [this](C& target) { target.qkv_bias = values_.qkv_bias; });
   keys_.push_back(field_key(&C::qkv_bias));

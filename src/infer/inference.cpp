@@ -32,7 +32,23 @@ void layernorm_rows(const float* x, const float* w, const float* b, float* y, in
   kernels::layernorm_forward<float>(x, w, b, y, nullptr, nullptr, rows, n, eps);
 }
 
-enum Buffer : size_t { kRows, kX, kH, kQkv, kAttn, kHidden, kPooled, kCount };
+enum Buffer : size_t { kRows, kX, kH, kQkv, kAttn, kHidden, kPooled, kStemPixels, kStemPlanes, kCount };
+
+// The stem's layers, checked: Conv2d(3x3, stride 1, padding 1) then GELU, stem_layers times.
+std::vector<std::pair<const nn::Conv2d*, const nn::GELU*>> stem_layers(const model::VisionTransformer& model) {
+  std::vector<std::pair<const nn::Conv2d*, const nn::GELU*>> layers;
+  if (!model.stem) return layers;
+  const auto children = model.stem->named_children();
+  VIT_CHECK(children.size() % 2 == 0, "inference", "the stem has {} layers, not (conv, GELU) pairs", children.size());
+  for (size_t i = 0; i < children.size(); i += 2) {
+    const auto* conv = dynamic_cast<const nn::Conv2d*>(children[i].second.get());
+    const auto* gelu = dynamic_cast<const nn::GELU*>(children[i + 1].second.get());
+    VIT_CHECK(conv && gelu && conv->kernel_size == 3 && conv->stride == 1 && conv->padding == 1 && conv->bias.defined(),
+              "inference", "stem.{} is not a 3x3 convolution (stride 1, padding 1, bias) followed by GELU", i);
+    layers.emplace_back(conv, gelu);
+  }
+  return layers;
+}
 
 }  // namespace
 
@@ -71,7 +87,10 @@ InferenceSession::InferenceSession(const model::VisionTransformer& model, Weight
   auto packed = std::make_shared<Packed>();
   if (kernels::packed_gemm_supported()) {
     const model::ViTConfig& c = model.config();
-    packed->add(model.patch_embed->proj->weight, c.dim, c.in_channels * c.patch_size * c.patch_size, release);
+    packed->add(model.patch_embed->proj->weight, c.dim, c.embed_channels() * c.patch_size * c.patch_size, release);
+    for (const auto& [conv, gelu] : stem_layers(model)) {
+      packed->add(conv->weight, conv->out_channels, conv->in_channels * 9, release);
+    }
     // Every Linear below the root, depth first.
     std::vector<std::shared_ptr<nn::Module>> stack;
     for (const auto& [name, child] : model.named_children()) stack.push_back(child);
@@ -128,13 +147,37 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
     return;
   }
 
+  // ---- [stem: per layer im2row + GEMM with bias and GELU fused, (B, HW, S) -> planes (B, S, H, W)] ----
+  const float* pixels = images.data<float>();
+  int64_t channels = c.in_channels;
+  const int64_t HW = c.image_size * c.image_size;
+  for (const auto& [conv3, gelu] : stem_layers(model_)) {
+    const kernels::ConvShape ss{B, channels, c.image_size, c.image_size, 3, 3, 1, 1};
+    const int64_t S = conv3->out_channels;
+    float* rows3 = buffer(kRows, static_cast<size_t>(B * HW * ss.row_length()));
+    kernels::im2row<float>(ss, pixels, rows3);
+    float* last = buffer(kStemPixels, static_cast<size_t>(B * HW * S));
+    packed_->linear(rows3, B * HW, conv3->weight, conv3->bias, S, ss.row_length(), last,
+                    gelu->tanh_approximation ? kernels::Epilogue::GeluTanh : kernels::Epilogue::Gelu);
+    float* planes = buffer(kStemPlanes, static_cast<size_t>(B * HW * S));
+#pragma omp parallel for schedule(static) if (B > 1)
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t s = 0; s < S; ++s) {
+        const float* __restrict src = last + b * HW * S + s;
+        float* __restrict dst = planes + (b * S + s) * HW;
+        for (int64_t i = 0; i < HW; ++i) dst[i] = src[i * S];
+      }
+    }
+    pixels = planes;
+    channels = S;
+  }
+
   // ---- patch embedding: im2row + GEMM, then tokens = [cls; patches + bias] + pos_embed ----
   const nn::Conv2d& conv = *model_.patch_embed->proj;
-  const kernels::ConvShape cs{B, c.in_channels, c.image_size, c.image_size, c.patch_size, c.patch_size, c.patch_size,
-                              0};
+  const kernels::ConvShape cs{B, channels, c.image_size, c.image_size, c.patch_size, c.patch_size, c.patch_size, 0};
   const int64_t K = cs.row_length();
   float* patch_rows = buffer(kRows, static_cast<size_t>(B * P * K));
-  kernels::im2row<float>(cs, images.data<float>(), patch_rows);
+  kernels::im2row<float>(cs, pixels, patch_rows);
   float* h = buffer(kH, static_cast<size_t>(rows * std::max(D, F)));
   packed_->linear(patch_rows, B * P, conv.weight, conv.bias, D, K, h, kernels::Epilogue::Store);
   float* x = buffer(kX, static_cast<size_t>(rows * D));

@@ -2,6 +2,7 @@
 // graph. Same numbers as model(x) in eval mode (to float32 rounding), but
 //  - no Variable/Node bookkeeping and no allocation per op: activations live in one arena,
 //    sized on the first call and reused by later calls of the same or smaller batch;
+//  - a convolutional stem (if any) as im2row + GEMM with bias and GELU fused;
 //  - fused passes: bias + GELU, bias + residual (the GEMM accumulates into the residual
 //    stream), position embedding + bias + CLS assembly, LayerNorm on only the pooled rows;
 //  - attention split over (batch, head, query block) so batch 1 keeps every thread busy.

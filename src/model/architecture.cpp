@@ -41,8 +41,16 @@ ArchitectureSpec architecture_spec(const ViTConfig& c) {
   // x (B, C, H, W) -> patch_embed (B, P, D) -> [cls_token; x] + pos_embed (B, N, D)
   if (c.pool == "cls") s.before_blocks.push_back({"cls_token", {1, 1, D}});
   s.before_blocks.push_back({"pos_embed", {1, N, D}});
+  // [stem: 3x3 convolutions (stride 1, padding 1), each on every pixel, GELU between]
+  int64_t channels = c.in_channels;
+  for (int64_t i = 0; i < c.stem_layers; ++i) {
+    const std::string conv = fmt::format("stem.{}.", 2 * i);  // stem.{2i} conv, stem.{2i+1} GELU
+    s.before_blocks.push_back({conv + "weight", {c.stem_channels, channels, 3, 3}, c.image_size * c.image_size});
+    s.before_blocks.push_back({conv + "bias", {c.stem_channels}});
+    channels = c.stem_channels;
+  }
   s.before_blocks.push_back(
-      {"patch_embed.proj.weight", {D, c.in_channels, c.patch_size, c.patch_size}, c.num_patches()});
+      {"patch_embed.proj.weight", {D, c.embed_channels(), c.patch_size, c.patch_size}, c.num_patches()});
   s.before_blocks.push_back({"patch_embed.proj.bias", {D}});
   // Pre-norm encoder block on (B, N, D): every Linear sees all N tokens.
   s.depth = c.depth;
@@ -114,7 +122,9 @@ ComputeCost macs_per_image(const ViTConfig& c) {
   const int64_t attention_weights = matmul_macs(s.block, "attn."), mlp_weights = matmul_macs(s.block, "mlp.");
   VIT_ASSERT(attention_weights + mlp_weights == matmul_macs(s.block));  // every block weight counted once
   ComputeCost cost;
-  cost.patch_embed = matmul_macs(s.before_blocks);
+  cost.stem = matmul_macs(s.before_blocks, "stem.");
+  cost.patch_embed = matmul_macs(s.before_blocks, "patch_embed.");
+  VIT_ASSERT(cost.stem + cost.patch_embed == matmul_macs(s.before_blocks));
   // Per block: the attention's weights (qkv, proj), then q k^T and probabilities @ v, each
   // (N x N) over the D = NH x HD channels; the MLP's fc1 and fc2.
   cost.attention = s.depth * (attention_weights + 2 * N * N * D);
@@ -142,10 +152,16 @@ MemoryEstimate memory_estimate(const ViTConfig& c, int64_t batch, bool training)
     // Per block the backward pass keeps: two LayerNorm inputs/outputs, qkv, attention scores and
     // probabilities, attention output, projection, residuals, fc1 and GELU outputs, fc2 output.
     const double per_block = N * (10 * D + 2 * F) + 2 * H * N * N;
-    m.activations = 4 * B * (L * per_block + 2 * pixels + 3 * N * D);
+    // A stem layer keeps its input rows (9 per input value), its convolution and GELU outputs.
+    const double stem = static_cast<double>(c.stem_layers) * static_cast<double>(c.image_size) *
+                        static_cast<double>(c.image_size) * 11.0 * static_cast<double>(c.stem_channels);
+    m.activations = 4 * B * (L * per_block + 2 * pixels + stem + 3 * N * D);
   } else {
     // One block at a time: qkv, scores, the MLP hidden layer, residual streams, and the input.
-    m.activations = 4 * B * (N * (6 * D + F) + H * N * N + 2 * pixels);
+    const double stem = c.stem_layers > 0 ? static_cast<double>(c.image_size) * static_cast<double>(c.image_size) *
+                                                12.0 * static_cast<double>(c.stem_channels)
+                                          : 0.0;
+    m.activations = 4 * B * (N * (6 * D + F) + H * N * N + 2 * pixels + stem);
   }
   return m;
 }

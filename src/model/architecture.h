@@ -20,12 +20,12 @@ struct ParameterSpec {
   Shape shape;
   // > 0: a weight applied as one matmul to this many vectors per image, `rows` x numel
   // multiply-accumulates (a Linear's (out, in) weight on every token; the patch embedding's
-  // (D, C, P, P) convolution on every patch).
+  // (D, C, P, P) convolution on every patch; a stem convolution's (C', C, 3, 3) on every pixel).
   int64_t rows = 0;
 };
 
 struct ArchitectureSpec {
-  std::vector<ParameterSpec> before_blocks;  // cls_token (cls pooling), pos_embed, patch_embed.proj.*
+  std::vector<ParameterSpec> before_blocks;  // cls_token (cls pooling), pos_embed, [stem.*], patch_embed.proj.*
   std::vector<ParameterSpec> block;          // one EncoderBlock: norm1, attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2
   int64_t depth = 0;                         // blocks.0 .. blocks.{depth-1}
   std::vector<ParameterSpec> after_blocks;   // norm (cls) or fc_norm (mean), [pre_logits.fc], head
@@ -49,8 +49,8 @@ int64_t parameters_per_block(const ViTConfig& config);
 
 // Multiply-accumulates of one forward pass per image (FLOPs = 2 x MACs), by part.
 struct ComputeCost {
-  int64_t patch_embed = 0, attention = 0, mlp = 0, head = 0;
-  int64_t total() const { return patch_embed + attention + mlp + head; }
+  int64_t stem = 0, patch_embed = 0, attention = 0, mlp = 0, head = 0;
+  int64_t total() const { return stem + patch_embed + attention + mlp + head; }
 };
 ComputeCost macs_per_image(const ViTConfig& config);
 

@@ -168,7 +168,7 @@ Converted to_timm(const NamedTensors& tensors, Layout layout, const std::string&
   auto rank = [](const std::string& n) -> std::tuple<int, int64_t, std::string> {
     if (n == "cls_token") return {0, 0, n};
     if (n == "pos_embed") return {1, 0, n};
-    if (has_prefix(n, "patch_embed.")) return {2, 0, n};
+    if (has_prefix(n, "stem.") || has_prefix(n, "patch_embed.")) return {2, 0, n};
     if (has_prefix(n, "blocks.")) return {3, std::stoll(n.substr(7, n.find('.', 7) - 7)), n};
     return {4, 0, n};
   };
@@ -231,6 +231,14 @@ ViTConfig infer_config(const NamedTensors& w, Layout layout, int64_t num_heads, 
   c.dim = proj.size(0);
   c.in_channels = proj.size(1);
   c.patch_size = proj.size(2);
+  // vit's hybrid: stem.{0,2,..}.weight (S, C, 3, 3) convolutions before the patch embedding.
+  while (const Tensor* conv = find(w, fmt::format("stem.{}.weight", 2 * c.stem_layers))) {
+    VIT_CHECK(conv->dim() == 4 && conv->size(2) == 3 && conv->size(3) == 3, "checkpoint",
+              "{}: stem.{}.weight {} is not (S, C, 3, 3)", source, 2 * c.stem_layers, shape_str(conv->shape()));
+    if (c.stem_layers == 0) c.in_channels = conv->size(1);
+    c.stem_channels = conv->size(0);
+    ++c.stem_layers;
+  }
   const Tensor& pos = need("pos_embed");
   VIT_CHECK(pos.dim() == 3 && pos.size(0) == 1 && pos.size(2) == c.dim, "checkpoint",
             "{}: pos_embed {} is not (1, N, {})", source, shape_str(pos.shape()), c.dim);

@@ -26,8 +26,17 @@ VisionTransformer::VisionTransformer(const ViTConfig& config, nn::GeneratorPtr g
   Tensor pos = Tensor::empty({1, c.num_tokens(), c.dim});
   nn::init::trunc_normal_(pos, 0.02, g);
   pos_embed = register_parameter("pos_embed", pos);
-  patch_embed = register_module("patch_embed",
-                                std::make_shared<nn::PatchEmbed>(c.image_size, c.patch_size, c.in_channels, c.dim, g));
+  if (c.stem_layers > 0) {
+    // PyTorch's Conv2d initialisation (the Linear re-initialisation below does not touch it).
+    stem = register_module("stem", std::make_shared<nn::Sequential>());
+    for (int64_t i = 0; i < c.stem_layers; ++i) {
+      stem->push_back(
+          std::make_shared<nn::Conv2d>(i == 0 ? c.in_channels : c.stem_channels, c.stem_channels, 3, 1, 1, true, g));
+      stem->push_back(std::make_shared<nn::GELU>());
+    }
+  }
+  patch_embed = register_module(
+      "patch_embed", std::make_shared<nn::PatchEmbed>(c.image_size, c.patch_size, c.embed_channels(), c.dim, g));
   pos_drop = register_module("pos_drop", std::make_shared<nn::Dropout>(c.dropout, gen_));
   blocks = register_module("blocks", std::make_shared<nn::Sequential>());
   for (int64_t i = 0; i < c.depth; ++i) {
@@ -72,7 +81,7 @@ Variable VisionTransformer::forward_features(const Variable& images) {
             "vit", "input {}: expected (B, {}, {}, {})", shape_str(images.shape()), c.in_channels, c.image_size,
             c.image_size);
   const int64_t B = images.size(0);
-  Variable x = patch_embed->forward(images);                                  // (B, P, D)
+  Variable x = patch_embed->forward(stem ? stem->forward(images) : images);   // (B, P, D)
   if (cls_token.defined()) x = cat({cls_token.expand({B, 1, c.dim}), x}, 1);  // (B, N, D)
   x = pos_drop->forward(x + pos_embed);                                       // (B, N, D)
   x = blocks->forward(x);                                                     // (B, N, D)

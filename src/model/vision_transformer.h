@@ -1,5 +1,6 @@
 // VisionTransformer, as timm's vision_transformer.py builds it (same parameter names):
-//   x (B, C, H, W) -> patch_embed (B, P, D) -> [cls_token; x] + pos_embed (B, N, D) -> pos_drop
+//   x (B, C, H, W) -> [stem: (Conv2d 3x3 + GELU) x stem_layers, (B, S, H, W)]
+//   -> patch_embed (B, P, D) -> [cls_token; x] + pos_embed (B, N, D) -> pos_drop
 //   -> blocks.0 .. blocks.{depth-1} (pre-norm EncoderBlock, drop_path rising linearly to the
 //   configured rate) -> norm -> pool (CLS token, or mean of patch tokens + fc_norm)
 //   -> [pre_logits.fc + Tanh] -> head (B, K)
@@ -36,7 +37,8 @@ class VisionTransformer : public nn::Module {
   const ViTConfig& config() const { return config_; }
   const nn::GeneratorPtr& generator() const { return gen_; }
 
-  Variable cls_token, pos_embed;  // cls_token undefined for mean pooling
+  Variable cls_token, pos_embed;         // cls_token undefined for mean pooling
+  std::shared_ptr<nn::Sequential> stem;  // only with stem_layers > 0: Conv2d, GELU, Conv2d, GELU, ...
   std::shared_ptr<nn::PatchEmbed> patch_embed;
   std::shared_ptr<nn::Dropout> pos_drop;
   std::shared_ptr<nn::Sequential> blocks;

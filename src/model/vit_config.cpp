@@ -31,6 +31,10 @@ void ViTConfig::validate() const {
   VIT_CHECK(pool == "cls" || pool == "mean", op, "pool must be 'cls' or 'mean', got '{}'", pool);
   VIT_CHECK(eps > 0.0, op, "eps must be positive, got {}", eps);
   VIT_CHECK(representation_size >= 0, op, "representation_size must be >= 0, got {}", representation_size);
+  VIT_CHECK(stem_layers >= 0 && stem_layers <= 8, op, "stem_layers must be in [0, 8], got {}", stem_layers);
+  VIT_CHECK(stem_layers == 0 ? stem_channels == 0 : stem_channels > 0 && stem_channels <= 4096, op,
+            "stem_channels {} with stem_layers {}: a stem needs 1..4096 channels, no stem needs 0", stem_channels,
+            stem_layers);
 }
 
 std::string ViTConfig::to_json() const { return fields_to_json<nlohmann::ordered_json>(*this).dump(); }
@@ -50,7 +54,8 @@ bool ViTConfig::same_architecture(const ViTConfig& o) const {
   return image_size == o.image_size && patch_size == o.patch_size && in_channels == o.in_channels &&
          num_classes == o.num_classes && dim == o.dim && depth == o.depth && num_heads == o.num_heads &&
          hidden_dim() == o.hidden_dim() && qkv_bias == o.qkv_bias && pool == o.pool &&
-         representation_size == o.representation_size;
+         representation_size == o.representation_size && stem_layers == o.stem_layers &&
+         stem_channels == o.stem_channels;
 }
 
 static ViTConfig imagenet(const char* name, int64_t dim, int64_t depth, int64_t heads) {

@@ -29,6 +29,13 @@ struct ViTConfig {
   std::string pool = "cls";         // "cls" token or "mean" of the patch tokens
   double eps = 1e-6;                // LayerNorm eps
   int64_t representation_size = 0;  // > 0: a pre-logits Linear(dim, size) + Tanh before the head
+  // A convolutional stem in front of the patch embedding (the original paper's "hybrid" ViT, small):
+  // stem_layers x [Conv2d(3x3, stride 1, padding 1) to stem_channels + GELU]; the patch embedding
+  // then reads stem_channels channels. 0 layers: none (plain ViT, timm's layout).
+  int64_t stem_layers = 0;
+  int64_t stem_channels = 0;
+
+  int64_t embed_channels() const { return stem_layers > 0 ? stem_channels : in_channels; }
 
   int64_t grid() const { return image_size / patch_size; }
   int64_t num_patches() const { return grid() * grid(); }
@@ -59,6 +66,8 @@ struct ViTConfig {
     visit("pool", pool);
     visit("eps", eps);
     visit("representation_size", representation_size, Presence::Optional);
+    visit("stem_layers", stem_layers, Presence::Optional);
+    visit("stem_channels", stem_channels, Presence::Optional);
   }
   std::string to_json() const;
   static ViTConfig from_json(const std::string& json);   // throws on missing/invalid fields
@@ -66,7 +75,8 @@ struct ViTConfig {
 };
 
 // Preset names: vit_tiny_patch16_224, vit_small_patch16_224, vit_base_patch16_224,
-// vit_large_patch16_224, vit_digits (28x28x1, the default), vit_cifar (32x32x3).
+// vit_large_patch16_224, vit_digits (28x28x1), vit_fashion (28x28x1, the default of `vit train`),
+// vit_cifar (32x32x3).
 ViTConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 

@@ -8,6 +8,7 @@
 
 #include "model/architecture.h"
 #include "run_vit.h"
+#include "support/files.h"
 
 namespace vit {
 namespace {
@@ -51,6 +52,37 @@ TEST(ModelFlags, InfoAppliesThemOverThePreset) {
   ASSERT_EQ(unnamed.exit_code, 0) << unnamed.out;
   EXPECT_EQ(unnamed.out.rfind("custom\n", 0), 0u) << unnamed.out;
   EXPECT_TRUE(contains(unnamed, "dim 32, depth 6, heads 2")) << unnamed.out;
+}
+
+// The hybrid ViT: --stem-layers / --stem-channels put 3x3 convolutions before the patch
+// embedding; info shows them, train writes a checkpoint that eval and predict run (the graph-free
+// inference path), and a stem without channels is the config's error.
+TEST(ModelFlags, AConvolutionalStemTrainsAndItsCheckpointRuns) {
+  const CommandResult info = vit("info --preset vit_digits --stem-layers 2 --stem-channels 8");
+  ASSERT_EQ(info.exit_code, 0) << info.out;
+  EXPECT_TRUE(contains(info, "stem: 2 x (3x3 convolution to 8 channels + GELU) before the patch embedding"))
+      << info.out;
+  // (8*1*9 + 8) + (8*8*9 + 8) parameters; 784 pixels x 9 x 8 x (1 + 8) MACs
+  EXPECT_TRUE(contains(info, fmt::format("  {:<12} {:>14}\n", "stem", 8 * 9 + 8 + 8 * 8 * 9 + 8))) << info.out;
+  EXPECT_TRUE(contains(info, fmt::format("stem {:.3f}, ", 784.0 * 9 * 8 * 9 / 1e9))) << info.out;
+  EXPECT_TRUE(contains(info, fmt::format("  {:<12} {:>14}\n", "patch_embed", 64 * 8 * 49 + 64))) << info.out;
+  expect_error(vit("info --preset vit_digits --stem-layers 1"),
+               "[vit_config] stem_channels 0 with stem_layers 1: a stem needs 1..4096 channels, no stem needs 0");
+
+  testing::TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 96, 32);
+  const CommandResult train =
+      vit("train --data " + dir.file("data") + " --out " + dir.file("run") +
+          " --preset vit_digits --stem-layers 1 --stem-channels 4 --dim 16 --depth 1 --heads 2 --epochs 1 "
+          "--batch-size 32 --threads 1");
+  ASSERT_EQ(train.exit_code, 0) << train.out;
+  const CommandResult eval =
+      vit("eval --checkpoint " + dir.file("run/last.safetensors") + " --data " + dir.file("data") + " --json");
+  ASSERT_EQ(eval.exit_code, 0) << eval.out;
+  EXPECT_EQ(nlohmann::json::parse(eval.out)["images"], 32);
+  const CommandResult again = vit("info --checkpoint " + dir.file("run/last.safetensors"));
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_TRUE(contains(again, "stem: 1 x (3x3 convolution to 4 channels + GELU)")) << again.out;
 }
 
 TEST(ModelFlags, BenchTimesTheModelTheFlagsDescribe) {

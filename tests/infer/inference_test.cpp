@@ -65,6 +65,20 @@ TEST(InferenceSession, MatchesTheGraphForEveryVariant) {
   odd.in_channels = 3;
   odd.name = "odd";
   expect_matches_graph(odd, 7, 5);
+  ViTConfig hybrid = preset("vit_digits");  // a convolutional stem before the patch embedding
+  hybrid.stem_layers = 1;
+  hybrid.stem_channels = 8;
+  hybrid.name = "stem 1x8";
+  expect_matches_graph(hybrid, 3, 6);
+  hybrid.stem_layers = 2;
+  hybrid.stem_channels = 5;
+  hybrid.pool = "cls";
+  hybrid.name = "stem 2x5 cls";
+  expect_matches_graph(hybrid, 4, 7);
+  odd.stem_layers = 1;  // 3 input channels, a 35x35 image
+  odd.stem_channels = 4;
+  odd.name = "odd stem";
+  expect_matches_graph(odd, 2, 8);
 }
 
 TEST(InferenceSession, RefusesBadInputsAndHandlesAnEmptyBatch) {

@@ -1,7 +1,7 @@
 // model/architecture.h describes every parameter without building the model: for every variant
 // of the config (cls/mean pooling, qkv bias on/off, a representation layer, an explicit MLP
-// width, depth 1 to 3) its table must equal the built VisionTransformer's named_parameters()
-// name for name and shape for shape, and the counts and MACs read from it must equal the closed
+// width, depth 1 to 3, a convolutional stem of 1 or 2 layers) its table must equal the built VisionTransformer's
+// named_parameters() name for name and shape for shape, and the counts and MACs read from it must equal the closed
 // formulas they replaced. The checkpoint layouts' timm keys must be the same names.
 #include <gtest/gtest.h>
 
@@ -20,7 +20,9 @@ double formula_parameter_count(const ViTConfig& c) {
                P = static_cast<double>(c.patch_size), C = static_cast<double>(c.in_channels),
                N = static_cast<double>(c.num_tokens()), K = static_cast<double>(c.num_classes),
                R = static_cast<double>(c.representation_size);
-  double n = D * C * P * P + D + N * D + (c.pool == "cls" ? D : 0.0);
+  const double S = static_cast<double>(c.stem_channels), E = static_cast<double>(c.embed_channels());
+  double n = D * E * P * P + D + N * D + (c.pool == "cls" ? D : 0.0);
+  if (c.stem_layers > 0) n += (C * S * 9 + S) + static_cast<double>(c.stem_layers - 1) * (S * S * 9 + S);
   const double block = 4 * D + 3 * D * D + (c.qkv_bias ? 3 * D : 0.0) + D * D + D + D * F + F + F * D + D;
   n += static_cast<double>(c.depth) * block + 2 * D;
   if (c.representation_size > 0) n += D * R + R;
@@ -31,7 +33,9 @@ double formula_parameter_count(const ViTConfig& c) {
 ComputeCost formula_macs(const ViTConfig& c) {
   const int64_t N = c.num_tokens(), D = c.dim, F = c.hidden_dim();
   ComputeCost cost;
-  cost.patch_embed = c.num_patches() * D * c.in_channels * c.patch_size * c.patch_size;
+  cost.patch_embed = c.num_patches() * D * c.embed_channels() * c.patch_size * c.patch_size;
+  const int64_t pixels = c.image_size * c.image_size, S = c.stem_channels;
+  if (c.stem_layers > 0) cost.stem = pixels * 9 * S * (c.in_channels + (c.stem_layers - 1) * S);
   cost.attention = c.depth * (N * D * 3 * D + 2 * N * N * D + N * D * D);
   cost.mlp = c.depth * (2 * N * D * F);
   const int64_t features = c.representation_size > 0 ? c.representation_size : D;
@@ -52,7 +56,14 @@ std::vector<std::pair<std::string, int64_t>> parts_of_built(const VisionTransfor
 
 std::vector<ViTConfig> variants() {
   std::vector<ViTConfig> configs;
-  for (const char* name : {"vit_digits", "vit_cifar"}) configs.push_back(preset(name));
+  for (const char* name : {"vit_digits", "vit_fashion", "vit_cifar"}) configs.push_back(preset(name));
+  for (int64_t stem_layers : {1, 2}) {  // the hybrid: a convolutional stem before the patch embedding
+    ViTConfig c = preset("vit_cifar");
+    c.stem_layers = stem_layers;
+    c.stem_channels = 6;
+    c.name = fmt::format("vit_cifar stem_layers={}", stem_layers);
+    configs.push_back(c);
+  }
   for (const char* pool : {"cls", "mean"}) {
     for (bool qkv_bias : {true, false}) {
       for (int64_t representation : {0, 12}) {
@@ -100,6 +111,7 @@ TEST(Architecture, TableEqualsTheBuiltModelForEveryVariant) {
       EXPECT_EQ(parameters_per_block(c), model.blocks->named_children()[0].second->num_parameters());
     }
     const ComputeCost macs = macs_per_image(c), formula = formula_macs(c);
+    EXPECT_EQ(macs.stem, formula.stem);
     EXPECT_EQ(macs.patch_embed, formula.patch_embed);
     EXPECT_EQ(macs.attention, formula.attention);
     EXPECT_EQ(macs.mlp, formula.mlp);
@@ -160,6 +172,22 @@ TEST(Architecture, CheckpointLayoutsNameTheSameParameters) {
         EXPECT_TRUE(huggingface.insert(k.huggingface).second) << k.huggingface;
       }
     }
+  }
+}
+
+// A checkpoint without its config (the timm layout) tells a stem by its stem.{2i}.weight keys.
+TEST(Architecture, AConfiglessCheckpointTellsItsStem) {
+  for (int64_t layers : {0, 1, 3}) {
+    ViTConfig c = preset("vit_cifar");
+    c.stem_layers = layers;
+    c.stem_channels = layers > 0 ? 5 : 0;
+    const VisionTransformer model(c, std::make_shared<Generator>(0));
+    NamedTensors weights;
+    for (const auto& [name, p] : model.named_parameters()) weights.emplace_back(name, p.data());
+    const ViTConfig inferred = infer_config(weights, Layout::Timm, c.num_heads, "test");
+    EXPECT_TRUE(inferred.same_architecture(c)) << layers << ": " << inferred.to_json();
+    EXPECT_EQ(inferred.stem_layers, layers);
+    EXPECT_EQ(inferred.in_channels, 3);
   }
 }
 

@@ -23,12 +23,12 @@ TEST(ViTConfigJson, TextIsPinnedAndRoundTrips) {
   const std::string digits =
       R"({"name":"vit_digits","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":6,)"
       R"("num_heads":4,"mlp_ratio":2.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,"drop_path":0.1,)"
-      R"("pool":"mean","eps":1e-06,"representation_size":0})";
+      R"("pool":"mean","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0})";
   EXPECT_EQ(preset("vit_digits").to_json(), digits);
   const std::string base =
       R"({"name":"vit_base_patch16_224","image_size":224,"patch_size":16,"in_channels":3,"num_classes":1000,"dim":768,)"
       R"("depth":12,"num_heads":12,"mlp_ratio":4.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,)"
-      R"("drop_path":0.0,"pool":"cls","eps":1e-06,"representation_size":0})";
+      R"("drop_path":0.0,"pool":"cls","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0})";
   EXPECT_EQ(preset("vit_base_patch16_224").to_json(), base);
   ViTConfig c = preset("vit_base_patch16_224");
   c.name = "x \"q\"";
@@ -39,23 +39,25 @@ TEST(ViTConfigJson, TextIsPinnedAndRoundTrips) {
   c.eps = 1e-12;
   c.representation_size = 24;
   c.mlp_ratio = 2.5;
+  c.stem_layers = 2;
+  c.stem_channels = 16;
   const std::string custom =
       R"({"name":"x \"q\"","image_size":224,"patch_size":16,"in_channels":3,"num_classes":1000,"dim":768,"depth":12,)"
       R"("num_heads":12,"mlp_ratio":2.5,"mlp_dim":50,"qkv_bias":false,"dropout":0.1,"attn_dropout":0.25,)"
-      R"("drop_path":0.0,"pool":"cls","eps":1e-12,"representation_size":24})";
+      R"("drop_path":0.0,"pool":"cls","eps":1e-12,"representation_size":24,"stem_layers":2,"stem_channels":16})";
   EXPECT_EQ(c.to_json(), custom);
   for (const std::string& json : {digits, base, custom}) EXPECT_EQ(ViTConfig::from_json(json).to_json(), json);
 }
 
 TEST(ViTConfigJson, OldFilesWithoutTheOptionalKeysLoadWithDefaults) {
-  // mlp_dim, dropout, attn_dropout, drop_path and representation_size came later.
+  // mlp_dim, dropout, attn_dropout, drop_path, representation_size and the stem came later.
   const ViTConfig c = ViTConfig::from_json(
       R"({"name":"a","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":1,)"
       R"("num_heads":4,"mlp_ratio":2.0,"qkv_bias":true,"pool":"mean","eps":1e-6})");
   EXPECT_EQ(c.to_json(),
             R"({"name":"a","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":1,)"
             R"("num_heads":4,"mlp_ratio":2.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,)"
-            R"("drop_path":0.0,"pool":"mean","eps":1e-06,"representation_size":0})");
+            R"("drop_path":0.0,"pool":"mean","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0})");
 }
 
 TEST(ViTConfigJson, BadJsonNamesTheKey) {
@@ -78,6 +80,18 @@ TEST(ViTConfigJson, BadJsonNamesTheKey) {
   std::string patch5 = no_eps + R"(,"eps":1e-6})";
   patch5.replace(patch5.find(R"("patch_size":7)"), 14, R"("patch_size":5)");
   EXPECT_EQ(error_of(patch5), "[vit_config] image_size 28 is not divisible by patch_size 5");
+  const std::string valid = no_eps + R"(,"eps":1e-6)";
+  EXPECT_EQ(error_of(valid + R"(,"stem_layers":1})"),
+            "[vit_config] stem_channels 0 with stem_layers 1: a stem needs 1..4096 channels, no stem needs 0");
+  EXPECT_EQ(error_of(valid + R"(,"stem_channels":8})"),
+            "[vit_config] stem_channels 8 with stem_layers 0: a stem needs 1..4096 channels, no stem needs 0");
+  EXPECT_EQ(error_of(valid + R"(,"stem_layers":9,"stem_channels":8})"),
+            "[vit_config] stem_layers must be in [0, 8], got 9");
+  EXPECT_EQ(error_of(valid + R"(,"stem_layers":-1,"stem_channels":8})"),
+            "[vit_config] stem_layers must be in [0, 8], got -1");
+  EXPECT_EQ(error_of(valid + R"(,"stem_layers":1,"stem_channels":5000})"),
+            "[vit_config] stem_channels 5000 with stem_layers 1: a stem needs 1..4096 channels, no stem needs 0");
+  EXPECT_EQ(ViTConfig::from_json(valid + R"(,"stem_layers":1,"stem_channels":8})").embed_channels(), 8);
 }
 
 }  // namespace
