@@ -73,12 +73,17 @@ ViTConfig preset(const std::string& name) {
   if (name == "vit_base_patch16_224") return imagenet("vit_base_patch16_224", 768, 12, 12);
   if (name == "vit_large_patch16_224") return imagenet("vit_large_patch16_224", 1024, 24, 16);
   if (name == "vit_fashion") {
-    // Fashion-MNIST in a 10-minute budget on two cores: the digits' shape (7x7 patches, 16 tokens,
-    // mean-pooled, 6 blocks of width 64) without stochastic depth. Chosen on a validation split at
-    // equal time: 4x4 patches (49 tokens, 3x the cost a step) and width 128 both ended lower.
+    // Fashion-MNIST in a 10-minute budget on two cores: a small hybrid. One 3x3 convolution to 8
+    // channels + GELU before 7x7 patches (16 tokens, mean-pooled), 6 blocks of width 48, no
+    // stochastic depth. Chosen on a validation split at equal time: this hybrid ended 0.6 points
+    // above the plain width-64 ViT (90.75% vs 90.18% in 10 minutes); 4x4 patches (49 tokens, 3x
+    // the cost a step) and width 128 both ended lower.
     ViTConfig c = preset("vit_digits");
     c.name = name;
     c.drop_path = 0.0;
+    c.dim = 48;
+    c.stem_layers = 1;
+    c.stem_channels = 8;
     return c;
   }
   if (name == "vit_digits") {
