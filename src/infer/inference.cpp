@@ -54,6 +54,7 @@ std::vector<std::pair<const nn::Conv2d*, const nn::GELU*>> stem_layers(const mod
 
 struct InferenceSession::Packed {
   std::unordered_map<const float*, kernels::PackedMatrix> weights;
+  std::vector<std::pair<const nn::Conv2d*, const nn::GELU*>> stem;  // the model's stem, checked once
 
   void add(const Variable& weight, int64_t out_features, int64_t in_features, bool release) {
     const float* w = ptr(weight);
@@ -85,10 +86,11 @@ InferenceSession::InferenceSession(const model::VisionTransformer& model, Weight
   const bool release = pages == WeightPages::Release;
   VIT_CHECK(supports(model), "inference", "the inference path needs float32 parameters with contiguous storage");
   auto packed = std::make_shared<Packed>();
+  packed->stem = stem_layers(model);
   if (kernels::packed_gemm_supported()) {
     const model::ViTConfig& c = model.config();
     packed->add(model.patch_embed->proj->weight, c.dim, c.embed_channels() * c.patch_size * c.patch_size, release);
-    for (const auto& [conv, gelu] : stem_layers(model)) {
+    for (const auto& [conv, gelu] : packed->stem) {
       packed->add(conv->weight, conv->out_channels, conv->in_channels * 9, release);
     }
     // Every Linear below the root, depth first.
@@ -151,7 +153,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   const float* pixels = images.data<float>();
   int64_t channels = c.in_channels;
   const int64_t HW = c.image_size * c.image_size;
-  for (const auto& [conv3, gelu] : stem_layers(model_)) {
+  for (const auto& [conv3, gelu] : packed_->stem) {
     const kernels::ConvShape ss{B, channels, c.image_size, c.image_size, 3, 3, 1, 1};
     const int64_t S = conv3->out_channels;
     float* rows3 = buffer(kRows, static_cast<size_t>(B * HW * ss.row_length()));
