@@ -29,8 +29,12 @@ ModelFlags::ModelFlags(CLI::App& cmd) {
   using C = model::ViTConfig;
   // Each row: flag, the ViTConfig field it sets, help. A flag remembers its field, so that only
   // the flags on the command line override the preset.
+  // CLI11 reads an empty value ('') as 0, which is a valid setting for several fields (no stem,
+  // no representation layer, MLP width from the ratio): an empty value is refused instead.
+  const CLI::Validator not_empty(
+      [](std::string& value) { return value.empty() ? std::string("must not be empty") : std::string(); }, "");
   auto flag = [&]<typename T>(const char* name, T C::*field, const char* help) {
-    CLI::Option* option = cmd.add_option(name, values_.*field, help);
+    CLI::Option* option = cmd.add_option(name, values_.*field, help)->check(not_empty);
     flags_.emplace_back(option, [this, field](C& target) { target.*field = values_.*field; });
     keys_.push_back(field_key(field));
   };

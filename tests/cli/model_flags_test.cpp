@@ -4,6 +4,7 @@
 // library's "[vit_config] ..." error.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "model/architecture.h"
@@ -68,6 +69,23 @@ TEST(ModelFlags, AConvolutionalStemTrainsAndItsCheckpointRuns) {
   EXPECT_TRUE(contains(info, fmt::format("  {:<12} {:>14}\n", "patch_embed", 64 * 8 * 49 + 64))) << info.out;
   expect_error(vit("info --preset vit_digits --stem-layers 1"),
                "[vit_config] stem_channels 0 with stem_layers 1: a stem needs 1..4096 channels, no stem needs 0");
+  expect_error(vit("info --preset vit_digits --stem-layers 9 --stem-channels 8"),
+               "[vit_config] stem_layers must be in [0, 8], got 9");
+  expect_error(vit("info --preset vit_digits --stem-layers -1 --stem-channels 8"),
+               "[vit_config] stem_layers must be in [0, 8], got -1");
+  expect_error(vit("info --preset vit_digits --stem-layers 1 --stem-channels 5000"),
+               "[vit_config] stem_channels 5000 with stem_layers 1: a stem needs 1..4096 channels, no stem needs 0");
+  for (const char* bad : {"--stem-layers x", "--stem-layers 1 --stem-channels nan"}) {
+    const CommandResult r = vit(std::string("info --preset vit_digits ") + bad);
+    EXPECT_NE(r.exit_code, 0) << bad << "\n" << r.out;
+    EXPECT_TRUE(contains(r, "Could not convert: --stem-")) << bad << "\n" << r.out;
+  }
+  // An empty value would read as 0 (no stem): refused, for every model flag.
+  for (const char* flag : {"--stem-layers", "--stem-channels", "--representation-size", "--mlp-dim", "--pool"}) {
+    const CommandResult r = vit(std::string("info --preset vit_digits ") + flag + " ''");
+    EXPECT_NE(r.exit_code, 0) << flag << "\n" << r.out;
+    EXPECT_TRUE(contains(r, std::string(flag) + ": must not be empty")) << flag << "\n" << r.out;
+  }
 
   testing::TempDir dir;
   testing::write_toy_mnist(dir.file("data"), 96, 32);
@@ -76,6 +94,11 @@ TEST(ModelFlags, AConvolutionalStemTrainsAndItsCheckpointRuns) {
           " --preset vit_digits --stem-layers 1 --stem-channels 4 --dim 16 --depth 1 --heads 2 --epochs 1 "
           "--batch-size 32 --threads 1");
   ASSERT_EQ(train.exit_code, 0) << train.out;
+  // A stem far too big for the machine is refused by its memory estimate before anything is written.
+  expect_error(vit("train --data " + dir.file("data") + " --out " + dir.file("huge") +
+                   " --preset vit_digits --stem-layers 8 --stem-channels 4096 --image-size 224 --patch-size 16"),
+               "[memory] training vit_digits with batch");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("huge")));
   const CommandResult eval =
       vit("eval --checkpoint " + dir.file("run/last.safetensors") + " --data " + dir.file("data") + " --json");
   ASSERT_EQ(eval.exit_code, 0) << eval.out;
