@@ -2,6 +2,7 @@
 // gradient accumulation into leaves, and the no-grad switch.
 #include "autograd/variable.h"
 
+#include <algorithm>
 #include <ostream>
 #include <unordered_map>
 #include <unordered_set>
@@ -92,7 +93,9 @@ void Variable::backward() const {
   backward(Tensor::ones(shape(), dtype()));
 }
 
-void Variable::backward(const Tensor& grad_output) const {
+void Variable::backward(const Tensor& grad_output) const { backward(grad_output, LeafReadyFn()); }
+
+void Variable::backward(const Tensor& grad_output, const LeafReadyFn& on_leaf_ready) const {
   VIT_CHECK(requires_grad(), "backward", "the Variable does not require grad and has no grad_fn");
   VIT_CHECK(grad_output.shape() == shape(), "backward", "grad_output shape {} != output shape {}",
             shape_str(grad_output.shape()), shape_str(shape()));
@@ -130,7 +133,33 @@ void Variable::backward(const Tensor& grad_output) const {
   };
   accumulate(node_.get(), grad_output);
 
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+  // For on_leaf_ready: after the k-th node to run, the leaves it was the last consumer of.
+  std::vector<std::vector<Node*>> leaves_done(on_leaf_ready ? order.size() : 0);
+  if (on_leaf_ready) {
+    std::unordered_map<Node*, size_t> last_use;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const Node* node = order[order.size() - 1 - k].get();
+      if (!node->backward) continue;
+      for (const auto& input : node->inputs) {
+        if (input->requires_grad && !input->backward) last_use[input.get()] = k;
+      }
+    }
+    for (const auto& [leaf, k] : last_use) leaves_done[k].push_back(leaf);
+    // unordered_map order is arbitrary: report each node's leaves in input order.
+    for (size_t k = 0; k < order.size(); ++k) {
+      if (leaves_done[k].size() < 2) continue;
+      std::vector<Node*> ordered;
+      for (const auto& input : order[order.size() - 1 - k]->inputs) {
+        if (std::find(leaves_done[k].begin(), leaves_done[k].end(), input.get()) != leaves_done[k].end() &&
+            std::find(ordered.begin(), ordered.end(), input.get()) == ordered.end())
+          ordered.push_back(input.get());
+      }
+      leaves_done[k] = std::move(ordered);
+    }
+  }
+
+  size_t k = 0;
+  for (auto it = order.rbegin(); it != order.rend(); ++it, ++k) {
     Node* node = it->get();
     if (!node->backward) continue;  // a leaf root
     Tensor g = node->grad;
@@ -147,6 +176,9 @@ void Variable::backward(const Tensor& grad_output) const {
     if (!node->retains_grad) node->grad = Tensor();
     node->backward = nullptr;  // free the graph: saved tensors go with the closure
     node->inputs.clear();
+    if (on_leaf_ready) {
+      for (Node* leaf : leaves_done[k]) on_leaf_ready(leaf);
+    }
   }
 }
 

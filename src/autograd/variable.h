@@ -50,6 +50,12 @@ class Variable {
   // gradient (same shape). Frees the graph (as PyTorch without retain_graph).
   void backward() const;
   void backward(const Tensor& grad_output) const;
+  // backward() that calls on_leaf_ready(leaf) as soon as a leaf's .grad is final (no op still to
+  // run adds to it), in the order the pass finishes them: a data-parallel gradient reducer starts
+  // sending a bucket of parameters while the rest of the pass runs. Leaves the pass never reaches
+  // are not reported.
+  using LeafReadyFn = std::function<void(Node* leaf)>;
+  void backward(const Tensor& grad_output, const LeafReadyFn& on_leaf_ready) const;
   Variable detach() const;  // same data, no history
 
   // metadata

@@ -9,9 +9,12 @@
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/system.h"
+#include "dist/comm.h"
 #include "train/trainer.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_command(int argc, char** argv) {
   // Exceeding a file-size limit (ulimit -f) makes write() fail with EFBIG, reported like a full
   // disk, instead of killing the process mid-save.
   std::signal(SIGXFSZ, SIG_IGN);
@@ -45,7 +48,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const vit::train::Interrupted& e) {
-    std::fprintf(stderr, "%s\n", e.what());
+    // Under mpirun every rank stops at the same step; rank 0 says so for all of them.
+    if (!vit::dist::Comm::launched_by_mpirun() || vit::dist::Comm::world().rank() == 0)
+      std::fprintf(stderr, "%s\n", e.what());
     return 128 + e.signal();  // the shell's convention: 130 after SIGINT, 143 after SIGTERM
   } catch (const vit::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
@@ -55,4 +60,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int code = run_command(argc, argv);
+  // Under mpirun, MPI is finalised when the ranks end together (done, or stopped by a signal
+  // after saving). After an error or a lost rank it is not: finalising waits for every rank, and
+  // mpirun, seeing this exit, ends the others.
+  if (vit::dist::Comm::launched_by_mpirun() && (code == 0 || code == 130 || code == 143)) {
+    std::fflush(stdout);
+    vit::dist::Comm::world().finalize();
+  }
+  return code;
 }

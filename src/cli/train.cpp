@@ -106,6 +106,11 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-pixels", c->max_pixels, "image folders: refuse images with more pixels (decompression bombs)")
       ->capture_default_str();
+  cmd->add_option("--comm-timeout", c->comm_timeout,
+                  "under mpirun: seconds a rank waits for the others without progress before stopping the job (a "
+                  "lost rank or host)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
   cmd->add_flag("--skip-nonfinite", c->skip_nonfinite,
                 "skip steps with a NaN/Inf loss or gradient instead of stopping");
   cmd->add_flag("--plain", *plain, "plain log lines even on a terminal");

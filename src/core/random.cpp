@@ -45,6 +45,22 @@ double Generator::normal() {
   return radius * std::cos(angle);
 }
 
+void Generator::key_by_sample(uint64_t key, int64_t first_sample) {
+  keyed_ = true;
+  key_ = key;
+  calls_ = 0;
+  first_sample_ = first_sample;
+}
+
+Generator Generator::sample_stream(uint64_t call, int64_t row) const {
+  // splitmix64 of (key, call, sample): distinct, well-mixed seeds for every (call, sample).
+  uint64_t z = key_ ^ ((call + 1) * 0x9E3779B97F4A7C15ULL) ^
+               (static_cast<uint64_t>(first_sample_ + row + 1) * 0xC2B2AE3D27D4EB4FULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return Generator(z ^ (z >> 31));
+}
+
 uint64_t Generator::integer(uint64_t n) {
   VIT_CHECK(n > 0, "random", "integer(n) needs n > 0");
   const uint64_t limit = UINT64_MAX - UINT64_MAX % n;

@@ -22,11 +22,28 @@ class Generator {
   // Uniform integer in [0, n) without modulo bias.
   uint64_t integer(uint64_t n);
 
+  // Per-sample streams, for data-parallel training. While keyed, an op that draws for a batch
+  // (dropout, drop-path: first dimension = the batch) draws sample b's numbers from its own
+  // Generator, seeded by (key, the op's call number, first_sample + b), so a sample gets the
+  // same masks whichever process, thread or slice of the global batch computes it. key_by_sample
+  // restarts the call numbers (one key per training step); unkeyed, ops draw from this Generator
+  // in sequence.
+  void key_by_sample(uint64_t key, int64_t first_sample);
+  void unkey() { keyed_ = false; }
+  bool sample_keyed() const { return keyed_; }
+  // The call number of the next op drawing per sample (0, 1, ... after key_by_sample).
+  uint64_t next_call() { return calls_++; }
+  // The stream of row `row` (0-based in the op's batch) for call `call`.
+  Generator sample_stream(uint64_t call, int64_t row) const;
+
  private:
   uint64_t state_ = 0;
   uint64_t increment_ = 0;
   bool has_spare_normal_ = false;
   double spare_normal_ = 0.0;
+  bool keyed_ = false;
+  uint64_t key_ = 0, calls_ = 0;
+  int64_t first_sample_ = 0;
 };
 
 }  // namespace vit

@@ -145,31 +145,56 @@ uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b) {
 }
 
 Batch make_batch(const Dataset& d, const std::vector<int64_t>& indices, const AugmentConfig& aug,
-                 const Normalization& norm, bool train, Generator& gen) {
+                 const Normalization& norm, bool train, uint64_t key, BatchSlice slice) {
   VIT_CHECK(static_cast<int64_t>(norm.mean.size()) == d.channels && static_cast<int64_t>(norm.std.size()) == d.channels,
             "data", "normalisation has {} means / {} stds for {} channels", norm.mean.size(), norm.std.size(),
             d.channels);
   const auto B = static_cast<int64_t>(indices.size());
-  Batch batch;
-  batch.indices = indices;
-  batch.images = Tensor::empty({B, d.channels, d.height, d.width});
-  std::vector<int64_t> labels(B);
-  float* out = batch.images.data<float>();
+  const int64_t begin = slice.begin, end = slice.end < 0 ? B : slice.end;
+  VIT_CHECK(0 <= begin && begin <= end && end <= B, "data", "rows [{}, {}) are not a slice of a batch of {}", begin,
+            end, B);
   for (int64_t b = 0; b < B; ++b) {
     VIT_CHECK(indices[b] >= 0 && indices[b] < d.size(), "data", "index {} out of range for {} images", indices[b],
               d.size());
-    fill_image(d, indices[b], aug, norm, train, gen, out + b * d.image_bytes());
-    labels[b] = d.labels[indices[b]];
   }
-  batch.targets = Tensor::from_data(labels, {B});
+  const int64_t n = end - begin, image = d.image_bytes();
+  Batch batch;
+  batch.first = begin;
+  batch.global_size = B;
+  batch.indices.assign(indices.begin() + begin, indices.begin() + end);
+  batch.images = Tensor::empty({n, d.channels, d.height, d.width});
+  std::vector<int64_t> labels(n);
+  float* out = batch.images.data<float>();
+  // Row b of the global batch, augmented from its own stream.
+  auto fill_row = [&](int64_t b, float* dst) {
+    Generator gen(mix_seed(key, 0x1A6E, static_cast<uint64_t>(b)));
+    fill_image(d, indices[b], aug, norm, train, gen, dst);
+  };
+  for (int64_t b = begin; b < end; ++b) {
+    fill_row(b, out + (b - begin) * image);
+    labels[b - begin] = d.labels[indices[b]];
+  }
+  batch.targets = Tensor::from_data(labels, {n});
   const bool mixup = aug.mixup_alpha > 0, cutmix = aug.cutmix_alpha > 0;
   if (train && B > 1 && (mixup || cutmix)) {
-    // Pair image b with image B-1-b (timm's flipped batch).
-    std::vector<int64_t> partner(B);
-    for (int64_t b = 0; b < B; ++b) partner[b] = labels[B - 1 - b];
+    // Row b is mixed with row B-1-b of the global batch (timm's flipped batch); partners outside
+    // the slice are computed here from their own streams.
+    std::vector<int64_t> partner(n);
+    std::vector<float> partners(static_cast<size_t>(n * image));
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t p = B - 1 - b;
+      partner[b - begin] = d.labels[indices[p]];
+      float* dst = partners.data() + (b - begin) * image;
+      if (p >= begin && p < end)
+        std::copy_n(out + (p - begin) * image, image, dst);
+      else
+        fill_row(p, dst);
+    }
     const Tensor original = batch.images.clone();
     const float* o = original.data<float>();
+    const float* q = partners.data();
     const int64_t H = d.height, W = d.width, plane = H * W;
+    Generator gen(mix_seed(key, 0xBA7C4));  // the batch's draws: the same for every slice
     const bool use_cutmix = cutmix && (!mixup || gen.uniform_double() < 0.5);
     double lam = sample_beta(use_cutmix ? aug.cutmix_alpha : aug.mixup_alpha, gen);
     if (use_cutmix) {
@@ -179,25 +204,24 @@ Batch make_batch(const Dataset& d, const std::vector<int64_t>& indices, const Au
       const auto cy = static_cast<int64_t>(gen.integer(H)), cx = static_cast<int64_t>(gen.integer(W));
       const int64_t y0 = std::max<int64_t>(cy - ch / 2, 0), y1 = std::min<int64_t>(cy + ch / 2, H);
       const int64_t x0 = std::max<int64_t>(cx - cw / 2, 0), x1 = std::min<int64_t>(cx + cw / 2, W);
-      for (int64_t b = 0; b < B; ++b) {
+      for (int64_t b = 0; b < n; ++b) {
         for (int64_t c = 0; c < d.channels; ++c) {
           for (int64_t y = y0; y < y1; ++y) {
             for (int64_t x = x0; x < x1; ++x) {
-              out[(b * d.channels + c) * plane + y * W + x] = o[((B - 1 - b) * d.channels + c) * plane + y * W + x];
+              out[(b * d.channels + c) * plane + y * W + x] = q[(b * d.channels + c) * plane + y * W + x];
             }
           }
         }
       }
       lam = 1.0 - static_cast<double>((y1 - y0) * (x1 - x0)) / static_cast<double>(plane);  // the area actually pasted
     } else {
-      const int64_t n = d.image_bytes();
-      for (int64_t b = 0; b < B; ++b) {
-        for (int64_t i = 0; i < n; ++i) {
-          out[b * n + i] = static_cast<float>(lam * o[b * n + i] + (1.0 - lam) * o[(B - 1 - b) * n + i]);
+      for (int64_t b = 0; b < n; ++b) {
+        for (int64_t i = 0; i < image; ++i) {
+          out[b * image + i] = static_cast<float>(lam * o[b * image + i] + (1.0 - lam) * q[b * image + i]);
         }
       }
     }
-    batch.targets_b = Tensor::from_data(partner, {B});
+    batch.targets_b = Tensor::from_data(partner, {n});
     batch.lam = lam;
   }
   return batch;
@@ -222,7 +246,8 @@ std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size
 }
 
 BatchLoader::BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, AugmentConfig augment,
-                         Normalization norm, bool train, uint64_t seed, int64_t epoch, size_t prefetch, size_t first)
+                         Normalization norm, bool train, uint64_t seed, int64_t epoch, size_t prefetch, size_t first,
+                         int64_t part, int64_t parts)
     : data_(data),
       batches_(std::move(batches)),
       augment_(augment),
@@ -232,7 +257,11 @@ BatchLoader::BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> 
       epoch_(epoch),
       prefetch_(std::max<size_t>(prefetch, 1)),
       first_(std::min(first, batches_.size())),
+      part_(part),
+      parts_(parts),
       consumed_(first_) {
+  VIT_CHECK(parts_ >= 1 && part_ >= 0 && part_ < parts_, "data", "part {} of {} is not a share of a batch", part_,
+            parts_);
   worker_ = std::thread([this] { work(); });
 }
 
@@ -248,8 +277,10 @@ BatchLoader::~BatchLoader() {
 void BatchLoader::work() {
   try {
     for (size_t i = first_; i < batches_.size(); ++i) {
-      Generator gen(mix_seed(seed_, static_cast<uint64_t>(epoch_) + 1, i + 1));
-      Batch batch = make_batch(data_, batches_[i], augment_, norm_, train_, gen);
+      const auto size = static_cast<int64_t>(batches_[i].size());
+      Batch batch =
+          make_batch(data_, batches_[i], augment_, norm_, train_,
+                     mix_seed(seed_, static_cast<uint64_t>(epoch_) + 1, i + 1), BatchSlice::share(size, part_, parts_));
       std::unique_lock<std::mutex> lock(mutex_);
       space_.wait(lock, [this] { return stop_ || queue_.size() < prefetch_; });
       if (stop_) return;

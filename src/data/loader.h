@@ -1,7 +1,9 @@
 // Turning a Dataset into float batches: normalisation, training augmentation (random affine,
 // random crop with padding, horizontal flip, random erasing, mixup / cutmix) and a loader that prepares the
-// next batches on a background thread. Randomness is derived from (seed, epoch, batch index),
-// so a batch is the same whatever the thread timing, and a resumed run sees the same data.
+// next batches on a background thread. Randomness is keyed by (seed, epoch, batch index, position
+// in the batch) -- that is, by (seed, step, global sample index) -- so a batch is the same whatever
+// the thread timing, a resumed run sees the same data, and N data-parallel ranks each preparing
+// their slice of a global batch see exactly the rows one process would.
 #pragma once
 
 #include <condition_variable>
@@ -57,18 +59,33 @@ inline constexpr double kMaxNormalizationStd = 1.0;
 Normalization compute_normalization(const Dataset& data);
 
 struct Batch {
-  Tensor images;                 // (B, C, H, W) float32, normalised
-  Tensor targets;                // (B) int64
-  Tensor targets_b;              // (B) int64 partner labels when mixed (lam < 1), else undefined
+  Tensor images;                 // (n, C, H, W) float32, normalised: rows [first, first + n) of the global batch
+  Tensor targets;                // (n) int64
+  Tensor targets_b;              // (n) int64 partner labels when mixed (lam < 1), else undefined
   double lam = 1.0;              // weight of `targets` in the loss
   std::vector<int64_t> indices;  // dataset indices of the images
+  int64_t first = 0;             // position of row 0 in the global batch (data-parallel slices)
+  int64_t global_size = 0;       // rows of the global batch (the loss is its mean)
 };
 
 // Deterministic 64-bit mixing of (seed, a, b) into a generator seed (splitmix64).
 uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b = 0);
 
+// Rows [begin, end) of a global batch; end < 0: to its end.
+struct BatchSlice {
+  int64_t begin = 0, end = -1;
+  // Rank `part` of `parts`'s share of a batch of `size` rows (contiguous, as equal as can be).
+  static BatchSlice share(int64_t size, int64_t part, int64_t parts) {
+    return {size * part / parts, size * (part + 1) / parts};
+  }
+};
+
+// The global batch `indices`, or rows [slice.begin, slice.end) of it. Randomness is keyed, not
+// drawn in sequence: image b's augmentation comes from a stream seeded by (key, b) and the batch's
+// mixup/cutmix draws from one seeded by key, so a slice holds exactly those rows of the full batch
+// (a row mixed with a partner outside the slice computes that partner too).
 Batch make_batch(const Dataset& data, const std::vector<int64_t>& indices, const AugmentConfig& augment,
-                 const Normalization& norm, bool train, Generator& gen);
+                 const Normalization& norm, bool train, uint64_t key, BatchSlice slice = {});
 
 // The order of one epoch: a seeded shuffle (or 0..N-1), cut into batches.
 std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size, bool shuffle, bool drop_last,
@@ -76,11 +93,14 @@ std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size
 
 // Prepares the batches of one epoch on a background thread, `prefetch` ahead of the consumer.
 // `first` skips the epoch's first batches (resuming mid-epoch): batch i is the same whether the
-// epoch started at 0 or at `first`, since its randomness depends on i only.
+// epoch started at 0 or at `first`, since its randomness is keyed by (seed, epoch, i) and each
+// image's by its position in the batch. With parts > 1 it prepares only share `part` of every
+// batch (BatchSlice::share): one rank's rows of the global batch.
 class BatchLoader {
  public:
   BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, AugmentConfig augment, Normalization norm,
-              bool train, uint64_t seed, int64_t epoch, size_t prefetch = 3, size_t first = 0);
+              bool train, uint64_t seed, int64_t epoch, size_t prefetch = 3, size_t first = 0, int64_t part = 0,
+              int64_t parts = 1);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -100,6 +120,7 @@ class BatchLoader {
   int64_t epoch_;
   size_t prefetch_;
   size_t first_;
+  int64_t part_, parts_;
   std::mutex mutex_;
   std::condition_variable ready_, space_;
   std::deque<Batch> queue_;

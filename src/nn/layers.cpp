@@ -74,10 +74,13 @@ Variable DropPath::forward(const Variable& x) {
   mask_shape[0] = x.size(0);
   Tensor mask = Tensor::empty(mask_shape, x.dtype());
   const double keep = 1.0 - p;
+  const bool keyed = gen_->sample_keyed();  // per-sample streams (Generator::key_by_sample)
+  const uint64_t call = keyed ? gen_->next_call() : 0;
   for (int64_t b = 0; b < x.size(0); ++b) {
     std::vector<int64_t> index(x.dim(), 0);
     index[0] = b;
-    mask.set(index, gen_->uniform_double() < keep ? 1.0 / keep : 0.0);
+    const double u = keyed ? gen_->sample_stream(call, b).uniform_double() : gen_->uniform_double();
+    mask.set(index, u < keep ? 1.0 / keep : 0.0);
   }
   return mul(x, Variable(mask));
 }

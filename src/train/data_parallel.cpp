@@ -6,11 +6,12 @@
 namespace vit::train {
 namespace {
 
-// Loss of one slice, scaled by its share of the batch so the slices' losses (and gradients) sum
-// to the full-batch mean; also counts top-1 hits.
+// Loss of rows [begin, end) of the batch, scaled by their share of the global batch so that the
+// slices' losses (and gradients) over every thread and rank sum to the global batch's mean; also
+// counts top-1 hits.
 Variable slice_loss(model::VisionTransformer& model, const data::Batch& batch, int64_t begin, int64_t end,
                     double label_smoothing, int64_t& correct) {
-  const int64_t B = batch.targets.numel();
+  const int64_t global = batch.global_size > 0 ? batch.global_size : batch.targets.numel();
   const Tensor targets = batch.targets.slice(0, begin, end).contiguous();
   Variable logits = model(Variable(batch.images.slice(0, begin, end)));  // (n, K)
   Variable loss = cross_entropy(logits, targets, label_smoothing);
@@ -20,46 +21,49 @@ Variable slice_loss(model::VisionTransformer& model, const data::Batch& batch, i
   }
   const Tensor predicted = argmax(logits, 1);
   for (int64_t i = 0; i < end - begin; ++i) correct += predicted.data<int64_t>()[i] == targets.data<int64_t>()[i];
-  return loss * (static_cast<double>(end - begin) / static_cast<double>(B));
+  return loss * (static_cast<double>(end - begin) / static_cast<double>(global));
 }
 
 }  // namespace
 
-DataParallel::DataParallel(model::VisionTransformer& master, int replicas) : master_(master) {
+DataParallel::DataParallel(model::VisionTransformer& master, int replicas, dist::Comm& comm)
+    : master_(master), comm_(comm) {
   const auto master_params = master.named_parameters();
+  std::vector<GradientReducer::Parameters> all{master_params};
   for (int r = 1; r < replicas; ++r) {
     auto replica = std::make_unique<model::VisionTransformer>(master.config(), std::make_shared<Generator>(0));
     const auto params = replica->named_parameters();
     for (size_t i = 0; i < params.size(); ++i) params[i].second.node()->data = master_params[i].second.data();
+    all.push_back(params);
     replicas_.push_back(std::move(replica));
   }
+  if (replicas > 1 || comm.distributed()) reducer_ = std::make_unique<GradientReducer>(std::move(all), comm);
 }
 
 void DataParallel::reseed(uint64_t seed, int64_t step) {
-  master_.generator()->manual_seed(data::mix_seed(seed, 0xD50, static_cast<uint64_t>(step)));
-  for (size_t r = 0; r < replicas_.size(); ++r) {
-    replicas_[r]->generator()->manual_seed(data::mix_seed(seed, 0xD50 + r + 1, static_cast<uint64_t>(step)));
-  }
+  key_ = data::mix_seed(seed, 0xD50, static_cast<uint64_t>(step));
 }
 
 DataParallel::StepResult DataParallel::forward_backward(const data::Batch& batch, double label_smoothing) {
   master_.zero_grad();
   const bool training = master_.is_training();
   const int64_t B = batch.targets.numel();
-  const int R = static_cast<int>(std::min<int64_t>(replicas(), B));
+  const int R = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(replicas(), B)));
   StepResult result;
-  if (R <= 1) {
+  if (!reducer_) {  // one thread, one process: the gradient lands in the master directly
+    master_.generator()->key_by_sample(key_, batch.first);
     Variable loss = slice_loss(master_, batch, 0, B, label_smoothing, result.correct);
     result.loss = loss.item();
     if (std::isfinite(result.loss)) loss.backward();
     return result;
   }
+  reducer_->begin(R);
   std::vector<double> losses(R, 0.0);
   std::vector<int64_t> correct(R, 0);
   std::vector<std::exception_ptr> errors(R);
   const int previous_levels = omp_get_max_active_levels();
   omp_set_max_active_levels(1);  // ops inside a replica run single-threaded (as does BLAS)
-#pragma omp parallel num_threads(R)
+#pragma omp parallel num_threads(R) if (R > 1)
   {
     const int r = omp_get_thread_num();
     try {
@@ -67,9 +71,11 @@ DataParallel::StepResult DataParallel::forward_backward(const data::Batch& batch
       model.train(training);
       if (r > 0) model.zero_grad();
       const int64_t begin = B * r / R, end = B * (r + 1) / R;
+      model.generator()->key_by_sample(key_, batch.first + begin);
       Variable loss = slice_loss(model, batch, begin, end, label_smoothing, correct[r]);
       losses[r] = loss.item();
-      if (std::isfinite(losses[r])) loss.backward();
+      if (std::isfinite(losses[r]))
+        loss.backward(Tensor::ones(loss.shape(), loss.dtype()), [&](Node* leaf) { reducer_->ready(r, leaf); });
     } catch (...) {
       errors[r] = std::current_exception();
     }
@@ -78,20 +84,8 @@ DataParallel::StepResult DataParallel::forward_backward(const data::Batch& batch
   for (const auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
-  // master.grad += the grads of the replicas that ran (1..R-1), in replica order.
-  const auto master_params = master_.named_parameters();
-  for (int r = 1; r < R; ++r) {
-    const auto params = replicas_[r - 1]->named_parameters();
-    for (size_t i = 0; i < params.size(); ++i) {
-      const Tensor& g = params[i].second.grad();
-      if (!g.defined()) continue;
-      const Tensor& target = master_params[i].second.grad();
-      if (target.defined())
-        accumulate_into(target, g);
-      else
-        master_params[i].second.node()->grad = g.clone();
-    }
-  }
+  // The buckets not yet started, the waits, the total into the master's .grad.
+  reducer_->finish();
   for (int r = 0; r < R; ++r) {
     result.loss += losses[r];
     result.correct += correct[r];

@@ -4,37 +4,53 @@
 // slices and R replicas -- sharing the master's weight storage -- each run forward and backward
 // on one slice with single-threaded kernels. Their gradients are then added into the master's in
 // replica order (deterministic for a given R), giving exactly the full-batch mean gradient.
+//
+// Across processes (an MPI job, dist::Comm), each rank holds its slice of the global batch
+// (data::Batch::first/global_size) and splits it again over its threads; one GradientReducer sums
+// the gradients over threads and ranks, overlapped with the backward pass. Dropout and drop-path
+// masks are drawn per sample, keyed by (seed, step, position in the global batch), so N ranks x R
+// threads train the same model as one thread, up to floating-point summation order.
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "data/loader.h"
+#include "dist/comm.h"
 #include "model/vision_transformer.h"
+#include "train/gradient_reducer.h"
 
 namespace vit::train {
 
 class DataParallel {
  public:
-  // replicas <= 1: every step runs on the master alone (ops use all threads).
-  DataParallel(model::VisionTransformer& master, int replicas);
+  // replicas <= 1: every step runs on the master alone (ops use all threads). comm: the job's
+  // processes (a single process: no communication).
+  DataParallel(model::VisionTransformer& master, int replicas, dist::Comm& comm = dist::Comm::world());
   int replicas() const { return static_cast<int>(replicas_.size()) + 1; }
 
-  // Dropout generators for a step: the master's and one per replica, derived from (seed, step),
-  // so a run resumed at any step draws the same masks as an uninterrupted one.
+  // The dropout key of a step, from (seed, step): a run resumed at any step draws the same masks
+  // as an uninterrupted one, and every rank and thread the same as one process would.
   void reseed(uint64_t seed, int64_t step);
 
   struct StepResult {
-    double loss = 0.0;    // mean over the batch (with label smoothing and mixup)
-    int64_t correct = 0;  // top-1 hits against batch.targets
+    double loss = 0.0;    // this process's share of the global batch's mean loss (label smoothing, mixup)
+    int64_t correct = 0;  // top-1 hits against batch.targets (this process's rows)
   };
-  // Clears gradients, then forward + backward of the batch; the full-batch gradient ends in the
-  // master's parameters' .grad. A non-finite loss is returned as is (the caller decides).
+  // Clears gradients, then forward + backward of the batch (this process's slice of the global
+  // batch); the global batch's mean gradient ends in the master's parameters' .grad on every
+  // rank. A non-finite loss skips this replica's backward (its gradient counts as zero) and is
+  // returned as is (the caller decides, after summing the losses over the ranks).
   StepResult forward_backward(const data::Batch& batch, double label_smoothing);
+
+  const GradientReducer* reducer() const { return reducer_.get(); }
 
  private:
   model::VisionTransformer& master_;
   std::vector<std::unique_ptr<model::VisionTransformer>> replicas_;  // replicas 1..R-1
+  dist::Comm& comm_;
+  std::unique_ptr<GradientReducer> reducer_;  // when there is more than one replica or rank
+  uint64_t key_ = 0;
 };
 
 }  // namespace vit::train

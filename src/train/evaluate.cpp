@@ -11,7 +11,7 @@
 namespace vit::train {
 
 EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, const data::Normalization& norm,
-                    int64_t batch_size) {
+                    int64_t batch_size, const EvalShard& shard) {
   const int64_t K = model.config().num_classes;
   VIT_CHECK(data.size() > 0, "evaluate", "{}: no images to evaluate on", data.source);
   VIT_CHECK(data.num_classes() <= K, "evaluate", "the data has {} classes but the model predicts {}",
@@ -26,12 +26,14 @@ EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, 
   r.confidence.assign(data.size(), 0.0f);
   double loss_sum = 0.0;
   int64_t correct1 = 0, correct5 = 0;
-  Generator unused(0);
   // The graph-free inference path when the model allows it (float32), else the graph.
   std::unique_ptr<infer::InferenceSession> session;
   if (infer::InferenceSession::supports(model)) session = std::make_unique<infer::InferenceSession>(model);
-  for (const auto& indices : data::epoch_batches(data.size(), batch_size, false, false, 0, 0)) {
-    const data::Batch batch = data::make_batch(data, indices, {}, norm, false, unused);
+  const data::BatchSlice mine = data::BatchSlice::share(data.size(), shard.part, shard.parts);
+  for (int64_t from = mine.begin; from < mine.end; from += batch_size) {
+    std::vector<int64_t> indices(static_cast<size_t>(std::min(batch_size, mine.end - from)));
+    std::iota(indices.begin(), indices.end(), from);
+    const data::Batch batch = data::make_batch(data, indices, {}, norm, false, 0);
     const Variable logits = session ? Variable(session->forward(batch.images)) : model(Variable(batch.images));
     const auto B = static_cast<int64_t>(indices.size());
     loss_sum += cross_entropy(logits, batch.targets).item() * static_cast<double>(B);
@@ -53,6 +55,30 @@ EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, 
     }
   }
   model.train(was_training);
+  if (shard.parts > 1) {
+    // Sums over the processes: each holds its share's counts, predictions and confidences (the
+    // others' entries are 0; a prediction is sent as prediction + 1).
+    std::vector<double> v = {loss_sum, static_cast<double>(correct1), static_cast<double>(correct5)};
+    for (const auto& row : r.confusion) v.insert(v.end(), row.begin(), row.end());
+    for (int64_t i = 0; i < data.size(); ++i) {
+      const bool own = i >= mine.begin && i < mine.end;
+      v.push_back(own ? static_cast<double>(r.predictions[i] + 1) : 0.0);
+      v.push_back(own ? static_cast<double>(r.confidence[i]) : 0.0);
+    }
+    VIT_CHECK(shard.sum != nullptr, "evaluate", "a sharded evaluation needs a sum across processes");
+    shard.sum(v);
+    size_t at = 0;
+    loss_sum = v[at++];
+    correct1 = static_cast<int64_t>(v[at++]);
+    correct5 = static_cast<int64_t>(v[at++]);
+    for (auto& row : r.confusion) {
+      for (auto& cell : row) cell = static_cast<int64_t>(v[at++]);
+    }
+    for (int64_t i = 0; i < data.size(); ++i) {
+      r.predictions[i] = static_cast<int64_t>(v[at++]) - 1;
+      r.confidence[i] = static_cast<float>(v[at++]);
+    }
+  }
   const double n = std::max<double>(1.0, static_cast<double>(r.count));
   r.loss = loss_sum / n;
   r.top1 = static_cast<double>(correct1) / n;

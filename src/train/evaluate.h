@@ -2,6 +2,7 @@
 // per-class accuracy, the confusion matrix, and which images were misclassified.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "data/loader.h"
@@ -18,8 +19,16 @@ struct EvalResult {
   std::vector<float> confidence;     // probability of the predicted class
 };
 
+// Data-parallel evaluation: process `part` of `parts` evaluates its share of the images
+// (data::BatchSlice::share of the whole set) and `sum` adds a vector of numbers element-wise over
+// the processes (an allreduce); every process then holds the whole set's result.
+struct EvalShard {
+  int64_t part = 0, parts = 1;
+  std::function<void(std::vector<double>&)> sum;
+};
+
 // Runs in eval mode without gradients (restores the previous mode).
 EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, const data::Normalization& norm,
-                    int64_t batch_size = 500);
+                    int64_t batch_size = 500, const EvalShard& shard = {});
 
 }  // namespace vit::train

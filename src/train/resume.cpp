@@ -15,8 +15,9 @@ using json = nlohmann::ordered_json;
 
 // The flags a resumed run takes from the command line: they steer this process, not the run's
 // numbers (--data only with the same data, checked once it is loaded).
-constexpr const char* kMayChange[] = {"--resume",           "--out",        "--data",           "--epochs", "--threads",
-                                      "--checkpoint-every", "--max-pixels", "--skip-nonfinite", "--plain"};
+constexpr const char* kMayChange[] = {
+    "--resume",           "--out",        "--data",           "--epochs", "--threads",
+    "--checkpoint-every", "--max-pixels", "--skip-nonfinite", "--plain",  "--comm-timeout"};
 constexpr const char* kMayChangeText =
     "--data (the same data, moved), --epochs (to extend it), --threads, --checkpoint-every, --max-pixels, "
     "--skip-nonfinite and --plain";
@@ -183,6 +184,7 @@ TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoin
   saved.stop_after_epoch = asked.stop_after_epoch;
   saved.checkpoint_every = asked.checkpoint_every;
   saved.max_pixels = asked.max_pixels;
+  saved.comm_timeout = asked.comm_timeout;
   saved.resume = true;
   saved.overwrite = asked.overwrite;  // refused by validate(): a resumed run continues, never replaces
   saved.given_flags = asked.given_flags;

@@ -59,6 +59,9 @@ struct TrainConfig {
   int64_t stop_after_epoch = 0;  // > 0: stop after this epoch as if interrupted (resume continues the same schedule)
   int64_t checkpoint_every = 0;  // > 0: also save last.safetensors every this many steps (mid-epoch)
   int64_t max_pixels = data::kDefaultMaxPixels;  // image folders: refuse larger images (decompression bombs)
+  // Under mpirun: seconds a rank waits for the others without progress before it stops the job
+  // (a lost rank or host; dist/comm.h).
+  double comm_timeout = 120.0;
   // What belongs to a recipe rather than to the engine:
   std::vector<double> milestones;     // test accuracies whose first crossing is reported (e.g. 0.97, 0.985)
   data::Normalization normalization;  // per-channel mean/std; empty: computed from the training images
@@ -66,8 +69,8 @@ struct TrainConfig {
   // The fields saved in a checkpoint's "train_config", in its JSON order, all required but the
   // milestones (added later). The model is saved on its own ("model_config"), and so is the
   // normalisation in use; the rest (threads, out_dir, resume, overwrite, progress, model_explicit,
-  // given_flags, given_model_fields, stop_after_epoch, checkpoint_every, max_pixels) belongs to one process's run and
-  // is not saved.
+  // given_flags, given_model_fields, stop_after_epoch, checkpoint_every, max_pixels, comm_timeout) belongs to one
+  // process's run and is not saved.
   template <class Visitor>
   void visit_fields(Visitor& visit) {
     visit("data_dir", data_dir);

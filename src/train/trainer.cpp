@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "core/fields.h"
+#include "dist/comm.h"
 #include "infer/checkpoint.h"
 #include "io/safetensors.h"
 #include "kernels/gemm.h"
@@ -76,6 +77,11 @@ struct Run {
   RunLock lock;  // first: released last, after everything else the run holds
   TrainConfig config;
   RunFiles files;
+  // The job's processes (one without mpirun). Rank 0 leads: it alone prints, holds the folder's
+  // lock and writes checkpoints, metrics.jsonl and report.html.
+  dist::Comm& comm = dist::Comm::world();
+  bool lead() const { return comm.rank() == 0; }
+  int stop_signal = 0;  // a stop signal every rank has agreed on (train_step)
   int threads = 1;
   bool bar = false;  // a redrawn progress bar (terminal) instead of plain lines
   std::optional<infer::LoadedCheckpoint> resumed;
@@ -199,10 +205,7 @@ void build_model(Run& run) {
     run.opt = std::make_unique<optim::SGD>(run.params, c.lr, c.momentum, c.weight_decay);
   }
   if (c.ema_decay > 0) run.ema = std::make_unique<optim::ModelEma>(run.params, c.ema_decay);
-  if (!run.resumed) {
-    run.files.start_fresh();
-    return;
-  }
+  if (!run.resumed) return;  // the folder is made fresh once every rank has agreed (train_job)
   const infer::LoadedCheckpoint& r = *run.resumed;
   run.model->load_state_dict(r.weights);
   run.opt->load_state(r.optimizer);
@@ -220,7 +223,14 @@ void build_model(Run& run) {
     run.carried_steps = run.carried.steps;
   }
   run.elapsed_before = r.info.elapsed_seconds;
-  truncate_metrics(run.files.metrics, run.start_epoch);
+  if (run.lead()) truncate_metrics(run.files.metrics, run.start_epoch);
+}
+
+// "2 threads", or "4 ranks x 2 threads (batch 32 per rank)" under mpirun.
+std::string workers_str(const Run& run) {
+  if (!run.comm.distributed()) return fmt::format("{} threads", run.threads);
+  return fmt::format("{} ranks x {} threads, ~{} images per rank", run.comm.size(), run.threads,
+                     run.config.batch_size / run.comm.size());
 }
 
 // Epochs that `steps` steps start (the last may be partial).
@@ -246,12 +256,12 @@ void plan(Run& run) {
               c.model.name.c_str(), run.model->num_parameters(), static_cast<double>(cost.total()) / 1e6,
               run.train_data.size(), run.test_data.size(), c.val_split > 0 ? "validation" : "test", c.data_dir.c_str());
   if (c.steps > 0) {
-    std::printf("training %ld steps = %.2f epochs of %ld steps (batch %ld, %s lr %g, %d threads) -> %s\n", c.steps,
+    std::printf("training %ld steps = %.2f epochs of %ld steps (batch %ld, %s lr %g, %s) -> %s\n", c.steps,
                 static_cast<double>(c.steps) / static_cast<double>(run.steps_per_epoch), run.steps_per_epoch,
-                c.batch_size, c.optimizer.c_str(), c.lr, run.threads, c.out_dir.c_str());
+                c.batch_size, c.optimizer.c_str(), c.lr, workers_str(run).c_str(), c.out_dir.c_str());
   } else if (c.time_budget <= 0) {
-    std::printf("training %ld epochs x %ld steps (batch %ld, %s lr %g, %d threads) -> %s\n", c.epochs,
-                run.steps_per_epoch, c.batch_size, c.optimizer.c_str(), c.lr, run.threads, c.out_dir.c_str());
+    std::printf("training %ld epochs x %ld steps (batch %ld, %s lr %g, %s) -> %s\n", c.epochs, run.steps_per_epoch,
+                c.batch_size, c.optimizer.c_str(), c.lr, workers_str(run).c_str(), c.out_dir.c_str());
   }
   if (run.resumed) std::printf("resumed from %s at epoch %ld\n", run.files.last.c_str(), run.start_epoch);
   std::fflush(stdout);
@@ -283,10 +293,13 @@ Run start_or_resume(TrainConfig config) {
     model::check_memory(c.model, c.eval_batch_size, false);
   };
   if (!config.resume) check_fits(config);
-  // One run at a time in a folder, from before anything in it is read until the run ends.
-  run.lock = RunLock::acquire(run.files.dir);
-  run.files.remove_stale_temporaries();
-  if (!config.resume) run.files.refuse_to_replace(config.overwrite);
+  // One run at a time in a folder, from before anything in it is read until the run ends (held by
+  // the lead rank, which alone writes there).
+  if (run.lead()) {
+    run.lock = RunLock::acquire(run.files.dir);
+    run.files.remove_stale_temporaries();
+    if (!config.resume) run.files.refuse_to_replace(config.overwrite);
+  }
   if (config.resume) {
     VIT_CHECK(fs::exists(run.files.last), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir,
               run.files.last);
@@ -304,7 +317,6 @@ Run start_or_resume(TrainConfig config) {
   // for want of disk space, never over what it records after hours of training.
   (void)infer::checkpoint_metadata(run.files.last, checkpoint_info(run, run.start_epoch, 0, "{}"),
                                    run.config.optimizer);
-  plan(run);
   run.bar = run.config.progress == 1 || (run.config.progress < 0 && ::isatty(STDOUT_FILENO));
   return run;
 }
@@ -327,6 +339,7 @@ infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t bat
 // Every save goes through here: a failed write (disk full, ...) leaves the previous file intact,
 // and the message says so only after checking it.
 void save(const Run& run, const std::string& path, const infer::CheckpointInfo& info) {
+  if (!run.lead()) return;  // rank 0 writes; the others hold the same weights
   infer::TrainingState state{run.config.optimizer, run.opt->state(), {}};
   if (run.ema) state.ema = run.ema->averages();
   const FileVersion before(path);
@@ -344,6 +357,11 @@ void save(const Run& run, const std::string& path, const infer::CheckpointInfo& 
 std::string interrupted_message(const Run& run, const StopSignals& signals) {
   return fmt::format("interrupted by {} at step {}: saved {}; continue with: vit train --resume {}", signals.describe(),
                      run.step, run.files.last, run.config.out_dir);
+}
+
+// Evaluation shared among the ranks (evaluate.h).
+EvalShard eval_shard(Run& run) {
+  return {run.comm.rank(), run.comm.size(), [&run](std::vector<double>& v) { run.comm.sum(v); }};
 }
 
 // ---- the time budget ----
@@ -370,11 +388,17 @@ int64_t steps_that_fit(double seconds, int64_t steps_per_epoch, int64_t step, do
 // this epoch end's cost, would end more than 2% away from the budget, re-plans the
 // length so they end at it (the cosine continues from where it is: optim::replanned_cosine_lr).
 // A shared machine's speed drifts by up to ~30% within minutes; this keeps the run to its budget.
+// Under mpirun every rank decides from the lead's clock and the slowest rank's speed.
 void keep_to_budget(Run& run, double step_seconds, double end_seconds, double pending_seconds) {
   TrainConfig& c = run.config;
   const int64_t left = run.total_steps - run.step;
-  if (c.time_budget <= 0 || left <= 0 || run.step < run.warmup_steps || !(step_seconds > 0)) return;
-  const double remaining = c.time_budget - run.elapsed() - pending_seconds;  // this epoch end's saves to come
+  if (c.time_budget <= 0 || left <= 0 || run.step < run.warmup_steps) return;
+  step_seconds = run.comm.max(step_seconds);
+  end_seconds = run.comm.max(end_seconds);
+  double elapsed = run.elapsed();
+  run.comm.broadcast(elapsed);
+  if (!(step_seconds > 0)) return;
+  const double remaining = c.time_budget - elapsed - pending_seconds;  // this epoch end's saves to come
   const double projected = seconds_to_train(run.step, left, run.steps_per_epoch, step_seconds, end_seconds);
   if (std::abs(projected - remaining) <= 0.02 * c.time_budget) return;
   const int64_t fits = std::max<int64_t>(
@@ -398,7 +422,8 @@ void fit_budget(Run& run, DataParallel& parallel) {
   const double budget = c.time_budget;
   auto batches = data::epoch_batches(run.train_data.size(), c.batch_size, true, true, c.seed, 0);
   batches.resize(std::min<size_t>(batches.size(), 64));
-  data::BatchLoader loader(run.train_data, batches, c.augment, run.norm, true, c.seed, 0);
+  data::BatchLoader loader(run.train_data, batches, c.augment, run.norm, true, c.seed, 0, 3, 0, run.comm.rank(),
+                           run.comm.size());
   run.model->train();
   constexpr int64_t kMinTimed = 5;
   // The first two batches warm caches and the allocator: untimed, unless there are too few.
@@ -412,18 +437,20 @@ void fit_budget(Run& run, DataParallel& parallel) {
     (void)parallel.forward_backward(*batch, c.label_smoothing);
     ++n;
     timed = std::chrono::duration<double>(Clock::now() - from).count();
-    if (n - kUntimed >= kMinTimed && timed >= 0.015 * budget) break;
+    // Ranks stop timing together (each step is a collective): when the slowest is done.
+    const bool enough = n - kUntimed >= kMinTimed && timed >= 0.015 * budget;
+    if (run.comm.max(enough ? 0.0 : 1.0) == 0.0) break;
   }
   run.model->zero_grad();
   // The optimiser update, clipping and EMA are not timed above: a 3% margin covers them.
-  const double step_seconds = std::max(timed / static_cast<double>(n - kUntimed) * 1.03, 1e-6);
+  const double step_seconds = run.comm.max(std::max(timed / static_cast<double>(n - kUntimed) * 1.03, 1e-6));
   // One evaluation pass, from a slice of the evaluation set.
   const int64_t slice = std::min<int64_t>(run.test_data.size(), 2 * c.eval_batch_size);
   std::vector<int64_t> first(static_cast<size_t>(slice));
   std::iota(first.begin(), first.end(), int64_t{0});
   const data::Dataset part = data::subset(run.test_data, first, run.test_data.source);
   const auto e0 = Clock::now();
-  if (slice > 0) (void)evaluate(*run.model, part, run.norm, c.eval_batch_size);
+  if (slice > 0) (void)evaluate(*run.model, part, run.norm, c.eval_batch_size, eval_shard(run));
   double eval_seconds = std::chrono::duration<double>(Clock::now() - e0).count() *
                         static_cast<double>(run.test_data.size()) / static_cast<double>(std::max<int64_t>(slice, 1));
   // Each epoch end also saves last.safetensors (and best.safetensors when it improves), fsynced:
@@ -433,17 +460,18 @@ void fit_budget(Run& run, DataParallel& parallel) {
   save(run, scratch, checkpoint_info(run, 0, 0, "{}"));
   std::error_code ignored;
   fs::remove(scratch, ignored);
-  run.save_seconds = std::chrono::duration<double>(Clock::now() - s0).count();
-  eval_seconds += 2 * run.save_seconds;
+  run.save_seconds = run.comm.max(std::chrono::duration<double>(Clock::now() - s0).count());
+  eval_seconds = run.comm.max(eval_seconds) + 2 * run.save_seconds;
   // The most steps S whose training and epoch ends fit in what is left: S * step + ceil(S / steps
   // per epoch) * (evaluation + saves) grows with S, so a binary search finds it. 2% of the budget
   // is kept for the report and the noise of a shared machine.
-  const int64_t steps =
-      steps_that_fit(0.98 * budget - run.elapsed(), run.steps_per_epoch, 0, step_seconds, eval_seconds);
+  double elapsed = run.elapsed();
+  run.comm.broadcast(elapsed);  // the lead's clock
+  const int64_t steps = steps_that_fit(0.98 * budget - elapsed, run.steps_per_epoch, 0, step_seconds, eval_seconds);
   VIT_CHECK(steps >= 1, "train",
             "--time-budget {}: too short for one step and an evaluation (a step takes {:.3f} s, an evaluation and its "
             "saves {:.2f} s, timing took {:.1f} s)",
-            duration_str(budget), step_seconds, eval_seconds, run.elapsed());
+            duration_str(budget), step_seconds, eval_seconds, elapsed);
   set_steps(run, steps);
   std::printf(
       "time budget %s: a step takes %.3f s (timed over %ld batches), an evaluation and its saves %.2f s -> %ld steps = "
@@ -466,12 +494,19 @@ struct EpochResult {
 // One optimiser step on a batch: forward, backward, finiteness checks, clipping, update, EMA.
 // Returns false when the step was skipped (--skip-nonfinite).
 bool train_step(Run& run, DataParallel& parallel, const data::Batch& batch, int64_t epoch, Progress& progress,
-                EpochResult& e) {
+                EpochResult& e, const StopSignals& signals) {
   const TrainConfig& c = run.config;
   // Dropout masks depend on (seed, step) only, so a resumed run draws the same ones.
   parallel.reseed(c.seed, run.step);
   run.opt->lr = optim::replanned_cosine_lr(run.step, run.warmup_steps, c.schedule, run.total_steps, c.lr, c.min_lr);
-  const DataParallel::StepResult r = parallel.forward_backward(batch, c.label_smoothing);
+  DataParallel::StepResult r = parallel.forward_backward(batch, c.label_smoothing);
+  // The ranks' losses and hits add up to the global batch's; a stop signal on any rank stops all
+  // of them after this step (mpirun passes Ctrl-C on as SIGTERM to every rank).
+  std::vector<double> shared = {r.loss, static_cast<double>(r.correct), static_cast<double>(signals.pending())};
+  run.comm.sum(shared);
+  r.loss = shared[0];
+  r.correct = static_cast<int64_t>(shared[1]);
+  run.stop_signal = shared[2] == 0 ? 0 : signals.pending() != 0 ? signals.pending() : SIGTERM;
   // A NaN/Inf loss or gradient: skip the step (--skip-nonfinite) or stop before any update.
   if (const std::string what = step_problem(r.loss, run.params); !what.empty()) {
     progress.finish();
@@ -495,7 +530,7 @@ bool train_step(Run& run, DataParallel& parallel, const data::Batch& batch, int6
   }
   if (run.ema) run.ema->update(run.params);
   ++run.step;
-  const auto B = batch.targets.numel();
+  const auto B = batch.global_size;
   e.stats.correct += r.correct;
   e.stats.seen += B;
   e.stats.loss_sum += r.loss * static_cast<double>(B);
@@ -516,14 +551,14 @@ EpochResult train_epoch(Run& run, DataParallel& parallel, const StopSignals& sig
   const int64_t left = run.total_steps - epoch * run.steps_per_epoch;
   if (left < static_cast<int64_t>(batches.size())) batches.resize(static_cast<size_t>(std::max<int64_t>(left, 0)));
   data::BatchLoader loader(run.train_data, std::move(batches), c.augment, run.norm, true, c.seed, epoch, 3,
-                           static_cast<size_t>(batch_index));
+                           static_cast<size_t>(batch_index), run.comm.rank(), run.comm.size());
   Progress progress(run.bar, fmt::format("epoch {}/{}", epoch + 1, c.epochs), loader.num_batches());
   auto mid_epoch_info = [&] {
     return checkpoint_info(run, epoch, batch_index,
                            e.stats.to_json(std::chrono::duration<double>(Clock::now() - e.start).count()));
   };
   while (auto batch = loader.next()) {
-    const bool stepped = train_step(run, parallel, *batch, epoch, progress, e);
+    const bool stepped = train_step(run, parallel, *batch, epoch, progress, e, signals);
     ++batch_index;
     if (!stepped) continue;
     const double seconds = e.seconds();
@@ -532,10 +567,11 @@ EpochResult train_epoch(Run& run, DataParallel& parallel, const StopSignals& sig
                     seconds);
     // After the epoch's last batch the epoch-end checkpoint serves both purposes.
     const bool more_batches = batch_index < static_cast<int64_t>(loader.num_batches());
-    if (more_batches && signals.pending()) {
+    if (more_batches && run.stop_signal) {
       progress.finish();
       save(run, run.files.last, mid_epoch_info());
-      throw Interrupted(interrupted_message(run, signals), signals.pending());
+      run.comm.barrier();  // no rank exits before the lead has saved (mpirun would end the job)
+      throw Interrupted(interrupted_message(run, signals), run.stop_signal);
     }
     if (more_batches && c.checkpoint_every > 0 && run.step % c.checkpoint_every == 0) {
       save(run, run.files.last, mid_epoch_info());
@@ -555,10 +591,10 @@ EvalResult evaluate_epoch(Run& run, int64_t epoch) {
     optim::NamedTensors current;
     for (const auto& [name, p] : run.params) current.emplace_back(name, p.data().clone());
     assign(run.params, run.ema->averages());
-    eval = evaluate(*run.model, run.test_data, run.norm, run.config.eval_batch_size);
+    eval = evaluate(*run.model, run.test_data, run.norm, run.config.eval_batch_size, eval_shard(run));
     assign(run.params, current);
   } else {
-    eval = evaluate(*run.model, run.test_data, run.norm, run.config.eval_batch_size);
+    eval = evaluate(*run.model, run.test_data, run.norm, run.config.eval_batch_size, eval_shard(run));
   }
   if (!std::isfinite(eval.loss)) {
     fail("train",
@@ -581,8 +617,8 @@ void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& 
                                 {"test_loss", eval.loss}, {"test_acc", eval.top1},        {"test_top5", eval.top5},
                                 {"lr", run.opt->lr},      {"images_per_s", images_per_s}, {"seconds", epoch_seconds},
                                 {"elapsed", elapsed},     {"skipped_steps", s.skipped},   {"step", run.step},
-                                {"threads", run.threads}};
-  append_line(run.files.metrics, row.dump());
+                                {"threads", run.threads}, {"ranks", run.comm.size()}};
+  if (run.lead()) append_line(run.files.metrics, row.dump());
   const char* set = c.val_split > 0 ? "val" : "test";
   std::printf("epoch %ld/%ld  train loss %.4f acc %.2f%%  %s loss %.4f acc %.2f%%  %.0f img/s  %.1fs (total %.1fs)\n",
               epoch + 1, c.epochs, train_loss, 100 * train_acc, set, eval.loss, 100 * eval.top1, images_per_s,
@@ -614,6 +650,10 @@ void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& 
     run.result.best_test_accuracy = eval.top1;
     save(run, run.files.best, info);
   }
+  run.result.epochs_run = epoch + 1;
+  run.result.final_test_accuracy = eval.top1;
+  run.result.seconds = elapsed;
+  if (!run.lead()) return;
   ReportInputs report;
   report.config = &c;
   report.metrics = read_metrics(run.files.metrics);
@@ -625,9 +665,6 @@ void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& 
   report.benchmark = run.benchmark;
   write_report(run.files.report, report);
   std::fflush(stdout);
-  run.result.epochs_run = epoch + 1;
-  run.result.final_test_accuracy = eval.top1;
-  run.result.seconds = elapsed;
 }
 
 // Resuming a run that has already run all its epochs: its real numbers, from metrics.jsonl.
@@ -671,45 +708,151 @@ void print_summary(const Run& run) {
   }
 }
 
-}  // namespace
+// Every rank's start went well, and every rank has the lead's configuration and data; otherwise
+// every rank stops, the ones that differ naming what.
+void agree_on_start(Run* run, const std::exception_ptr& failed, dist::Comm& comm) {
+  std::vector<double> failures = {failed ? 1.0 : 0.0};
+  comm.sum(failures);
+  if (failed) std::rethrow_exception(failed);
+  if (failures[0] > 0)
+    fail("train", "{} of the {} ranks could not start (their messages say why); stopping them all",
+         static_cast<int64_t>(failures[0]), comm.size());
+  const TrainConfig& c = run->config;
+  // What must be the same everywhere: the run's saved configuration (minus the data's path,
+  // which may differ between hosts), the model, the data and the normalisation.
+  nlohmann::json mine = nlohmann::json::parse(c.to_json());
+  mine.erase("data_dir");
+  mine["model"] = nlohmann::json::parse(c.model.to_json());
+  mine["data"] = nlohmann::json::parse(run->data_fingerprint);
+  mine["normalization"] = {run->norm.mean, run->norm.std};
+  mine["resumed_at_step"] = run->step;
+  std::string lead = mine.dump();
+  comm.broadcast(lead);
+  const nlohmann::json theirs = nlohmann::json::parse(lead);
+  std::vector<std::string> differences;
+  for (const auto& [key, value] : theirs.items()) {
+    if (!mine.contains(key) || mine[key] != value)
+      differences.push_back(
+          fmt::format("{}: {} here, {} on rank 0", key, mine.value(key, nlohmann::json()).dump(), value.dump()));
+  }
+  for (const auto& [key, value] : mine.items()) {
+    if (!theirs.contains(key)) differences.push_back(fmt::format("{}: {} here, absent on rank 0", key, value.dump()));
+  }
+  std::vector<double> differ = {differences.empty() ? 0.0 : 1.0};
+  comm.sum(differ);
+  if (!differences.empty()) {
+    fail("train",
+         "{}: its configuration or data differ from rank 0's ({}); every rank must run the same `vit train` "
+         "flags on the same data",
+         comm.describe(comm.rank()), fmt::join(differences, "; "));
+  }
+  if (differ[0] > 0)
+    fail("train",
+         "{} of the {} ranks have a configuration or data that differ from rank 0's (their messages say "
+         "what); every rank must run the same `vit train` flags on the same data",
+         static_cast<int64_t>(differ[0]), comm.size());
+  VIT_CHECK(c.batch_size >= comm.size(), "train",
+            "--batch-size {} is the global batch: it needs at least one image "
+            "for each of the {} ranks",
+            c.batch_size, comm.size());
+}
 
-TrainResult train(TrainConfig config) {
-  Run run = start_or_resume(std::move(config));  // configs, data, model, optimiser, schedule, position
+// At epoch ends: the ranks' weights are still the same (each applies the same summed gradient;
+// a difference would mean a broken reduction), compared by a hash.
+void check_replicas_agree(const Run& run, int64_t epoch) {
+  if (!run.comm.distributed()) return;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& [name, p] : run.params) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(p.data().data<float>());
+    for (int64_t i = 0; i < p.numel() * 4; ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  }
+  const std::vector<std::string> all = run.comm.all_gather(fmt::format("{:016x}", h));
+  for (int r = 1; r < run.comm.size(); ++r) {
+    VIT_CHECK(all[r] == all[0], "train",
+              "after epoch {} the weights of {} differ from rank 0's: the gradient "
+              "reduction went wrong; stopping",
+              epoch + 1, run.comm.describe(r));
+  }
+}
+
+TrainResult train_job(TrainConfig config, dist::Comm& comm) {
+  std::exception_ptr failed;
+  std::unique_ptr<Run> started;
+  try {
+    started = std::make_unique<Run>(start_or_resume(std::move(config)));  // configs, data, model, optimiser, schedule
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  if (comm.distributed()) agree_on_start(started.get(), failed, comm);
+  if (failed) std::rethrow_exception(failed);
+  Run& run = *started;
+  if (!run.resumed && run.lead()) run.files.start_fresh();
+  plan(run);
   const TrainConfig& c = run.config;
-  DataParallel parallel(*run.model, run.threads);
+  DataParallel parallel(*run.model, run.threads, comm);
   run.start = Clock::now();
   const StopSignals signals;
-  if (c.time_budget > 0 && c.steps == 0) fit_budget(run, parallel);
-  if (run.start_epoch >= c.epochs) {
-    report_complete(run);
-    return run.result;
-  }
-  for (int64_t epoch = run.start_epoch; epoch < c.epochs; ++epoch) {
-    const EpochResult trained = train_epoch(run, parallel, signals, epoch);  // Interrupted: saved mid-epoch
-    const auto evaluated_from = Clock::now();
-    const EvalResult eval = evaluate_epoch(run, epoch);
-    if (c.time_budget > 0 && trained.stats.steps > 0) {
-      // The speed so far in this process (all its epochs: one epoch's speed jitters too much).
-      run.trained_seconds += trained.train_seconds - run.carried_seconds;
-      run.trained_steps += trained.stats.steps - run.carried_steps;
-      run.carried_seconds = 0;
-      run.carried_steps = 0;
-      const double end = std::chrono::duration<double>(Clock::now() - evaluated_from).count() + 2 * run.save_seconds;
-      if (run.trained_steps > 0) {
-        keep_to_budget(run, run.trained_seconds / static_cast<double>(run.trained_steps), end, 2 * run.save_seconds);
-      }
-    }
-    end_epoch(run, epoch, trained, eval);  // metrics, checkpoints, report
-    if (signals.pending() && epoch + 1 < c.epochs)
-      throw Interrupted(interrupted_message(run, signals), signals.pending());
-    if (c.stop_after_epoch > 0 && epoch + 1 >= c.stop_after_epoch && epoch + 1 < c.epochs) {
-      std::printf("stopping after epoch %ld of %ld as asked; continue with --resume %s\n", epoch + 1, c.epochs,
-                  c.out_dir.c_str());
+  comm.set_watchdog(c.comm_timeout, [&signals] { return signals.pending(); });
+  try {
+    if (c.time_budget > 0 && c.steps == 0) fit_budget(run, parallel);
+    if (run.start_epoch >= c.epochs) {
+      report_complete(run);
       return run.result;
     }
+    for (int64_t epoch = run.start_epoch; epoch < c.epochs; ++epoch) {
+      const EpochResult trained = train_epoch(run, parallel, signals, epoch);  // Interrupted: saved mid-epoch
+      const auto evaluated_from = Clock::now();
+      const EvalResult eval = evaluate_epoch(run, epoch);
+      if (c.time_budget > 0 && trained.stats.steps > 0) {
+        // The speed so far in this process (all its epochs: one epoch's speed jitters too much).
+        run.trained_seconds += trained.train_seconds - run.carried_seconds;
+        run.trained_steps += trained.stats.steps - run.carried_steps;
+        run.carried_seconds = 0;
+        run.carried_steps = 0;
+        const double end = std::chrono::duration<double>(Clock::now() - evaluated_from).count() + 2 * run.save_seconds;
+        if (run.trained_steps > 0) {
+          keep_to_budget(run, run.trained_seconds / static_cast<double>(run.trained_steps), end, 2 * run.save_seconds);
+        }
+      }
+      check_replicas_agree(run, epoch);
+      end_epoch(run, epoch, trained, eval);  // metrics, checkpoints, report
+      const int stop = static_cast<int>(comm.max(run.stop_signal ? run.stop_signal : signals.pending()));
+      if (stop != 0 && epoch + 1 < c.epochs) {
+        comm.barrier();  // the lead has saved
+        throw Interrupted(interrupted_message(run, signals), stop);
+      }
+      if (c.stop_after_epoch > 0 && epoch + 1 >= c.stop_after_epoch && epoch + 1 < c.epochs) {
+        std::printf("stopping after epoch %ld of %ld as asked; continue with --resume %s\n", epoch + 1, c.epochs,
+                    c.out_dir.c_str());
+        return run.result;
+      }
+    }
+  } catch (const dist::PeerLost& e) {
+    throw dist::PeerLost(
+        fmt::format("{}; stopping at step {}. The last good checkpoint is {} (nothing newer was "
+                    "written); continue with: vit train --resume {}",
+                    e.what(), run.step, run.files.last_good(), c.out_dir));
+  }
+  if (const GradientReducer* reducer = parallel.reducer(); reducer && comm.distributed() && reducer->steps() > 0) {
+    std::printf(
+        "gradient sums: %d buckets of %.2f MB in all per step; waiting for the ranks after backward took "
+        "%.2f ms a step\n",
+        reducer->num_buckets(), static_cast<double>(reducer->gradient_bytes()) / 1e6,
+        1e3 * reducer->exposed_seconds() / static_cast<double>(reducer->steps()));
   }
   print_summary(run);
   return run.result;
+}
+
+}  // namespace
+
+TrainResult train(TrainConfig config) {
+  dist::Comm& comm = dist::Comm::world();
+  // Rank 0 alone prints (errors, on stderr, come from any rank).
+  if (comm.rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) {
+    std::fprintf(stderr, "warning: %s could not silence its output\n", comm.describe(comm.rank()).c_str());
+  }
+  return train_job(std::move(config), comm);
 }
 
 }  // namespace vit::train

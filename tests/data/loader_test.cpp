@@ -61,7 +61,7 @@ TEST(Batches, EpochOrderIsASeededPermutation) {
 
 TEST(Batches, NormalisesWithoutAugmentation) {
   const Dataset d = toy(4);
-  Generator gen(0);
+  const uint64_t gen = 0;  // the batch's random key
   const Batch b = make_batch(d, {2, 0}, {}, {{0.5}, {0.25}}, true, gen);
   EXPECT_EQ(b.images.shape(), (Shape{2, 1, 28, 28}));
   EXPECT_EQ(b.targets.to_vector(),
@@ -82,7 +82,7 @@ TEST(Batches, AugmentationIsSeededAndOnlyInTraining) {
   aug.scale_max = 1.1;
   aug.crop_padding = 2;
   aug.hflip = true;
-  Generator g1(5), g2(5), g3(6), g4(0);
+  const uint64_t g1 = 5, g2 = 5, g3 = 6, g4 = 0;  // random keys
   const Normalization norm{{0.0}, {1.0}};
   const Batch a = make_batch(d, {0, 1, 2}, aug, norm, true, g1);
   const Batch b = make_batch(d, {0, 1, 2}, aug, norm, true, g2);
@@ -104,7 +104,7 @@ TEST(Batches, RandomErasingReplacesOneBoxPerImage) {
   const Normalization norm{{0.0}, {1.0}};
   std::vector<int64_t> all(16);
   for (int64_t i = 0; i < 16; ++i) all[i] = i;
-  Generator g1(3), g2(0);
+  const uint64_t g1 = 3, g2 = 0;
   const Batch erased = make_batch(d, all, aug, norm, true, g1);
   const Batch plain = make_batch(d, all, {}, norm, true, g2);
   const Batch evaluated = make_batch(d, all, aug, norm, false, g2);
@@ -136,7 +136,7 @@ TEST(Batches, MixupAndCutmixPairWithTheFlippedBatch) {
   const Normalization norm{{0.0}, {1.0}};
   AugmentConfig mixup;
   mixup.mixup_alpha = 0.4;
-  Generator gen(3), plain_gen(0);
+  const uint64_t gen = 3, plain_gen = 0;
   const Batch clean = make_batch(d, {0, 1, 2, 3}, {}, norm, true, plain_gen);
   const Batch m = make_batch(d, {0, 1, 2, 3}, mixup, norm, true, gen);
   ASSERT_TRUE(m.targets_b.defined());
@@ -148,7 +148,7 @@ TEST(Batches, MixupAndCutmixPairWithTheFlippedBatch) {
               testing::kFloatSumTol);
   AugmentConfig cutmix;
   cutmix.cutmix_alpha = 1.0;
-  Generator gen2(4);
+  const uint64_t gen2 = 4;
   const Batch c = make_batch(d, {0, 1, 2, 3}, cutmix, norm, true, gen2);
   ASSERT_TRUE(c.targets_b.defined());
   // Every pixel comes from the image itself or its partner; lam is the fraction kept.
@@ -175,8 +175,7 @@ TEST(Loader, BackgroundBatchesEqualDirectOnesAndErrorsPropagate) {
   for (size_t i = 0; i < batches.size(); ++i) {
     auto got = loader.next();
     ASSERT_TRUE(got.has_value());
-    Generator gen(mix_seed(9, 3, i + 1));
-    const Batch want = make_batch(d, batches[i], aug, norm, true, gen);
+    const Batch want = make_batch(d, batches[i], aug, norm, true, mix_seed(9, 3, i + 1));
     EXPECT_EQ(got->images.to_vector(), want.images.to_vector()) << "batch " << i;
     EXPECT_EQ(got->indices, batches[i]);
   }

@@ -33,7 +33,7 @@ TEST(DataParallel, TwoReplicasGiveTheFullBatchGradient) {
   const data::Dataset d = data::load_dataset(dir.path(), data::Split::Train, 1, 28);
   data::AugmentConfig aug;
   aug.mixup_alpha = 0.3;
-  Generator gen(1);
+  const uint64_t gen = 1;  // the batch's random key
   std::vector<int64_t> all(37);
   for (int64_t i = 0; i < 37; ++i) all[i] = i;  // odd size: uneven slices
   const data::Batch batch = data::make_batch(d, all, aug, {{0.1}, {0.3}}, true, gen);

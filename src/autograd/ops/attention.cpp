@@ -25,7 +25,7 @@ Variable self_attention(const Variable& qkv, int64_t num_heads, double attn_drop
   Tensor mask = use_dropout ? Tensor::empty(probs.shape(), x.dtype()) : Tensor();
   Tensor out = Tensor::empty({s.batch, s.tokens, s.dim()}, x.dtype());
   dispatch(x.dtype(), [&]<typename T>() {
-    if (use_dropout) kernels::dropout_mask<T>(mask.data<T>(), mask.numel(), attn_dropout, *gen);
+    if (use_dropout) kernels::dropout_mask_batch<T>(mask.data<T>(), mask.numel(), s.batch, attn_dropout, *gen);
     kernels::attention_forward<T>(s, x.data<T>(), use_dropout ? mask.data<T>() : nullptr, scale, probs.data<T>(),
                                   out.data<T>());
   });

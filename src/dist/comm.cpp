@@ -1,0 +1,276 @@
+// MPI behind the watchdog (see comm.h).
+#include "dist/comm.h"
+
+// The C API only (OpenMPI would otherwise pull in its removed C++ bindings).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace vit::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Threads of one rank (the gradient reducer's) may call in turn, never at once: MPI runs at
+// MPI_THREAD_SERIALIZED and this lock serialises the calls.
+std::mutex g_mpi;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, static_cast<size_t>(length));
+}
+
+void check_mpi(int code, const char* what) {
+  if (code != MPI_SUCCESS) fail("mpi", "{} failed: {}", what, mpi_error(code));
+}
+
+}  // namespace
+
+struct Comm::Pending {
+  MPI_Request request = MPI_REQUEST_NULL;
+  bool done = false;
+};
+
+bool Comm::launched_by_mpirun() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+Comm& Comm::world() {
+  static Comm comm;
+  return comm;
+}
+
+Comm::Comm() {
+  hosts_ = {""};
+  pids_ = {static_cast<int64_t>(::getpid())};
+  if (launched_by_mpirun()) init_mpi();
+}
+
+void Comm::init_mpi() {
+  int provided = 0;
+  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+  mpi_ = true;
+  VIT_CHECK(provided >= MPI_THREAD_SERIALIZED, "mpi",
+            "this MPI library gives thread level {} (vit needs MPI_THREAD_SERIALIZED)", provided);
+  // Errors come back as codes (and become vit errors naming the call) instead of aborting.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  // Every rank's host and pid, so that a lost rank on this host can be named (comm.h).
+  constexpr int kHost = 256;
+  char host[kHost] = {};
+  ::gethostname(host, kHost - 1);
+  std::vector<char> hosts(static_cast<size_t>(kHost) * size_);
+  check_mpi(MPI_Allgather(host, kHost, MPI_CHAR, hosts.data(), kHost, MPI_CHAR, MPI_COMM_WORLD), "MPI_Allgather");
+  const int64_t pid = ::getpid();
+  pids_.assign(static_cast<size_t>(size_), 0);
+  check_mpi(MPI_Allgather(&pid, 1, MPI_INT64_T, pids_.data(), 1, MPI_INT64_T, MPI_COMM_WORLD), "MPI_Allgather");
+  hosts_.clear();
+  for (int r = 0; r < size_; ++r) hosts_.emplace_back(hosts.data() + static_cast<size_t>(r) * kHost);
+}
+
+std::string Comm::describe(int r) const {
+  if (r < 0 || r >= size_) return fmt::format("rank {}", r);
+  return fmt::format("rank {} (pid {} on {})", r, pids_[r], hosts_[r]);
+}
+
+void Comm::set_watchdog(double timeout_seconds, std::function<int()> signal_pending) {
+  timeout_ = timeout_seconds;
+  signal_pending_ = std::move(signal_pending);
+}
+
+void Comm::lose(const std::string& why) {
+  broken_ = true;
+  throw PeerLost(fmt::format("{} of {}: {}", describe(rank_), size_, why));
+}
+
+void Comm::wait_until(const std::function<bool()>& done, const char* what) {
+  const auto start = Clock::now();
+  auto last_look = start;
+  std::optional<Clock::time_point> signalled;
+  for (int spins = 0;; ++spins) {
+    if (done()) return;
+    if (signal_pending_ && !signalled && signal_pending_() != 0) signalled = Clock::now();
+    if (seconds_since(last_look) > 0.05 || signalled) {
+      last_look = Clock::now();
+      // A rank on this host whose process is gone: named at once.
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_ || hosts_[r] != hosts_[rank_]) continue;
+        if (::kill(static_cast<pid_t>(pids_[r]), 0) != 0 && errno == ESRCH) {
+          lose(fmt::format("{} is gone (its process ended) during {}", describe(r), what));
+        }
+      }
+    }
+    if (signalled && seconds_since(*signalled) > kSignalGraceSeconds) {
+      lose(fmt::format(
+          "stopped waiting for the other ranks in {}: a stop signal came and they did not join within {} s (mpirun "
+          "sends SIGTERM to every rank when one dies: its message names the rank)",
+          what, kSignalGraceSeconds));
+    }
+    if (seconds_since(start) > timeout_) {
+      lose(
+          fmt::format("no answer from the other ranks for {:.0f} s in {} (--comm-timeout): a rank or its host "
+                      "stopped, or the network between them",
+                      timeout_, what));
+    }
+    if (spins < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+namespace {
+
+// A blocking collective as a non-blocking one plus the watchdog.
+template <class Start>
+void collective(Comm& comm, const char* what, Start start,
+                const std::function<void(const std::function<bool()>&)>& wait) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  {
+    std::lock_guard<std::mutex> lock(g_mpi);
+    check_mpi(start(&request), what);
+  }
+  (void)comm;
+  wait([&] {
+    std::lock_guard<std::mutex> lock(g_mpi);
+    int flag = 0;
+    check_mpi(MPI_Test(&request, &flag, MPI_STATUS_IGNORE), what);
+    return flag != 0;
+  });
+}
+
+}  // namespace
+
+#define VIT_COLLECTIVE(what, call)                             \
+  collective(                                                  \
+      *this, what, [&](MPI_Request* request) { return call; }, \
+      [&](const std::function<bool()>& done) { wait_until(done, what); })
+
+void Comm::sum(double* data, int64_t n) {
+  if (!distributed() || n == 0) return;
+  VIT_COLLECTIVE("a sum over the ranks",
+                 MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, request));
+}
+
+double Comm::max(double value) {
+  if (!distributed()) return value;
+  VIT_COLLECTIVE("a maximum over the ranks",
+                 MPI_Iallreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, request));
+  return value;
+}
+
+void Comm::broadcast(int64_t& value, int root) {
+  if (!distributed()) return;
+  VIT_COLLECTIVE("a broadcast", MPI_Ibcast(&value, 1, MPI_INT64_T, root, MPI_COMM_WORLD, request));
+}
+
+void Comm::broadcast(double& value, int root) {
+  if (!distributed()) return;
+  VIT_COLLECTIVE("a broadcast", MPI_Ibcast(&value, 1, MPI_DOUBLE, root, MPI_COMM_WORLD, request));
+}
+
+void Comm::broadcast(std::string& bytes, int root) {
+  if (!distributed()) return;
+  auto size = static_cast<int64_t>(bytes.size());
+  broadcast(size, root);
+  VIT_CHECK(size < (int64_t{1} << 31), "mpi", "a broadcast of {} bytes is too large", size);
+  bytes.resize(static_cast<size_t>(size));
+  VIT_COLLECTIVE("a broadcast",
+                 MPI_Ibcast(bytes.data(), static_cast<int>(size), MPI_CHAR, root, MPI_COMM_WORLD, request));
+}
+
+std::vector<std::string> Comm::all_gather(const std::string& bytes) {
+  if (!distributed()) return {bytes};
+  std::vector<int> sizes(static_cast<size_t>(size_));
+  int mine = static_cast<int>(bytes.size());
+  VIT_COLLECTIVE("a gather", MPI_Iallgather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD, request));
+  std::vector<int> offsets(static_cast<size_t>(size_), 0);
+  for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+  std::string all(static_cast<size_t>(offsets.back() + sizes.back()), '\0');
+  VIT_COLLECTIVE("a gather", MPI_Iallgatherv(bytes.data(), mine, MPI_CHAR, all.data(), sizes.data(), offsets.data(),
+                                             MPI_CHAR, MPI_COMM_WORLD, request));
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r) out.push_back(all.substr(offsets[r], sizes[r]));
+  return out;
+}
+
+void Comm::barrier() {
+  if (!distributed()) return;
+  VIT_COLLECTIVE("a barrier", MPI_Ibarrier(MPI_COMM_WORLD, request));
+}
+
+int Comm::start_sum(float* data, int64_t n) {
+  auto* pending = new Pending;
+  if (distributed() && n > 0) {
+    std::lock_guard<std::mutex> lock(g_mpi);
+    check_mpi(
+        MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &pending->request),
+        "MPI_Iallreduce");
+  } else {
+    pending->done = true;
+  }
+  std::lock_guard<std::mutex> lock(g_mpi);
+  pending_.push_back(pending);
+  return static_cast<int>(pending_.size()) - 1;
+}
+
+void Comm::progress() {
+  if (!distributed()) return;
+  std::lock_guard<std::mutex> lock(g_mpi);
+  for (Pending* p : pending_) {
+    if (p == nullptr || p->done) continue;
+    int flag = 0;
+    check_mpi(MPI_Test(&p->request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    p->done = flag != 0;
+  }
+}
+
+void Comm::wait(int handle) {
+  Pending* pending = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mpi);
+    VIT_ASSERT(handle >= 0 && handle < static_cast<int>(pending_.size()) && pending_[handle] != nullptr);
+    pending = pending_[handle];
+  }
+  wait_until(
+      [&] {
+        std::lock_guard<std::mutex> lock(g_mpi);
+        if (!pending->done) {
+          int flag = 0;
+          check_mpi(MPI_Test(&pending->request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+          pending->done = flag != 0;
+        }
+        return pending->done;
+      },
+      "the gradient sum");
+  std::lock_guard<std::mutex> lock(g_mpi);
+  delete pending;
+  pending_[handle] = nullptr;
+  while (!pending_.empty() && pending_.back() == nullptr) pending_.pop_back();
+}
+
+void Comm::finalize() {
+  if (!mpi_ || broken_ || finalized_) return;
+  finalized_ = true;
+  MPI_Finalize();
+}
+
+}  // namespace vit::dist
