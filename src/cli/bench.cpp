@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/validators.h"
+#include "perf/allreduce_benchmark.h"
 #include "perf/model_benchmark.h"
 
 namespace vit::cli {
@@ -17,6 +18,7 @@ void add_bench_command(CLI::App& app) {
     perf::BenchmarkConfig config;
     int threads = 0;
     bool json = false;
+    bool allreduce = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("bench", "time inference (or a training step with --train) of a preset");
@@ -35,8 +37,26 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--graph", o->config.graph,
                 "inference through the autograd graph (the training code path) instead of the fused inference path");
   cmd->add_flag("--json", o->json, "print one JSON object");
+  cmd->add_flag("--allreduce", o->allreduce,
+                "under mpirun: time the sum over the ranks (the gradient allreduce) of 64 KB to 64 MB, with the bus "
+                "bandwidth achieved");
   cmd->callback([o, preset, model_flags] {
     set_threads(o->threads);
+    if (o->allreduce) {
+      dist::Comm& comm = dist::Comm::world();
+      VIT_CHECK(comm.distributed(), "bench",
+                "--allreduce times the sum over the ranks of an MPI job: run it as mpirun -np N vit bench --allreduce "
+                "(N >= 2)");
+      const std::vector<int64_t> sizes = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+      const auto timings = perf::time_allreduce(comm, sizes, static_cast<int>(o->config.iters));
+      if (comm.rank() != 0) return;
+      std::printf("allreduce (float32 sum) over %d ranks, median of %ld iterations:\n", comm.size(), o->config.iters);
+      for (const auto& t : timings) {
+        std::printf("  %8.2f MB  %9.3f ms  bus bandwidth %6.2f GB/s (%.1f Gb/s)\n", static_cast<double>(t.bytes) / 1e6,
+                    t.median_ms, t.bus_gb_per_s, 8 * t.bus_gb_per_s);
+      }
+      return;
+    }
     if (o->config.checkpoint.empty()) o->config.model = model_flags->config(o->preset, preset->count() > 0);
     const perf::BenchmarkResult r = perf::run_benchmark(o->config);
     const int threads = omp_get_max_threads();

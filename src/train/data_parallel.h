@@ -43,7 +43,7 @@ class DataParallel {
   // returned as is (the caller decides, after summing the losses over the ranks).
   StepResult forward_backward(const data::Batch& batch, double label_smoothing);
 
-  const GradientReducer* reducer() const { return reducer_.get(); }
+  GradientReducer* reducer() { return reducer_.get(); }
 
  private:
   model::VisionTransformer& master_;

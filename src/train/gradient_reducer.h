@@ -45,6 +45,10 @@ class GradientReducer {
   // summed over steps, and the steps counted.
   double exposed_seconds() const { return exposed_seconds_; }
   int64_t steps() const { return steps_; }
+  // Seconds to sum every bucket over the ranks with nothing else running (the median of
+  // `repeats`): the communication a step would wait for without the overlap. Collective: every
+  // rank calls it. Leaves the gradients alone.
+  double time_alone(int repeats = 5);
 
  private:
   struct Bucket {

@@ -833,12 +833,16 @@ TrainResult train_job(TrainConfig config, dist::Comm& comm) {
                     "written); continue with: vit train --resume {}",
                     e.what(), run.step, run.files.last_good(), c.out_dir));
   }
-  if (const GradientReducer* reducer = parallel.reducer(); reducer && comm.distributed() && reducer->steps() > 0) {
+  if (GradientReducer* reducer = parallel.reducer(); reducer && comm.distributed() && reducer->steps() > 0) {
+    // How much of the communication the backward pass hid: the wait after backward against the
+    // same sums alone.
+    const double exposed = comm.max(reducer->exposed_seconds() / static_cast<double>(reducer->steps()));
+    const double alone = reducer->time_alone();
     std::printf(
-        "gradient sums: %d buckets of %.2f MB in all per step; waiting for the ranks after backward took "
-        "%.2f ms a step\n",
-        reducer->num_buckets(), static_cast<double>(reducer->gradient_bytes()) / 1e6,
-        1e3 * reducer->exposed_seconds() / static_cast<double>(reducer->steps()));
+        "gradient sums: %.2f MB a step in %d buckets, %.2f ms alone; the ranks waited %.2f ms a step after "
+        "backward: %.0f%% of the communication hidden\n",
+        static_cast<double>(reducer->gradient_bytes()) / 1e6, reducer->num_buckets(), 1e3 * alone, 1e3 * exposed,
+        alone > 0 ? 100 * std::max(0.0, 1 - exposed / alone) : 0.0);
   }
   print_summary(run);
   return run.result;

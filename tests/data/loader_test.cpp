@@ -164,6 +164,57 @@ TEST(Batches, MixupAndCutmixPairWithTheFlippedBatch) {
   EXPECT_NEAR(c.lam, static_cast<double>(kept) / 784.0, testing::kCutmixLamTol);
 }
 
+// A slice of a global batch holds exactly those rows of the whole batch -- augmentation, random
+// erasing, and mixup/cutmix with partners outside the slice included -- and the loader's shares
+// of every batch (one per rank) put back together are the whole batches.
+TEST(Batches, SlicesAreRowsOfTheWholeBatch) {
+  const Dataset d = toy(20);
+  const Normalization norm{{0.1}, {0.3}};
+  std::vector<int64_t> all(11);
+  for (int64_t i = 0; i < 11; ++i) all[i] = 10 - i;
+  for (const bool use_cutmix : {false, true}) {
+    AugmentConfig aug;
+    aug.rotate_degrees = 10;
+    aug.crop_padding = 2;
+    aug.hflip = true;
+    aug.erase_prob = 0.5;
+    (use_cutmix ? aug.cutmix_alpha : aug.mixup_alpha) = 0.8;
+    const Batch whole = make_batch(d, all, aug, norm, true, 42);
+    ASSERT_LT(whole.lam, 1.0);
+    for (const auto& [begin, end] : {std::pair<int64_t, int64_t>{0, 4}, {4, 7}, {7, 11}, {5, 6}}) {
+      const Batch part = make_batch(d, all, aug, norm, true, 42, {begin, end});
+      EXPECT_EQ(part.first, begin);
+      EXPECT_EQ(part.global_size, 11);
+      EXPECT_EQ(part.lam, whole.lam);
+      EXPECT_EQ(part.indices, std::vector<int64_t>(all.begin() + begin, all.begin() + end));
+      EXPECT_EQ(part.images.to_vector(), whole.images.slice(0, begin, end).contiguous().to_vector())
+          << begin << ".." << end << (use_cutmix ? " cutmix" : " mixup");
+      EXPECT_EQ(part.targets_b.to_vector(), whole.targets_b.slice(0, begin, end).contiguous().to_vector());
+    }
+  }
+  EXPECT_THROW(make_batch(d, all, {}, norm, true, 1, {3, 12}), Error);
+  EXPECT_THROW(make_batch(d, all, {}, norm, true, 1, {5, 4}), Error);
+
+  AugmentConfig aug;
+  aug.rotate_degrees = 10;
+  aug.mixup_alpha = 0.4;
+  const auto batches = epoch_batches(d.size(), 7, true, false, 3, 1);
+  BatchLoader whole(d, batches, aug, norm, true, 3, 1);
+  BatchLoader rank0(d, batches, aug, norm, true, 3, 1, 3, 0, 0, 3),
+      rank1(d, batches, aug, norm, true, 3, 1, 3, 0, 1, 3), rank2(d, batches, aug, norm, true, 3, 1, 3, 0, 2, 3);
+  while (auto w = whole.next()) {
+    std::vector<double> joined;
+    for (BatchLoader* rank : {&rank0, &rank1, &rank2}) {
+      const auto part = rank->next();
+      ASSERT_TRUE(part.has_value());
+      const std::vector<double> rows = part->images.to_vector();
+      joined.insert(joined.end(), rows.begin(), rows.end());
+    }
+    EXPECT_EQ(joined, w->images.to_vector());
+  }
+  EXPECT_THROW(BatchLoader(d, batches, aug, norm, true, 3, 1, 3, 0, 3, 3), Error);
+}
+
 TEST(Loader, BackgroundBatchesEqualDirectOnesAndErrorsPropagate) {
   const Dataset d = toy(50);
   AugmentConfig aug;

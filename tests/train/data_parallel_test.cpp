@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <barrier>
+#include <thread>
+
 #include "support/files.h"
 #include "support/golden.h"
+#include "train/evaluate.h"
 
 namespace vit::train {
 namespace {
@@ -68,6 +72,81 @@ TEST(DataParallel, TwoReplicasGiveTheFullBatchGradient) {
   two.forward_backward(pair, 0.1);
   const std::vector<Tensor> g_two = gradients(model);
   for (size_t i = 0; i < g1.size(); ++i) EXPECT_EQ(g_three[i].to_vector(), g_two[i].to_vector()) << names[i].first;
+}
+
+// Dropout, attention dropout and drop-path draw per sample, keyed by (seed, step, position in the
+// global batch): 1, 2 and 3 replicas (each holding a different slice) draw the same masks, so
+// their gradients agree up to summation order; another step draws other masks.
+TEST(DataParallel, DropoutAndDropPathMasksDoNotDependOnTheSlicing) {
+  testing::TempDir dir;
+  testing::write_toy_mnist(dir.path(), 24, 5);
+  const data::Dataset d = data::load_dataset(dir.path(), data::Split::Train, 1, 28);
+  std::vector<int64_t> all(23);
+  for (int64_t i = 0; i < 23; ++i) all[i] = i;
+  const data::Batch batch = data::make_batch(d, all, {}, {{0.1}, {0.3}}, true, 5);
+  model::ViTConfig c = small_config();
+  c.dropout = 0.2;
+  c.attn_dropout = 0.2;
+  c.drop_path = 0.3;
+  model::VisionTransformer model(c, std::make_shared<Generator>(7));
+  model.train();
+  std::vector<std::vector<Tensor>> grads;
+  for (int replicas : {1, 2, 3}) {
+    DataParallel parallel(model, replicas);
+    parallel.reseed(11, 4);
+    parallel.forward_backward(batch, 0.0);
+    grads.push_back(gradients(model));
+  }
+  DataParallel other_step(model, 1);
+  other_step.reseed(11, 5);
+  other_step.forward_backward(batch, 0.0);
+  const std::vector<Tensor> g_other = gradients(model);
+  const auto names = model.named_parameters();
+  bool differs = false;
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    for (size_t r = 1; r < grads.size(); ++r) {
+      EXPECT_TRUE(testing::all_close(grads[r][i], grads[0][i], testing::kDataParallelGradTol, names[i].first))
+          << r + 1 << " replicas";
+    }
+    differs = differs || !testing::all_close(g_other[i], grads[0][i], testing::kDataParallelGradTol, names[i].first);
+  }
+  EXPECT_TRUE(differs) << "step 5 must draw other masks than step 4";
+}
+
+// Sharded evaluation: two processes (here threads, with an allreduce made of a barrier) each
+// evaluating half of the images end with the whole set's result, equal to one evaluation's.
+TEST(DataParallel, ShardedEvaluationEqualsOneEvaluation) {
+  testing::TempDir dir;
+  testing::write_toy_mnist(dir.path(), 8, 37);
+  const data::Dataset d = data::load_dataset(dir.path(), data::Split::Test, 1, 28);
+  model::VisionTransformer model(small_config(), std::make_shared<Generator>(3));
+  const data::Normalization norm{{0.1}, {0.3}};
+  const EvalResult whole = evaluate(model, d, norm, 8);
+  std::vector<double> slots[2];
+  std::barrier sync(2);
+  EvalResult parts[2];
+  auto shard = [&](int r) {
+    model::VisionTransformer copy(small_config(), std::make_shared<Generator>(3));  // same weights (same seed)
+    EvalShard s{r, 2, [&](std::vector<double>& v) {
+                  slots[r] = v;
+                  sync.arrive_and_wait();
+                  for (size_t k = 0; k < v.size(); ++k) v[k] = slots[0][k] + slots[1][k];
+                  sync.arrive_and_wait();
+                }};
+    parts[r] = evaluate(copy, d, norm, 8, s);
+  };
+  std::thread other(shard, 1);
+  shard(0);
+  other.join();
+  for (const EvalResult& p : parts) {
+    EXPECT_EQ(p.count, whole.count);
+    EXPECT_NEAR(p.loss, whole.loss, 1e-6);  // float32 batch means over other batch boundaries
+    EXPECT_EQ(p.top1, whole.top1);
+    EXPECT_EQ(p.top5, whole.top5);
+    EXPECT_EQ(p.confusion, whole.confusion);
+    EXPECT_EQ(p.predictions, whole.predictions);
+    EXPECT_EQ(p.confidence, whole.confidence);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,249 @@
+// `mpirun -np 2 vit train` end to end, on loopback, as a user would type it: two ranks train the
+// same model as one process (weights after 20 steps with dropout, drop-path and augmentation;
+// accuracy after 2 epochs of the digits), reruns are bit-identical, a SIGKILLed rank stops the
+// job in bounded time with a message naming it and a checkpoint that loads and resumes (with 2
+// ranks and with 1), and ranks started with different flags or data are refused.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "cli/run_vit.h"
+#include "infer/checkpoint.h"
+#include "support/files.h"
+
+namespace vit::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+const std::string kDigits = std::string(VIT_SOURCE_DIR) + "/data/mnist";
+// As root (CI containers) OpenMPI needs both variables; --oversubscribe: 2 ranks on any machine.
+const std::string kMpiEnv =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1";
+
+// `mpirun <rest>` through the shell; stdout and stderr together.
+CommandResult mpirun_command(const std::string& rest) {
+  const std::string command = kMpiEnv + " " + MPIRUN + " " + rest + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return {-1, "popen failed"};
+  std::string out;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// `mpirun -np 2 vit <args>`.
+CommandResult mpirun(const std::string& args) {
+  return mpirun_command("-np 2 " + std::string(VIT_BINARY) + " " + args);
+}
+
+void require_digits() {
+  ASSERT_TRUE(fs::exists(kDigits + "/train-images-idx3-ubyte"))
+      << kDigits << " is missing: scripts/setup.sh fetches the bundled digits";
+}
+
+// The model's float weights (EMA and optimiser state left out), by name.
+std::vector<std::pair<std::string, Tensor>> weights(const std::string& path) {
+  return infer::load_checkpoint(path).weights;
+}
+
+// Equivalence of two weight sets: the whole model's relative difference ||a - b|| / ||a||, and
+// the largest difference of any weight relative to its tensor's largest magnitude (at least 1).
+struct Difference {
+  double global = 0.0, worst = 0.0;
+  std::string worst_name;
+};
+Difference difference(const std::string& a_path, const std::string& b_path) {
+  const auto a = weights(a_path), b = weights(b_path);
+  EXPECT_EQ(a.size(), b.size());
+  Difference d;
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    const std::vector<double> x = a[i].second.to_vector(), y = b[i].second.to_vector();
+    EXPECT_EQ(x.size(), y.size());
+    double scale = 1.0, diff = 0.0;
+    for (size_t k = 0; k < std::min(x.size(), y.size()); ++k) {
+      num += (x[k] - y[k]) * (x[k] - y[k]);
+      den += x[k] * x[k];
+      scale = std::max(scale, std::abs(x[k]));
+      diff = std::max(diff, std::abs(x[k] - y[k]));
+    }
+    if (diff / scale > d.worst) d.worst = diff / scale, d.worst_name = a[i].first;
+  }
+  d.global = std::sqrt(num / std::max(den, 1e-300));
+  return d;
+}
+
+// Every tensor of two checkpoints (weights, optimiser state, EMA) equal bit for bit (the files
+// themselves differ: they record the training time).
+void expect_same_tensors(const std::string& a_path, const std::string& b_path) {
+  const infer::LoadedCheckpoint a = infer::load_checkpoint(a_path), b = infer::load_checkpoint(b_path);
+  for (const auto& [x, y] : {std::pair{&a.weights, &b.weights}, std::pair{&a.optimizer, &b.optimizer}}) {
+    ASSERT_EQ(x->size(), y->size());
+    ASSERT_FALSE(x->empty());
+    for (size_t i = 0; i < x->size(); ++i) {
+      EXPECT_EQ((*x)[i].first, (*y)[i].first);
+      EXPECT_EQ((*x)[i].second.to_vector(), (*y)[i].second.to_vector()) << (*x)[i].first;
+    }
+  }
+  EXPECT_EQ(a.info.step, b.info.step);
+}
+
+double final_accuracy(const std::string& out) {
+  const auto at = out.find("done: test accuracy ");
+  EXPECT_NE(at, std::string::npos) << out;
+  return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 20));
+}
+
+// 20 steps with dropout, attention dropout, drop-path and the digits' augmentation plus mixup:
+// 2 ranks x 1 thread train the model 1 process x 1 thread does, and a rerun is bit-identical.
+TEST(Mpi, TwoRanksTrainTheSameModelAsOneProcess) {
+  require_digits();
+  TempDir dir;
+  const std::string common = "train --preset vit_digits --data " + kDigits +
+                             " --steps 20 --threads 1 --dropout 0.1 --attn-dropout 0.1 --drop-path 0.1 "
+                             "--mixup 0.2 --plain --out ";
+  const CommandResult one = vit(common + dir.file("one"));
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  const CommandResult two = mpirun(common + dir.file("two"));
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  EXPECT_NE(two.out.find("2 ranks x 1 threads"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("of the communication hidden"), std::string::npos) << two.out;
+  // Rank 0 alone prints: one summary line.
+  size_t summaries = 0;
+  for (size_t at = two.out.find("done: "); at != std::string::npos; at = two.out.find("done: ", at + 1)) ++summaries;
+  EXPECT_EQ(summaries, 1u) << two.out;
+
+  const Difference d = difference(dir.file("one/last.safetensors"), dir.file("two/last.safetensors"));
+  EXPECT_LT(d.global, 1e-5) << "whole-model relative difference";
+  EXPECT_LT(d.worst, 1e-5) << "worst weight, relative to its tensor's scale: " << d.worst_name;
+  EXPECT_GT(d.global, 0.0) << "identical bytes would mean the two runs did not differ in summation order at all";
+
+  const CommandResult again = mpirun(common + dir.file("again"));
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  // A rerun with the same number of ranks is bit-identical.
+  expect_same_tensors(dir.file("two/last.safetensors"), dir.file("again/last.safetensors"));
+}
+
+// Two epochs of the digits: the test accuracies of 1 process and 2 ranks within 0.3 points. The
+// recipe learns fast enough (no augmentation, batch 32, the hybrid vit_fashion model) that two
+// epochs end on the flat part of the curve (~87%), where summation-order noise cannot move the
+// accuracy by chance.
+TEST(Mpi, TwoEpochsOfDigitsReachTheSameAccuracy) {
+  require_digits();
+  TempDir dir;
+  const std::string common = "train --preset vit_fashion --data " + kDigits +
+                             " --epochs 2 --batch-size 32 --warmup-epochs 0.25 --no-augment --threads 1 --plain --out ";
+  const CommandResult one = vit(common + dir.file("one"));
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  const CommandResult two = mpirun(common + dir.file("two"));
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  const double a = final_accuracy(one.out), b = final_accuracy(two.out);
+  EXPECT_GT(a, 80.0) << one.out;
+  EXPECT_NEAR(a, b, 0.3) << one.out << two.out;
+}
+
+// The ranks' pids: mpirun's children running vit.
+std::vector<pid_t> ranks_of(pid_t mpirun_pid) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_text(entry.path().string() + "/stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos || stat.find("(vit)") == std::string::npos) continue;
+    char state = 0;
+    int parent = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &parent) == 2 && parent == mpirun_pid)
+      pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+// SIGKILL one rank mid-epoch: the job ends non-zero within 30 s, naming the lost rank and the last
+// good checkpoint; that checkpoint loads, and --resume finishes the run with 2 ranks and with 1.
+TEST(Mpi, AKilledRankStopsTheJobAndTheRunResumes) {
+  require_digits();
+  TempDir dir;
+  const std::string run = dir.file("run"), log = dir.file("log");
+  const std::string args = "train --preset vit_digits --data " + kDigits +
+                           " --epochs 2 --threads 1 --checkpoint-every 20 --plain --out " + run;
+  const pid_t job = fork();
+  if (job == 0) {
+    const std::string command =
+        "exec env " + kMpiEnv + " " + MPIRUN + " -np 2 " + VIT_BINARY + " " + args + " > " + log + " 2>&1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for the first mid-epoch checkpoint (step 20 of 125), then kill rank 1.
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(run + "/last.safetensors") && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(fs::exists(run + "/last.safetensors")) << read_text(log);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::vector<pid_t> ranks = ranks_of(job);
+  ASSERT_EQ(ranks.size(), 2u) << read_text(log);
+  std::sort(ranks.begin(), ranks.end());
+  const pid_t victim = ranks[1];
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  const int code = wait_for(job);
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  const std::string out = read_text(log);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_LT(seconds, 30.0) << out;
+  EXPECT_NE(out.find("pid " + std::to_string(victim)), std::string::npos) << "the lost rank is named\n" << out;
+  EXPECT_NE(out.find("is gone"), std::string::npos) << out;
+  EXPECT_NE(out.find("The last good checkpoint is " + run + "/last.safetensors"), std::string::npos) << out;
+  const infer::LoadedCheckpoint saved = infer::load_checkpoint(run + "/last.safetensors");
+  EXPECT_GE(saved.info.step, 20);
+  EXPECT_LT(saved.info.step, 250) << "killed mid-run";
+
+  fs::copy(run, dir.file("copy"), fs::copy_options::recursive);
+  const CommandResult two = mpirun("train --resume " + run + " --plain");
+  EXPECT_EQ(two.exit_code, 0) << two.out;
+  EXPECT_NE(two.out.find("resumed from"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("done: test accuracy"), std::string::npos) << two.out;
+  const CommandResult one = vit("train --resume " + dir.file("copy") + " --threads 1 --plain");
+  EXPECT_EQ(one.exit_code, 0) << one.out;
+  EXPECT_NE(one.out.find("done: test accuracy"), std::string::npos) << one.out;
+  EXPECT_EQ(infer::load_checkpoint(run + "/last.safetensors").info.step, 250);
+  EXPECT_EQ(infer::load_checkpoint(dir.file("copy") + "/last.safetensors").info.step, 250);
+}
+
+// Ranks given different flags, or different data, are refused before anything is trained or
+// written, each naming what differs.
+TEST(Mpi, RanksWithDifferentFlagsOrDataAreRefused) {
+  require_digits();
+  TempDir dir;
+  write_toy_mnist(dir.file("toy"), 64, 16);
+  const std::string common = " --preset vit_digits --threads 1 --plain --out " + dir.file("run");
+  const CommandResult epochs =
+      mpirun_command("-np 1 " + std::string(VIT_BINARY) + " train --data " + kDigits + " --epochs 3" + common +
+                     " : -np 1 " + VIT_BINARY + " train --data " + kDigits + " --epochs 2" + common);
+  EXPECT_NE(epochs.exit_code, 0) << epochs.out;
+  EXPECT_NE(epochs.out.find("epochs: 2 here, 3 on rank 0"), std::string::npos) << epochs.out;
+  EXPECT_FALSE(fs::exists(dir.file("run/last.safetensors")));
+  EXPECT_FALSE(fs::exists(dir.file("run/metrics.jsonl"))) << "nothing written for a refused job";
+
+  const CommandResult data =
+      mpirun_command("-np 1 " + std::string(VIT_BINARY) + " train --data " + kDigits + " --epochs 1" + common +
+                     " : -np 1 " + VIT_BINARY + " train --data " + dir.file("toy") + " --epochs 1" + common);
+  EXPECT_NE(data.exit_code, 0) << data.out;
+  EXPECT_NE(data.out.find("rank 1 (pid"), std::string::npos) << data.out;
+  EXPECT_NE(data.out.find("data: "), std::string::npos) << data.out;
+  EXPECT_NE(data.out.find("differ from rank 0's"), std::string::npos) << data.out;
+}
+
+}  // namespace
+}  // namespace vit::testing
