@@ -245,5 +245,25 @@ TEST(Mpi, RanksWithDifferentFlagsOrDataAreRefused) {
   EXPECT_NE(data.out.find("differ from rank 0's"), std::string::npos) << data.out;
 }
 
+// A hostfile naming a host that does not answer: mpirun's ssh gives up after the connect timeout
+// the README documents (OMPI_MCA_plm_rsh_args="-o ConnectTimeout=5 -o BatchMode=yes") and mpirun
+// exits non-zero with its own message, instead of hanging for the kernel's TCP timeout (~2 min).
+TEST(Mpi, AnUnreachableHostFailsWithinTheConnectTimeout) {
+  TempDir dir;
+  const std::string host = "10.255.255.1 slots=1\n";  // a private address nothing answers on
+  write_bytes(dir.file("hosts"), std::vector<uint8_t>(host.begin(), host.end()));
+  const auto from = Clock::now();
+  const CommandResult r = mpirun_command("--mca plm_rsh_args \"-o ConnectTimeout=5 -o BatchMode=yes\" --hostfile " +
+                                         dir.file("hosts") + " -np 1 " + VIT_BINARY + " train --steps 1");
+  const double seconds = std::chrono::duration<double>(Clock::now() - from).count();
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_LT(seconds, 30.0) << r.out;
+  EXPECT_TRUE(r.out.find("ORTE was unable to reliably start") != std::string::npos ||
+              r.out.find("10.255.255.1") != std::string::npos)
+      << "mpirun names the failed start\n"
+      << r.out;
+  EXPECT_EQ(r.out.find("model "), std::string::npos) << "nothing trained\n" << r.out;
+}
+
 }  // namespace
 }  // namespace vit::testing
