@@ -34,8 +34,14 @@ std::string mpi_error(int code) {
   return std::string(text, static_cast<size_t>(length));
 }
 
+// Set by a failed MPI call: the job is broken (Comm::broken).
+bool g_failed = false;
+
+// A failed MPI call mid-job: the job cannot go on (PeerLost); at start it is a plain error.
 void check_mpi(int code, const char* what) {
-  if (code != MPI_SUCCESS) fail("mpi", "{} failed: {}", what, mpi_error(code));
+  if (code == MPI_SUCCESS) return;
+  g_failed = true;
+  throw PeerLost(fmt::format("[mpi] {} failed: {}", what, mpi_error(code)));
 }
 
 }  // namespace
@@ -101,13 +107,16 @@ void Comm::lose(const std::string& why) {
   throw PeerLost(fmt::format("{} of {}: {}", describe(rank_), size_, why));
 }
 
-void Comm::wait_until(const std::function<bool()>& done, const char* what) {
+void Comm::wait_until(const std::function<bool()>& done, const char* what, bool patient) {
   const auto start = Clock::now();
   auto last_look = start;
   std::optional<Clock::time_point> signalled;
   for (int spins = 0;; ++spins) {
-    if (done()) return;
-    if (signal_pending_ && !signalled && signal_pending_() != 0) signalled = Clock::now();
+    if (done()) {
+      longest_wait_ = std::max(longest_wait_, seconds_since(start));
+      return;
+    }
+    if (!patient && signal_pending_ && !signalled && signal_pending_() != 0) signalled = Clock::now();
     if (seconds_since(last_look) > 0.05 || signalled) {
       last_look = Clock::now();
       // A rank on this host whose process is gone: named at once.
@@ -118,11 +127,12 @@ void Comm::wait_until(const std::function<bool()>& done, const char* what) {
         }
       }
     }
-    if (signalled && seconds_since(*signalled) > kSignalGraceSeconds) {
+    const double grace = std::max(kSignalGraceSeconds, 2 * longest_wait_);
+    if (signalled && seconds_since(*signalled) > grace) {
       lose(fmt::format(
-          "stopped waiting for the other ranks in {}: a stop signal came and they did not join within {} s (mpirun "
-          "sends SIGTERM to every rank when one dies: its message names the rank)",
-          what, kSignalGraceSeconds));
+          "stopped waiting for the other ranks in {}: a stop signal came and they did not join within {:.1f} s "
+          "(mpirun sends SIGTERM to every rank when one dies: its message names the rank)",
+          what, grace));
     }
     if (seconds_since(start) > timeout_) {
       lose(
@@ -212,9 +222,21 @@ std::vector<std::string> Comm::all_gather(const std::string& bytes) {
   return out;
 }
 
-void Comm::barrier() {
+void Comm::barrier(bool patient) {
   if (!distributed()) return;
-  VIT_COLLECTIVE("a barrier", MPI_Ibarrier(MPI_COMM_WORLD, request));
+  MPI_Request request = MPI_REQUEST_NULL;
+  {
+    std::lock_guard<std::mutex> lock(g_mpi);
+    check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+  }
+  wait_until(
+      [&] {
+        std::lock_guard<std::mutex> lock(g_mpi);
+        int flag = 0;
+        check_mpi(MPI_Test(&request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+        return flag != 0;
+      },
+      "a barrier", patient);
 }
 
 int Comm::start_sum(float* data, int64_t n) {
@@ -267,8 +289,10 @@ void Comm::wait(int handle) {
   while (!pending_.empty() && pending_.back() == nullptr) pending_.pop_back();
 }
 
+bool Comm::broken() const { return broken_ || g_failed; }
+
 void Comm::finalize() {
-  if (!mpi_ || broken_ || finalized_) return;
+  if (!mpi_ || broken() || finalized_) return;
   finalized_ = true;
   MPI_Finalize();
 }

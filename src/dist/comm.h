@@ -7,10 +7,13 @@
 //  - a rank on this host whose process is gone is named at once (ranks exchange host and pid at
 //    start);
 //  - after SIGINT/SIGTERM (mpirun sends SIGTERM to every rank when one dies, and ~1 s later
-//    SIGKILL), a collective the others do not join within kSignalGraceSeconds is given up;
+//    SIGKILL), a collective the others do not join within the grace is given up: twice the
+//    longest any collective of this job has waited so far, at least kSignalGraceSeconds (so a
+//    rank a step behind is not taken for lost when steps are long);
 //  - otherwise no progress for the timeout (--comm-timeout, default 120 s) gives up.
 // Giving up throws PeerLost and marks the job broken: MPI is then not finalised (that would wait
-// for the lost rank too), mpirun ends the job.
+// for the lost rank too), mpirun ends the job. An MPI call that fails mid-job (a connection to a
+// dead rank, say) is a PeerLost too.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +58,9 @@ class Comm {
   void broadcast(int64_t& value, int root = 0);
   void broadcast(double& value, int root = 0);
   std::vector<std::string> all_gather(const std::string& bytes);
-  void barrier();
+  // patient: the signal rule is off (the ranks wait for rank 0 to save after an agreed stop;
+  // the lost-process check and the timeout still hold).
+  void barrier(bool patient = false);
 
   // ---- non-blocking in-place sums of floats (gradient buckets) ----
   // Starts summing data[0..n) over the ranks; returns a handle for wait(). Callers keep the
@@ -67,7 +72,7 @@ class Comm {
 
   // At a clean exit of every rank: MPI_Finalize (nothing when not distributed or broken).
   void finalize();
-  bool broken() const { return broken_; }
+  bool broken() const;
 
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -76,12 +81,13 @@ class Comm {
   Comm();
   void init_mpi();
   // Polls `done` (which tests the request) until it reports completion, through the watchdog.
-  void wait_until(const std::function<bool()>& done, const char* what);
+  void wait_until(const std::function<bool()>& done, const char* what, bool patient = false);
   [[noreturn]] void lose(const std::string& why);
 
   int rank_ = 0, size_ = 1;
   bool mpi_ = false, broken_ = false, finalized_ = false;
   double timeout_ = kDefaultTimeoutSeconds;
+  double longest_wait_ = 0.0;  // the longest a collective has waited so far (the signal grace)
   std::function<int()> signal_pending_;
   std::vector<std::string> hosts_;
   std::vector<int64_t> pids_;

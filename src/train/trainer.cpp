@@ -570,7 +570,7 @@ EpochResult train_epoch(Run& run, DataParallel& parallel, const StopSignals& sig
     if (more_batches && run.stop_signal) {
       progress.finish();
       save(run, run.files.last, mid_epoch_info());
-      run.comm.barrier();  // no rank exits before the lead has saved (mpirun would end the job)
+      run.comm.barrier(true);  // no rank exits before the lead has saved (mpirun would end the job)
       throw Interrupted(interrupted_message(run, signals), run.stop_signal);
     }
     if (more_batches && c.checkpoint_every > 0 && run.step % c.checkpoint_every == 0) {
@@ -818,7 +818,7 @@ TrainResult train_job(TrainConfig config, dist::Comm& comm) {
       end_epoch(run, epoch, trained, eval);  // metrics, checkpoints, report
       const int stop = static_cast<int>(comm.max(run.stop_signal ? run.stop_signal : signals.pending()));
       if (stop != 0 && epoch + 1 < c.epochs) {
-        comm.barrier();  // the lead has saved
+        comm.barrier(true);  // the lead has saved
         throw Interrupted(interrupted_message(run, signals), stop);
       }
       if (c.stop_after_epoch > 0 && epoch + 1 >= c.stop_after_epoch && epoch + 1 < c.epochs) {
