@@ -7,17 +7,22 @@
 # sanitizer pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+START=$SECONDS
+mark() { echo "[test] $1 (at $((SECONDS - START)) s)"; }
 ./scripts/setup.sh
-echo "[test] format check"
+mark "format check"
 ./scripts/format.sh --check
 BUILD_DIR="${BUILD_DIR:-build}"
-echo "[test] Release build and tests"
+mark "Release build and tests"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j "$(nproc)"
+mark "Release tests"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)"
 if [ "${VIT_SANITIZERS:-1}" != 0 ]; then
-  echo "[test] AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+  mark "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
   cmake --preset asan
   cmake --build --preset asan -j "$(nproc)"
+  mark "sanitizer tests"
   ctest --preset asan -j "$(nproc)"
 fi
+mark "done"

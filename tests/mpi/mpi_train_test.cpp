@@ -152,6 +152,24 @@ TEST(Mpi, TwoEpochsOfDigitsReachTheSameAccuracy) {
   EXPECT_NEAR(a, b, 0.3) << one.out << two.out;
 }
 
+// `mpirun -np 2 vit <args>` in the background (its pid is mpirun's), output into log.
+pid_t spawn_job(const std::string& args, const std::string& log) {
+  const pid_t job = fork();
+  if (job == 0) {
+    const std::string command =
+        "exec env " + kMpiEnv + " " + MPIRUN + " -np 2 " + VIT_BINARY + " " + args + " > " + log + " 2>&1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return job;
+}
+
+bool wait_for_file(const std::string& path) {
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(path) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return fs::exists(path);
+}
+
 // The ranks' pids: mpirun's children running vit.
 std::vector<pid_t> ranks_of(pid_t mpirun_pid) {
   std::vector<pid_t> pids;
@@ -177,19 +195,9 @@ TEST(Mpi, AKilledRankStopsTheJobAndTheRunResumes) {
   const std::string run = dir.file("run"), log = dir.file("log");
   const std::string args = "train --preset vit_digits --data " + kDigits +
                            " --epochs 2 --threads 1 --checkpoint-every 20 --plain --out " + run;
-  const pid_t job = fork();
-  if (job == 0) {
-    const std::string command =
-        "exec env " + kMpiEnv + " " + MPIRUN + " -np 2 " + VIT_BINARY + " " + args + " > " + log + " 2>&1";
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t job = spawn_job(args, log);
   // Wait for the first mid-epoch checkpoint (step 20 of 125), then kill rank 1.
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
-  while (!fs::exists(run + "/last.safetensors") && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(fs::exists(run + "/last.safetensors")) << read_text(log);
+  ASSERT_TRUE(wait_for_file(run + "/last.safetensors")) << read_text(log);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::vector<pid_t> ranks = ranks_of(job);
   ASSERT_EQ(ranks.size(), 2u) << read_text(log);
@@ -219,6 +227,37 @@ TEST(Mpi, AKilledRankStopsTheJobAndTheRunResumes) {
   EXPECT_NE(one.out.find("done: test accuracy"), std::string::npos) << one.out;
   EXPECT_EQ(infer::load_checkpoint(run + "/last.safetensors").info.step, 250);
   EXPECT_EQ(infer::load_checkpoint(dir.file("copy") + "/last.safetensors").info.step, 250);
+}
+
+// Ctrl-C to mpirun: it sends SIGTERM to every rank; they agree to stop after the same step, rank 0
+// saves a mid-epoch checkpoint and says so once, the ranks exit 143 (mpirun itself reports 1,
+// OpenMPI's status for a job it was told to stop), and --resume finishes the run.
+TEST(Mpi, CtrlCToMpirunSavesAndTheRunResumes) {
+  require_digits();
+  TempDir dir;
+  const std::string run = dir.file("run"), log = dir.file("log");
+  const pid_t job = spawn_job("train --preset vit_digits --data " + kDigits +
+                                  " --epochs 2 --threads 1 --checkpoint-every 30 --plain --out " + run,
+                              log);
+  ASSERT_TRUE(wait_for_file(run + "/last.safetensors")) << read_text(log);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto from = Clock::now();
+  ASSERT_EQ(kill(job, SIGINT), 0);
+  const int code = wait_for(job);
+  const double seconds = std::chrono::duration<double>(Clock::now() - from).count();
+  const std::string out = read_text(log);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_LT(seconds, 10.0) << out;
+  const auto at = out.find("interrupted by SIGTERM at step ");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(out.find("interrupted by", at + 1), std::string::npos) << "rank 0 alone says it\n" << out;
+  const int64_t step = std::stoll(out.substr(at + 31));
+  const infer::LoadedCheckpoint saved = infer::load_checkpoint(run + "/last.safetensors");
+  EXPECT_EQ(saved.info.step, step) << "the checkpoint is the stop's, not an older one";
+  EXPECT_NE(step % 125, 0) << "saved mid-epoch";
+  const CommandResult resumed = mpirun("train --resume " + run + " --plain");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(infer::load_checkpoint(run + "/last.safetensors").info.step, 250);
 }
 
 // Ranks given different flags, or different data, are refused before anything is trained or
