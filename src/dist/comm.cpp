@@ -147,54 +147,50 @@ void Comm::wait_until(const std::function<bool()>& done, const char* what, bool 
   }
 }
 
-namespace {
-
-// A blocking collective as a non-blocking one plus the watchdog.
+// A blocking collective: started as its non-blocking form (start(&request)), then waited for
+// through the watchdog.
 template <class Start>
-void collective(Comm& comm, const char* what, Start start,
-                const std::function<void(const std::function<bool()>&)>& wait) {
+void Comm::collective(const char* what, bool patient, Start start) {
   MPI_Request request = MPI_REQUEST_NULL;
   {
     std::lock_guard<std::mutex> lock(g_mpi);
     check_mpi(start(&request), what);
   }
-  (void)comm;
-  wait([&] {
-    std::lock_guard<std::mutex> lock(g_mpi);
-    int flag = 0;
-    check_mpi(MPI_Test(&request, &flag, MPI_STATUS_IGNORE), what);
-    return flag != 0;
-  });
+  wait_until(
+      [&] {
+        std::lock_guard<std::mutex> lock(g_mpi);
+        int flag = 0;
+        check_mpi(MPI_Test(&request, &flag, MPI_STATUS_IGNORE), what);
+        return flag != 0;
+      },
+      what, patient);
 }
-
-}  // namespace
-
-#define VIT_COLLECTIVE(what, call)                             \
-  collective(                                                  \
-      *this, what, [&](MPI_Request* request) { return call; }, \
-      [&](const std::function<bool()>& done) { wait_until(done, what); })
 
 void Comm::sum(double* data, int64_t n) {
   if (!distributed() || n == 0) return;
-  VIT_COLLECTIVE("a sum over the ranks",
-                 MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, request));
+  collective("a sum over the ranks", false, [&](MPI_Request* request) {
+    return MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, request);
+  });
 }
 
 double Comm::max(double value) {
   if (!distributed()) return value;
-  VIT_COLLECTIVE("a maximum over the ranks",
-                 MPI_Iallreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, request));
+  collective("a maximum over the ranks", false, [&](MPI_Request* request) {
+    return MPI_Iallreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, request);
+  });
   return value;
 }
 
 void Comm::broadcast(int64_t& value, int root) {
   if (!distributed()) return;
-  VIT_COLLECTIVE("a broadcast", MPI_Ibcast(&value, 1, MPI_INT64_T, root, MPI_COMM_WORLD, request));
+  collective("a broadcast", false,
+             [&](MPI_Request* request) { return MPI_Ibcast(&value, 1, MPI_INT64_T, root, MPI_COMM_WORLD, request); });
 }
 
 void Comm::broadcast(double& value, int root) {
   if (!distributed()) return;
-  VIT_COLLECTIVE("a broadcast", MPI_Ibcast(&value, 1, MPI_DOUBLE, root, MPI_COMM_WORLD, request));
+  collective("a broadcast", false,
+             [&](MPI_Request* request) { return MPI_Ibcast(&value, 1, MPI_DOUBLE, root, MPI_COMM_WORLD, request); });
 }
 
 void Comm::broadcast(std::string& bytes, int root) {
@@ -203,20 +199,25 @@ void Comm::broadcast(std::string& bytes, int root) {
   broadcast(size, root);
   VIT_CHECK(size < (int64_t{1} << 31), "mpi", "a broadcast of {} bytes is too large", size);
   bytes.resize(static_cast<size_t>(size));
-  VIT_COLLECTIVE("a broadcast",
-                 MPI_Ibcast(bytes.data(), static_cast<int>(size), MPI_CHAR, root, MPI_COMM_WORLD, request));
+  collective("a broadcast", false, [&](MPI_Request* request) {
+    return MPI_Ibcast(bytes.data(), static_cast<int>(size), MPI_CHAR, root, MPI_COMM_WORLD, request);
+  });
 }
 
 std::vector<std::string> Comm::all_gather(const std::string& bytes) {
   if (!distributed()) return {bytes};
   std::vector<int> sizes(static_cast<size_t>(size_));
   int mine = static_cast<int>(bytes.size());
-  VIT_COLLECTIVE("a gather", MPI_Iallgather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD, request));
+  collective("a gather", false, [&](MPI_Request* request) {
+    return MPI_Iallgather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD, request);
+  });
   std::vector<int> offsets(static_cast<size_t>(size_), 0);
   for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
   std::string all(static_cast<size_t>(offsets.back() + sizes.back()), '\0');
-  VIT_COLLECTIVE("a gather", MPI_Iallgatherv(bytes.data(), mine, MPI_CHAR, all.data(), sizes.data(), offsets.data(),
-                                             MPI_CHAR, MPI_COMM_WORLD, request));
+  collective("a gather", false, [&](MPI_Request* request) {
+    return MPI_Iallgatherv(bytes.data(), mine, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR,
+                           MPI_COMM_WORLD, request);
+  });
   std::vector<std::string> out;
   for (int r = 0; r < size_; ++r) out.push_back(all.substr(offsets[r], sizes[r]));
   return out;
@@ -224,19 +225,7 @@ std::vector<std::string> Comm::all_gather(const std::string& bytes) {
 
 void Comm::barrier(bool patient) {
   if (!distributed()) return;
-  MPI_Request request = MPI_REQUEST_NULL;
-  {
-    std::lock_guard<std::mutex> lock(g_mpi);
-    check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
-  }
-  wait_until(
-      [&] {
-        std::lock_guard<std::mutex> lock(g_mpi);
-        int flag = 0;
-        check_mpi(MPI_Test(&request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-        return flag != 0;
-      },
-      "a barrier", patient);
+  collective("a barrier", patient, [&](MPI_Request* request) { return MPI_Ibarrier(MPI_COMM_WORLD, request); });
 }
 
 int Comm::start_sum(float* data, int64_t n) {

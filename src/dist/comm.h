@@ -82,6 +82,8 @@ class Comm {
   void init_mpi();
   // Polls `done` (which tests the request) until it reports completion, through the watchdog.
   void wait_until(const std::function<bool()>& done, const char* what, bool patient = false);
+  template <class Start>
+  void collective(const char* what, bool patient, Start start);
   [[noreturn]] void lose(const std::string& why);
 
   int rank_ = 0, size_ = 1;
