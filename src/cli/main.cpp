@@ -43,6 +43,22 @@ int run_command(int argc, char** argv) {
       return 2;
     }
   }
+  // Under mpirun with several ranks only the commands that work as one job may run: the others
+  // would each do the same work N times over and print it N times.
+  if (const int ranks = vit::dist::Comm::launched_ranks(); ranks > 1 && argc > 1) {
+    const std::string command = argv[1];
+    bool allreduce = false;
+    for (int i = 2; i < argc; ++i) allreduce = allreduce || std::string(argv[i]) == "--allreduce";
+    if (command != "train" && !(command == "bench" && allreduce) && command.rfind("-", 0) != 0) {
+      if (vit::dist::Comm::launched_rank() == 0) {
+        std::fprintf(stderr,
+                     "error: `vit %s` does not run as an MPI job of %d ranks: run it without mpirun (under mpirun: "
+                     "`vit train`, and `vit bench --allreduce`)\n",
+                     command.c_str(), ranks);
+      }
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

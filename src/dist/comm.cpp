@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -57,6 +58,24 @@ bool Comm::launched_by_mpirun() {
   }
   return false;
 }
+
+namespace {
+
+int from_env(std::initializer_list<const char*> names, int otherwise) {
+  for (const char* name : names) {
+    if (const char* value = std::getenv(name)) {
+      char* end = nullptr;
+      const long v = std::strtol(value, &end, 10);
+      if (end != value && *end == '\0' && v >= 0 && v < (1L << 30)) return static_cast<int>(v);
+    }
+  }
+  return otherwise;
+}
+
+}  // namespace
+
+int Comm::launched_ranks() { return from_env({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1); }
+int Comm::launched_rank() { return from_env({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}, 0); }
 
 Comm& Comm::world() {
   static Comm comm;

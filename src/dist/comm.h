@@ -40,6 +40,10 @@ class Comm {
   static Comm& world();
   // Whether a launcher's environment is present (without initialising anything).
   static bool launched_by_mpirun();
+  // The job's size and this process's rank as the launcher's environment gives them (1 and 0
+  // without a launcher), without initialising MPI.
+  static int launched_ranks();
+  static int launched_rank();
 
   int rank() const { return rank_; }
   int size() const { return size_; }

@@ -284,6 +284,21 @@ TEST(Mpi, RanksWithDifferentFlagsOrDataAreRefused) {
   EXPECT_NE(data.out.find("differ from rank 0's"), std::string::npos) << data.out;
 }
 
+// Commands that do not run as one job are refused under mpirun, once (not once per rank), before
+// doing anything.
+TEST(Mpi, OtherCommandsAreRefusedUnderMpirun) {
+  const CommandResult r = mpirun("eval --checkpoint nowhere.safetensors");
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  const auto at = r.out.find("error: `vit eval` does not run as an MPI job of 2 ranks");
+  EXPECT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("error:", at + 1), std::string::npos) << "said once\n" << r.out;
+  EXPECT_EQ(r.out.find("nowhere"), std::string::npos) << "refused before reading anything\n" << r.out;
+  const CommandResult bench = mpirun("bench --allreduce --iters 2");
+  EXPECT_EQ(bench.exit_code, 0) << bench.out;
+  EXPECT_NE(bench.out.find("allreduce (float32 sum) over 2 ranks"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("bus bandwidth"), std::string::npos) << bench.out;
+}
+
 // A hostfile naming a host that does not answer: mpirun's ssh gives up after the connect timeout
 // the README documents (OMPI_MCA_plm_rsh_args="-o ConnectTimeout=5 -o BatchMode=yes") and mpirun
 // exits non-zero with its own message, instead of hanging for the kernel's TCP timeout (~2 min).
