@@ -22,9 +22,8 @@ struct CommandResult {
   std::string out;  // stdout and stderr together
 };
 
-// `env` is prepended to the command line (e.g. "VIT_MEMORY_LIMIT=1000000").
-inline CommandResult vit(const std::string& args, const std::string& env = "") {
-  const std::string command = (env.empty() ? "" : env + " ") + std::string(VIT_BINARY) + " " + args + " 2>&1";
+// A shell command line, its stdout and stderr together (add " 2>&1" to the command for stderr).
+inline CommandResult run_shell(const std::string& command) {
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return {-1, "popen failed"};
   std::string out;
@@ -32,6 +31,11 @@ inline CommandResult vit(const std::string& args, const std::string& env = "") {
   while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// `env` is prepended to the command line (e.g. "VIT_MEMORY_LIMIT=1000000").
+inline CommandResult vit(const std::string& args, const std::string& env = "") {
+  return run_shell((env.empty() ? "" : env + " ") + std::string(VIT_BINARY) + " " + args + " 2>&1");
 }
 
 // One line "error: ..." and a non-zero exit.

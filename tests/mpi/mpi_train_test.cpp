@@ -30,14 +30,7 @@ const std::string kMpiEnv =
 
 // `mpirun <rest>` through the shell; stdout and stderr together.
 CommandResult mpirun_command(const std::string& rest) {
-  const std::string command = kMpiEnv + " " + MPIRUN + " " + rest + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return {-1, "popen failed"};
-  std::string out;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return run_shell(kMpiEnv + " " + MPIRUN + " " + rest + " 2>&1");
 }
 
 // `mpirun -np 2 vit <args>`.
@@ -170,6 +163,20 @@ bool wait_for_file(const std::string& path) {
   return fs::exists(path);
 }
 
+// Sends `sig` to `target`, then waits for the job: its exit code, the seconds it took to end
+// after the signal, and its log.
+struct Ended {
+  int code;
+  double seconds;
+  std::string out;
+};
+Ended signal_and_wait(pid_t target, int sig, pid_t job, const std::string& log) {
+  const auto from = Clock::now();
+  if (kill(target, sig) != 0) ADD_FAILURE() << "kill(" << target << ", " << sig << ") failed";
+  const int code = wait_for(job);
+  return {code, std::chrono::duration<double>(Clock::now() - from).count(), read_text(log)};
+}
+
 // The ranks' pids: mpirun's children running vit.
 std::vector<pid_t> ranks_of(pid_t mpirun_pid) {
   std::vector<pid_t> pids;
@@ -203,11 +210,7 @@ TEST(Mpi, AKilledRankStopsTheJobAndTheRunResumes) {
   ASSERT_EQ(ranks.size(), 2u) << read_text(log);
   std::sort(ranks.begin(), ranks.end());
   const pid_t victim = ranks[1];
-  const auto killed_at = Clock::now();
-  ASSERT_EQ(kill(victim, SIGKILL), 0);
-  const int code = wait_for(job);
-  const double seconds = std::chrono::duration<double>(Clock::now() - killed_at).count();
-  const std::string out = read_text(log);
+  const auto [code, seconds, out] = signal_and_wait(victim, SIGKILL, job, log);
   EXPECT_NE(code, 0) << out;
   EXPECT_LT(seconds, 30.0) << out;
   EXPECT_NE(out.find("pid " + std::to_string(victim)), std::string::npos) << "the lost rank is named\n" << out;
@@ -241,11 +244,7 @@ TEST(Mpi, CtrlCToMpirunSavesAndTheRunResumes) {
                               log);
   ASSERT_TRUE(wait_for_file(run + "/last.safetensors")) << read_text(log);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const auto from = Clock::now();
-  ASSERT_EQ(kill(job, SIGINT), 0);
-  const int code = wait_for(job);
-  const double seconds = std::chrono::duration<double>(Clock::now() - from).count();
-  const std::string out = read_text(log);
+  const auto [code, seconds, out] = signal_and_wait(job, SIGINT, job, log);
   EXPECT_NE(code, 0) << out;
   EXPECT_LT(seconds, 10.0) << out;
   const auto at = out.find("interrupted by SIGTERM at step ");
