@@ -8,6 +8,7 @@
 #include "kernels/activation.h"
 #include "kernels/gemm.h"
 #include "kernels/im2row.h"
+#include "kernels/int8_gemm.h"
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
 #include "kernels/packed_gemm.h"
@@ -96,6 +97,30 @@ void vit_shapes_epilogues(benchmark::internal::Benchmark* b) {
   }
 }
 BENCHMARK(linear_packed)->Apply(vit_shapes_epilogues)->Unit(benchmark::kMicrosecond);
+
+// The int8 linear layer (kernels/int8_gemm.h) on the same shapes and epilogues: weights quantized
+// and packed once, activations quantized per row in every call. GFLOP/s counts the same 2 M N K
+// (of_peak: against the float FMA peak, so > 1 is possible).
+void linear_int8(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const Tensor x = random({M, K}), w = random({N, K}), bias = random({N});
+  std::vector<int8_t> q(static_cast<size_t>(N * K));
+  std::vector<float> scale(static_cast<size_t>(N));
+  vit::kernels::quantize_weight(w.data<float>(), N, K, q.data(), scale.data());
+  const auto packed = vit::kernels::Int8Matrix::from_quantized(q.data(), scale.data(), N, K);
+  Tensor y = Tensor::zeros({M, N});
+  const auto act = state.range(3), beta = state.range(4);
+  const auto e = beta       ? vit::kernels::Epilogue::Accumulate
+                 : act == 1 ? vit::kernels::Epilogue::Gelu
+                 : act == 2 ? vit::kernels::Epilogue::GeluTanh
+                            : vit::kernels::Epilogue::Store;
+  for (auto _ : state) {
+    vit::kernels::linear_int8(x.data<float>(), M, K, K, packed, bias.data<float>(), y.data<float>(), N, e);
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  gemm_counters(state, 2.0 * M * N * K);
+}
+BENCHMARK(linear_int8)->Apply(vit_shapes_epilogues)->Unit(benchmark::kMicrosecond);
 // The digits ViT's training shapes (one replica: 64 images x 16 tokens, dim 64, MLP 128).
 void digits_shapes(benchmark::internal::Benchmark* b) {
   b->Args({1024, 192, 64})->Args({1024, 64, 64})->Args({1024, 128, 64})->Args({1024, 64, 128});

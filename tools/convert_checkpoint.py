@@ -30,7 +30,7 @@ import sys
 import numpy as np
 import torch
 
-DTYPE_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
+DTYPE_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I8": 1, "I32": 4, "I64": 8}
 TORCH_TO_ST = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64"}
 
 
@@ -100,6 +100,10 @@ def tensor_bytes(t, dtype):
         arr = np.array(a, dtype="<f2", order="C")
     elif dtype == "BF16":
         arr = np.array(f32_to_bf16_bits(np.array(a, dtype="<f4")), order="C")
+    elif dtype in ("I8", "I32", "I64"):  # integers: the values must fit (checked, never wrapped)
+        np_dt = {"I8": "<i1", "I32": "<i4", "I64": "<i8"}[dtype]
+        arr = np.array(a, dtype=np_dt, order="C")
+        assert np.array_equal(arr.astype(np.int64), np.asarray(a).astype(np.int64)), "integer overflow"
     else:
         raise ValueError("unsupported dtype %r" % dtype)
     assert arr.shape == shape
@@ -187,7 +191,7 @@ def read_safetensors(path):
             bits = np.frombuffer(buf, dtype="<i2").copy().reshape(shape)
             t = torch.from_numpy(bits).view(torch.bfloat16)
         else:
-            np_dt = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}[dt]
+            np_dt = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I8": "<i1", "I32": "<i4", "I64": "<i8"}[dt]
             t = torch.from_numpy(np.frombuffer(buf, dtype=np_dt).copy().reshape(shape))
         out.append((name, t))
         dtypes[name] = dt

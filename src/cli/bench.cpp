@@ -64,10 +64,10 @@ void add_bench_command(CLI::App& app) {
       std::printf("%s\n", r.to_json(o->config, threads).c_str());
       return;
     }
-    std::printf("%s %s, batch %ld, %d threads, %ld iterations after %ld warm-up\n",
+    std::printf("%s %s (%s), batch %ld, %d threads, %ld iterations after %ld warm-up\n",
                 o->config.checkpoint.empty() ? o->config.model.name.c_str() : o->config.checkpoint.c_str(),
-                o->config.train ? "training step" : "inference", o->config.batch, threads, o->config.iters,
-                o->config.warmup);
+                o->config.train ? "training step" : "inference", r.precision.c_str(), o->config.batch, threads,
+                o->config.iters, o->config.warmup);
     std::printf("  median %.2f ms, p90 %.2f ms, %.1f images/s, %.1f GFLOP/s, peak RSS %.1f MiB\n", r.median_ms,
                 r.p90_ms, r.images_per_s, r.gflops, r.peak_rss_mb);
     if (r.load_ms >= 0) std::printf("  loaded in %.1f ms\n", r.load_ms);

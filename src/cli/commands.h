@@ -12,6 +12,7 @@ void add_predict_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_attention_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 // Applies --threads (0 = all cores) to OpenMP and BLAS.
 void set_threads(int threads);
 

@@ -1,12 +1,55 @@
 // `vit info`: a model's config, parameters per part and in total, and compute per image, for a
 // preset (model flags override its values) or a checkpoint.
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "infer/checkpoint.h"
+#include "infer/pretrained.h"
+#include "infer/quantize.h"
+#include "nn/layers.h"
 
 namespace vit::cli {
+namespace {
+
+// Precision and bytes in memory per top-level part (blocks together), int8 scales included.
+void print_storage(const model::VisionTransformer& model, const std::string& path) {
+  struct Part {
+    int64_t f32 = 0, i8 = 0, scales = 0;
+  };
+  std::vector<std::pair<std::string, Part>> parts;
+  auto part_of = [&parts](const std::string& name) -> Part& {
+    const std::string top = name.substr(0, name.find('.'));
+    for (auto& [n, p] : parts) {
+      if (n == top) return p;
+    }
+    return parts.emplace_back(top, Part{}).second;
+  };
+  for (const auto& [name, p] : model.named_parameters()) {
+    (p.data().dtype() == DType::I8 ? part_of(name).i8 : part_of(name).f32) += p.data().numel();
+  }
+  for (const auto& [name, s] : infer::quantization_scales(model)) part_of(name).scales += s.numel();
+  std::printf("storage (%s):\n",
+              infer::is_quantized(model) ? "int8 model: Linear weights int8, the rest float32" : "float32 model");
+  double total = 0;
+  for (const auto& [name, p] : parts) {
+    const double bytes = static_cast<double>(p.i8 + 4 * (p.f32 + p.scales));
+    total += bytes;
+    const std::string precision =
+        p.i8 == 0 ? "float32"
+                  : fmt::format("int8 {:.1f}% + float32 (scales {}, other {})",
+                                100.0 * static_cast<double>(p.i8) / static_cast<double>(p.i8 + p.f32 + p.scales),
+                                p.scales, p.f32);
+    std::printf("  %-12s %12.3f MB  %s\n", name.c_str(), bytes / 1e6, precision.c_str());
+  }
+  std::error_code ec;
+  const auto file = std::filesystem::file_size(path, ec);
+  std::printf("  %-12s %12.3f MB  (the file: %.3f MB)\n", "total", total / 1e6,
+              ec ? 0.0 : static_cast<double>(file) / 1e6);
+}
+
+}  // namespace
 
 void add_info_command(CLI::App& app) {
   auto preset = std::make_shared<std::string>();
@@ -14,7 +57,8 @@ void add_info_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("info", "print a model's config, parameter counts and FLOPs per image");
   auto* p = cmd->add_option("--preset", *preset, "preset name");
   auto model_flags = std::make_shared<ModelFlags>(*cmd);
-  auto* c = cmd->add_option("--checkpoint", *checkpoint, "checkpoint file");
+  auto* c = cmd->add_option("--checkpoint", *checkpoint,
+                            "checkpoint file (ours, int8 ones included, timm, torchvision, Hugging Face)");
   p->excludes(c);
   model_flags->exclude(c);
   cmd->callback([=] {
@@ -22,7 +66,7 @@ void add_info_command(CLI::App& app) {
               "give --preset NAME or --checkpoint FILE (presets: {})", fmt::join(model::preset_names(), ", "));
     std::unique_ptr<model::VisionTransformer> model;
     if (!checkpoint->empty()) {
-      model = infer::model_from_checkpoint(infer::load_checkpoint(*checkpoint));
+      model = std::move(infer::load_model(*checkpoint).model);
     } else {
       // Model flags without --preset describe a "custom" model over vit_digits, as `vit train` does.
       const model::ViTConfig config = model_flags->config(preset->empty() ? "vit_digits" : *preset, !preset->empty());
@@ -48,6 +92,7 @@ void add_info_command(CLI::App& app) {
     }
     if (m.depth > 0) std::printf("  (each block: %ld)\n", model::parameters_per_block(m));
     std::printf("  %-12s %14ld\n", "total", total);
+    if (!checkpoint->empty()) print_storage(*model, *checkpoint);
     const model::ComputeCost cost = model::macs_per_image(m);
     std::printf("compute per image (forward): %.3f GMACs = %.3f GFLOPs\n", static_cast<double>(cost.total()) / 1e9,
                 2.0 * static_cast<double>(cost.total()) / 1e9);

@@ -178,7 +178,7 @@ void Tensor::copy_(const Tensor& src) const {
                       [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& in) {
                         D* d = dst + off[0];
                         const S* f = from + off[1];
-                        for (int64_t i = 0; i < n; ++i) d[i * in[0]] = static_cast<D>(f[i * in[1]]);
+                        for (int64_t i = 0; i < n; ++i) d[i * in[0]] = convert_element<D>(f[i * in[1]]);
                       });
     });
   });
@@ -188,7 +188,7 @@ void Tensor::fill_(double value) const {
   const Strides& ds = strides_;
   dispatch_all(dtype_, [&]<typename T>() {
     T* dst = data<T>();
-    const auto v = static_cast<T>(value);
+    const auto v = convert_element<T>(value);
     for_each_row<1>(shape_, {&ds}, [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& in) {
       for (int64_t i = 0; i < n; ++i) dst[off[0] + i * in[0]] = v;
     });
@@ -231,7 +231,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
 
 void Tensor::set(const std::vector<int64_t>& index, double value) const {
   const int64_t off = element_offset(index, "set");
-  dispatch_all(dtype_, [&]<typename T>() { data<T>()[off] = static_cast<T>(value); });
+  dispatch_all(dtype_, [&]<typename T>() { data<T>()[off] = convert_element<T>(value); });
 }
 
 double Tensor::item() const {

@@ -119,7 +119,7 @@ std::string format_tensor(const Tensor& t, const PrintOptions& options, const st
     std::vector<double> shown;
     collect(t, summarize, options.edgeitems, shown);
     Formatter f = make_formatter(shown, options.precision);
-    if (t.dtype() == DType::I64) {  // integers print without the trailing "."
+    if (t.dtype() == DType::I64 || t.dtype() == DType::I8) {  // integers print without the trailing "."
       f.int_mode = true;
       f.integer = true;
       f.sci_mode = false;

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "infer/quantize.h"
+
 namespace vit::infer {
 namespace {
 
@@ -185,6 +187,8 @@ std::map<std::string, std::string> checkpoint_metadata(const std::string& path, 
         {"optimizer", optimizer},
     };
     if (!info.dataset_json.empty()) metadata["dataset"] = info.dataset_json;
+    if (!info.quantization_json.empty()) metadata["quantization"] = info.quantization_json;
+    if (!info.preprocess_json.empty()) metadata["preprocess"] = info.preprocess_json;
     // The header holds these as JSON strings: all of them must be UTF-8 too.
     (void)nlohmann::json(metadata).dump();
   } catch (const nlohmann::json::exception& e) {
@@ -196,9 +200,12 @@ std::map<std::string, std::string> checkpoint_metadata(const std::string& path, 
 void save_checkpoint(const std::string& path, const model::VisionTransformer& model, const CheckpointInfo& info,
                      const TrainingState& state) {
   validate_checkpoint_info(info, path);
-  const std::map<std::string, std::string> metadata = checkpoint_metadata(path, info, state.optimizer);
+  CheckpointInfo with_model = info;
+  with_model.quantization_json = quantization_metadata(model);  // what the model is, not what info says
+  const std::map<std::string, std::string> metadata = checkpoint_metadata(path, with_model, state.optimizer);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
+  for (const auto& [name, t] : quantization_scales(model)) tensors.emplace_back(name, t);
   for (const auto& [name, t] : state.optimizer_state) tensors.emplace_back("optimizer." + name, t);
   for (const auto& [name, t] : state.ema) tensors.emplace_back("ema." + name, t);
   io::save_safetensors(path, tensors, metadata, /*checksum=*/true);
@@ -246,6 +253,8 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOpt
   if (file.metadata.count("batch")) info.batch = parse_count(path, "batch", meta("batch"));
   if (file.metadata.count("epoch_stats")) info.epoch_stats_json = meta("epoch_stats");
   if (file.metadata.count("dataset")) info.dataset_json = meta("dataset");
+  if (file.metadata.count("quantization")) info.quantization_json = meta("quantization");
+  if (file.metadata.count("preprocess")) info.preprocess_json = meta("preprocess");
   info.elapsed_seconds = parse_seconds(path, meta("elapsed_seconds"));
   for (const char* key : {"class_names", "normalization"}) {
     try {
@@ -273,11 +282,14 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOpt
     } else if (name.rfind("ema.", 0) == 0) {
       c.ema.emplace_back(name.substr(4), t);
     } else {
-      VIT_CHECK(t.dtype() == DType::F32, "checkpoint", "{}: weight '{}' is {}, expected float32", path, name,
-                dtype_name(t.dtype()));
+      VIT_CHECK(t.dtype() == DType::F32 || (t.dtype() == DType::I8 && !info.quantization_json.empty()), "checkpoint",
+                "{}: weight '{}' is {}, expected float32", path, name, dtype_name(t.dtype()));
       c.weights.emplace_back(name, t);
     }
   }
+  c.scales = split_quantization(c.weights, info.quantization_json, path);
+  VIT_CHECK(c.scales.empty() || (c.optimizer.empty() && c.ema.empty()), "checkpoint",
+            "{}: an int8 model holds no optimizer or EMA state (it is for inference)", path);
   VIT_CHECK(optimizer != "none" || c.optimizer.empty(), "checkpoint",
             "{}: metadata 'optimizer' is 'none' but the file holds {} optimizer tensors", path, c.optimizer.size());
   check_config_fits_weights(path, info.model, c.weights);
@@ -311,6 +323,7 @@ std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedChec
   auto model = std::make_unique<model::VisionTransformer>(checkpoint.info.model, std::make_shared<Generator>(0));
   VIT_CHECK(!use_ema || !checkpoint.ema.empty(), "checkpoint",
             "{}: no EMA weights in this checkpoint (trained without --ema)", checkpoint.path);
+  if (!use_ema) prepare_quantized(*model, checkpoint.scales, checkpoint.path);
   try {
     model->load_state_dict(use_ema ? checkpoint.ema : checkpoint.weights);
   } catch (const std::exception& e) {

@@ -41,6 +41,13 @@ struct CheckpointInfo {
   // What identifies the data trained on (JSON: image counts, shape, hash), so that a resumed run
   // can tell it is given the same; "" when unknown (checkpoints written before it was saved).
   std::string dataset_json;
+  // An int8 model (infer/quantize.h): the "quantization" metadata as JSON ("" for float32). Written
+  // from the model by save_checkpoint; read here.
+  std::string quantization_json;
+  // The evaluation transform when it is not the default one of vit checkpoints (resize to the
+  // image size, no crop, bilinear): a model quantized from timm / torchvision / Hugging Face
+  // weights keeps its layout's. JSON {"resize", "square", "crop", "filter", "mean", "std"}; "".
+  std::string preprocess_json;
 };
 
 // The training state saved beside the weights (all empty for a model alone).
@@ -66,6 +73,7 @@ struct LoadedCheckpoint {
   model::NamedTensors weights;    // model parameters (timm names)
   model::NamedTensors optimizer;  // without the "optimizer." prefix
   model::NamedTensors ema;        // without the "ema." prefix
+  model::NamedTensors scales;     // an int8 model's weight scales (infer/quantize.h), not in `weights`
 };
 
 struct ReadOptions {
@@ -94,7 +102,7 @@ io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool check
 [[noreturn]] void rethrow_for_file(const std::string& path, const std::exception& e, const std::string& context = "");
 
 // Builds the model a checkpoint describes and loads its weights (its EMA weights when asked; an
-// error if it has none).
+// error if it has none); an int8 checkpoint gives an int8 model.
 std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint,
                                                                 bool use_ema = false);
 

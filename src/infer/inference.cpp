@@ -11,6 +11,7 @@
 
 #include "kernels/fused.h"
 #include "kernels/im2row.h"
+#include "kernels/int8_gemm.h"
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
 
@@ -54,6 +55,7 @@ std::vector<std::pair<const nn::Conv2d*, const nn::GELU*>> stem_layers(const mod
 
 struct InferenceSession::Packed {
   std::unordered_map<const float*, kernels::PackedMatrix> weights;
+  std::unordered_map<const nn::Linear*, kernels::Int8Matrix> int8;  // the quantized Linears
   std::vector<std::pair<const nn::Conv2d*, const nn::GELU*>> stem;  // the model's stem, checked once
 
   void add(const Variable& weight, int64_t out_features, int64_t in_features, bool release) {
@@ -76,7 +78,24 @@ struct InferenceSession::Packed {
                                      out_features, e);
     }
   }
+  // An int8 Linear: its values and scales packed for the int8 kernel (on any CPU).
+  void add_int8(const nn::Linear& l, bool release) {
+    const Tensor& q = l.weight.data();
+    VIT_CHECK(q.is_contiguous() && l.weight_scale.is_contiguous() && l.weight_scale.dtype() == DType::F32, "inference",
+              "int8 weight {} with scale {}: not contiguous or not float32", shape_str(q.shape()),
+              shape_str(l.weight_scale.shape()));
+    int8.emplace(&l, kernels::Int8Matrix::from_quantized(q.data<int8_t>(), l.weight_scale.data<float>(), l.out_features,
+                                                         l.in_features));
+    if (release && q.is_file_mapped()) release_pages(q.data<int8_t>(), static_cast<size_t>(q.numel()));
+  }
+
   void linear(const float* x, int64_t rows, const nn::Linear& l, float* y, kernels::Epilogue e) const {
+    if (l.quantized()) {
+      const auto it = int8.find(&l);
+      VIT_CHECK(it != int8.end(), "inference", "an int8 Linear the session did not pack");
+      kernels::linear_int8(x, rows, l.in_features, l.in_features, it->second, ptr(l.bias), y, l.out_features, e);
+      return;
+    }
     linear(x, rows, l.weight, l.bias, l.out_features, l.in_features, y, e);
   }
 };
@@ -84,9 +103,20 @@ struct InferenceSession::Packed {
 InferenceSession::InferenceSession(const model::VisionTransformer& model, WeightPages pages)
     : model_(model), buffers_(kCount) {
   const bool release = pages == WeightPages::Release;
-  VIT_CHECK(supports(model), "inference", "the inference path needs float32 parameters with contiguous storage");
+  VIT_CHECK(supports(model), "inference",
+            "the inference path needs float32 (or int8 Linear) parameters with contiguous storage");
   auto packed = std::make_shared<Packed>();
   packed->stem = stem_layers(model);
+  {
+    std::vector<std::shared_ptr<nn::Module>> stack;
+    for (const auto& [name, child] : model.named_children()) stack.push_back(child);
+    while (!stack.empty()) {
+      const std::shared_ptr<nn::Module> m = stack.back();
+      stack.pop_back();
+      if (const auto* l = dynamic_cast<const nn::Linear*>(m.get()); l && l->quantized()) packed->add_int8(*l, release);
+      for (const auto& [name, child] : m->named_children()) stack.push_back(child);
+    }
+  }
   if (kernels::packed_gemm_supported()) {
     const model::ViTConfig& c = model.config();
     packed->add(model.patch_embed->proj->weight, c.dim, c.embed_channels() * c.patch_size * c.patch_size, release);
@@ -99,7 +129,7 @@ InferenceSession::InferenceSession(const model::VisionTransformer& model, Weight
     while (!stack.empty()) {
       const std::shared_ptr<nn::Module> m = stack.back();
       stack.pop_back();
-      if (const auto* l = dynamic_cast<const nn::Linear*>(m.get()))
+      if (const auto* l = dynamic_cast<const nn::Linear*>(m.get()); l && !l->quantized())
         packed->add(l->weight, l->out_features, l->in_features, release);
       for (const auto& [name, child] : m->named_children()) stack.push_back(child);
     }
@@ -110,8 +140,10 @@ InferenceSession::InferenceSession(const model::VisionTransformer& model, Weight
 InferenceSession::~InferenceSession() = default;
 
 bool InferenceSession::supports(const model::VisionTransformer& model) {
+  // int8 parameters only come as the weights of int8 Linears (load_state_dict refuses others).
   for (const auto& [name, p] : model.named_parameters()) {
-    if (p.data().dtype() != DType::F32 || !p.data().is_contiguous()) return false;
+    const DType d = p.data().dtype();
+    if ((d != DType::F32 && d != DType::I8) || !p.data().is_contiguous()) return false;
   }
   return true;
 }

@@ -13,7 +13,10 @@
 // the file's pages stay in the page cache for the next load. Only for a model nobody modified
 // since it was loaded (a private mapping's modified pages would be dropped too; a later read of
 // an untouched page faults it back in from the file). Other parameters are read in place.
-// Works for float32 models; Session::supports() says whether a model can use it.
+// int8 Linears (infer/quantize.h) run the int8 kernel (kernels/int8_gemm.h): their activations
+// are quantized per row as the kernel packs them, and dequantisation, bias, GELU and the residual
+// addition happen in its store; LayerNorm, softmax, attention and the residual stream stay
+// float32. Works for float32 and int8 models; Session::supports() says whether a model can use it.
 #pragma once
 
 #include <memory>

@@ -1,9 +1,12 @@
 // Model loading for inference (see pretrained.h).
 #include "infer/pretrained.h"
 
+#include <cmath>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "infer/checkpoint.h"
+#include "infer/quantize.h"
 #include "io/safetensors.h"
 #include "nn/init.h"
 
@@ -40,7 +43,44 @@ Preprocess default_preprocess(model::Layout layout, const model::ViTConfig& c) {
   return p;
 }
 
+// The "preprocess" metadata of a checkpoint (checkpoint.h), every field checked.
+Preprocess parse_preprocess(const std::string& text, int64_t channels, const std::string& path) {
+  Preprocess p;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    p.resize = j.at("resize").get<int64_t>();
+    p.square = j.at("square").get<bool>();
+    p.crop = j.at("crop").get<int64_t>();
+    p.filter = parse_filter(j.at("filter").get<std::string>());
+    p.mean = j.at("mean").get<std::vector<double>>();
+    p.std = j.at("std").get<std::vector<double>>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("checkpoint",
+         "{}: metadata 'preprocess' is not {{\"resize\", \"square\", \"crop\", \"filter\", \"mean\", \"std\"}} ({})",
+         path, e.what());
+  } catch (const Error& e) {
+    rethrow_for_file(path, e, "metadata 'preprocess'");
+  }
+  VIT_CHECK(p.resize > 0 && p.resize <= 65536 && p.crop >= 0 && p.crop <= 65536, "checkpoint",
+            "{}: metadata 'preprocess' resize {} / crop {} out of range", path, p.resize, p.crop);
+  VIT_CHECK(static_cast<int64_t>(p.mean.size()) == channels && static_cast<int64_t>(p.std.size()) == channels,
+            "checkpoint", "{}: metadata 'preprocess' has {} means and {} stds for {} channels", path, p.mean.size(),
+            p.std.size(), channels);
+  for (size_t c = 0; c < p.mean.size(); ++c) {
+    VIT_CHECK(std::isfinite(p.mean[c]) && std::isfinite(p.std[c]) && p.std[c] > 0, "checkpoint",
+              "{}: metadata 'preprocess' mean/std[{}] = {}/{} (finite, std > 0)", path, c, number_str(p.mean[c]),
+              number_str(p.std[c]));
+  }
+  return p;
+}
+
 }  // namespace
+
+std::string preprocess_json(const Preprocess& p) {
+  return nlohmann::json{{"resize", p.resize}, {"square", p.square}, {"crop", p.crop}, {"filter", filter_name(p.filter)},
+                        {"mean", p.mean},     {"std", p.std}}
+      .dump();
+}
 
 const std::vector<std::string>& imagenet_class_names() {
   static const std::vector<std::string> names(std::begin(kImageNetClasses), std::end(kImageNetClasses));
@@ -51,7 +91,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   const io::SafetensorsFile file = io::load_safetensors(path);
   LoadedModel out;
   model::ViTConfig config;
-  model::NamedTensors weights;
+  model::NamedTensors weights, scales;
   bool interpolate_align_corners = false;
   if (is_vit_checkpoint(file)) {
     // Our own checkpoint: everything is in the metadata.
@@ -72,6 +112,12 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     out.preprocess.square = true;
     out.preprocess.crop = 0;
     out.preprocess.filter = Filter::Bilinear;
+    if (!checkpoint.info.preprocess_json.empty()) {
+      out.preprocess = parse_preprocess(checkpoint.info.preprocess_json, config.in_channels, path);
+    }
+    VIT_CHECK(checkpoint.scales.empty() || !options.use_ema, "checkpoint", "{}: an int8 model has no EMA weights",
+              path);
+    scales = std::move(checkpoint.scales);
   } else {
     scan_checkpoint_file(file, /*checksum=*/false, options.allow_nonfinite);
     const model::Layout layout = options.layout ? *options.layout : model::detect_layout(file.tensors, path);
@@ -83,6 +129,10 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     for (const auto& [name, t] : file.tensors) {
       VIT_CHECK(t.dtype() != DType::I64, "checkpoint", "{}: tensor '{}' is an integer tensor, not a weight", path,
                 name);
+      VIT_CHECK(t.dtype() != DType::I8, "checkpoint",
+                "{}: tensor '{}' is int8, but the file is not an int8 model written by vit quantize (its metadata "
+                "says nothing of its scales)",
+                path, name);
       f32.emplace_back(name, t.to(DType::F32));
     }
     model::Converted converted = model::to_timm(f32, layout, path);
@@ -131,6 +181,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     if (options.strict) skip.emplace();
     out.model = std::make_unique<model::VisionTransformer>(config, std::make_shared<Generator>(0));
   }
+  prepare_quantized(*out.model, scales, path);
   try {
     const nn::LoadResult r = out.model->load_state_dict(weights, options.strict, /*share=*/true);
     out.missing_keys = r.missing_keys;

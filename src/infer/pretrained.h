@@ -36,6 +36,9 @@ struct LoadedModel {
 
 LoadedModel load_model(const std::string& path, const LoadOptions& options = {});
 
+// A Preprocess as the "preprocess" metadata of a checkpoint records it (checkpoint.h).
+std::string preprocess_json(const Preprocess& p);
+
 // The 1000 ImageNet-1k class names (torchvision's category names).
 const std::vector<std::string>& imagenet_class_names();
 

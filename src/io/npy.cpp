@@ -191,7 +191,10 @@ Tensor load_npy(const std::string& path) {
 }
 
 void save_npy(const std::string& path, const Tensor& tensor) {
-  const char* descr = tensor.dtype() == DType::F32 ? "<f4" : (tensor.dtype() == DType::F64 ? "<f8" : "<i8");
+  const char* descr = tensor.dtype() == DType::F32   ? "<f4"
+                      : tensor.dtype() == DType::F64 ? "<f8"
+                      : tensor.dtype() == DType::I8  ? "|i1"
+                                                     : "<i8";
   // Python tuple syntax: (), (5,), (2, 3)
   const std::string dims =
       tensor.dim() == 1 ? fmt::format("{},", tensor.size(0)) : fmt::format("{}", fmt::join(tensor.shape(), ", "));

@@ -49,6 +49,7 @@ uint64_t header_hash(nlohmann::json header) {
 }
 
 size_t stored_size(const std::string& dtype) {
+  if (dtype == "I8") return 1;
   if (dtype == "F32" || dtype == "I32") return 4;
   if (dtype == "F64" || dtype == "I64") return 8;
   if (dtype == "F16" || dtype == "BF16") return 2;
@@ -88,10 +89,11 @@ float bf16_to_float(uint16_t h) {
   return f;
 }
 
-// Builds the tensor for one entry: zero-copy for F32/F64/I64 when aligned, else converted.
+// Builds the tensor for one entry: zero-copy for I8, and for F32/F64/I64 when aligned, else converted.
 Tensor make_tensor(const std::string& dtype, const Shape& shape, const char* data, std::shared_ptr<void> owner,
                    bool file_mapped) {
   const int64_t n = shape_numel(shape);
+  if (dtype == "I8") return Tensor::from_blob(const_cast<char*>(data), shape, DType::I8, std::move(owner), file_mapped);
   const bool aligned = reinterpret_cast<uintptr_t>(data) % 8 == 0;
   if ((dtype == "F32" || dtype == "F64" || dtype == "I64") && aligned) {
     const DType dt = dtype == "F32" ? DType::F32 : (dtype == "F64" ? DType::F64 : DType::I64);
@@ -284,7 +286,10 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     VIT_CHECK(t.defined(), "safetensors", "{}: tensor '{}' is undefined", path, name);
     VIT_CHECK(name != "__metadata__", "safetensors", "{}: '__metadata__' is reserved and cannot name a tensor", path);
     VIT_CHECK(!header.contains(name), "safetensors", "{}: tensor name '{}' repeated", path, name);
-    const char* dtype = t.dtype() == DType::F32 ? "F32" : (t.dtype() == DType::F64 ? "F64" : "I64");
+    const char* dtype = t.dtype() == DType::F32   ? "F32"
+                        : t.dtype() == DType::F64 ? "F64"
+                        : t.dtype() == DType::I8  ? "I8"
+                                                  : "I64";
     const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
     header[name] = {{"dtype", dtype}, {"shape", t.shape()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;

@@ -2,8 +2,8 @@
 // header {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}}, then
 // the tensor bytes. Reading memory-maps the file and validates everything before use: header
 // size (<= 100 MB) and JSON, dtypes, shapes, offsets inside the data and not overlapping,
-// byte lengths matching shape x dtype. F16/BF16 are widened to F32, I32 to I64 on load. A file
-// that is plainly something else (a PNG, a zip archive, ...) is named as such.
+// byte lengths matching shape x dtype. F16/BF16 are widened to F32, I32 to I64 on load; I8 (quantized weights) is kept
+// as int8. A file that is plainly something else (a PNG, a zip archive, ...) is named as such.
 //
 // Checksum (optional, written for vit checkpoints): __metadata__["checksum"] = "xxh64:<16 hex>",
 // the XXH64 (io/checksum.h) of the data section (every byte after the header), seeded with the
@@ -33,7 +33,7 @@ struct SafetensorsFile {
 
   // What scan_contents reads: the data section, and where each tensor lies in it as stored.
   struct Span {
-    std::string name, dtype;      // dtype as stored: "F32", "F16", "BF16", "F64", "I64", "I32"
+    std::string name, dtype;      // dtype as stored: "F32", "F16", "BF16", "F64", "I64", "I32", "I8"
     uint64_t begin = 0, end = 0;  // byte offsets into the data section
   };
   std::vector<Span> spans;      // in data order
@@ -60,7 +60,7 @@ SafetensorsFile load_safetensors(const std::string& path);
 // Parses an in-memory image of a file (the same checks); `name` is used in error messages.
 SafetensorsFile parse_safetensors(std::shared_ptr<std::vector<char>> bytes, const std::string& name);
 
-// Writes tensors (F32, F64 or I64) and string metadata, with a checksum in the metadata when
+// Writes tensors (F32, F64, I64 or I8) and string metadata, with a checksum in the metadata when
 // asked. Writes to a temporary file of its own (temp_path), flushes, fsyncs and renames, so an
 // existing file is replaced only by a complete one, even with several writers. Throws before
 // renaming, leaving path untouched and no temporary file.

@@ -19,7 +19,27 @@ Linear::Linear(int64_t in_features_, int64_t out_features_, bool use_bias, Gener
   }
 }
 
-Variable Linear::forward(const Variable& x) { return linear(x, weight, bias); }
+Variable Linear::forward(const Variable& x) {
+  if (!quantized()) return linear(x, weight, bias);
+  // w[n, k] = q[n, k] * scale[n], in the input's dtype (a constant of the graph: no gradient).
+  const Tensor& q = weight.data();
+  VIT_CHECK(q.dtype() == DType::I8 && q.dim() == 2 && weight_scale.dim() == 1 && weight_scale.size(0) == q.size(0) &&
+                weight_scale.dtype() == DType::F32,
+            "linear", "int8 weight {} {} with scale {} {}", dtype_name(q.dtype()), shape_str(q.shape()),
+            dtype_name(weight_scale.dtype()), shape_str(weight_scale.shape()));
+  Tensor w = Tensor::empty(q.shape(), x.data().dtype());
+  const Tensor qc = q.contiguous(), sc = weight_scale.contiguous();
+  const int8_t* qp = qc.data<int8_t>();
+  const float* sp = sc.data<float>();
+  const int64_t n = q.size(0), k = q.size(1);
+  dispatch(w.dtype(), [&]<typename T>() {
+    T* wp = w.data<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < k; ++j) wp[i * k + j] = static_cast<T>(qp[i * k + j]) * static_cast<T>(sp[i]);
+    }
+  });
+  return linear(x, Variable(w, false), bias);
+}
 
 LayerNorm::LayerNorm(Shape shape, double eps_, bool elementwise_affine)
     : normalized_shape(std::move(shape)), eps(eps_) {

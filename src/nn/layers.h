@@ -14,6 +14,12 @@ class Linear : public Module {
   Variable forward(const Variable& x) override;
   int64_t in_features, out_features;
   Variable weight, bias;  // bias undefined when bias=false
+  // An int8 Linear (`vit quantize`, kernels/int8_gemm.h): `weight` holds the int8 values (out, in)
+  // and weight_scale (out) their per-channel scales. The inference session runs the int8 kernel
+  // on them; forward() here (the autograd graph: attention maps, --graph) uses the dequantised
+  // weights, without gradients. Undefined for a float32 Linear.
+  Tensor weight_scale;
+  bool quantized() const { return weight_scale.defined(); }
 };
 
 // Normalises over the trailing normalized_shape dims with population variance.

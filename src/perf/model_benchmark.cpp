@@ -10,6 +10,7 @@
 
 #include "infer/inference.h"
 #include "infer/pretrained.h"
+#include "infer/quantize.h"
 #include "model/vision_transformer.h"
 #include "optim/optimizer.h"
 #include "train/data_parallel.h"
@@ -41,6 +42,9 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   }
   model::VisionTransformer& model = *owned;
   const model::ViTConfig& c = model.config();
+  r.precision = infer::is_quantized(model) ? "int8" : "float32";
+  VIT_CHECK(!config.train || r.precision == "float32", "bench",
+            "{}: an int8 model is for inference; --train needs a float checkpoint", config.checkpoint);
   const Tensor images = Tensor::randn({config.batch, c.in_channels, c.image_size, c.image_size}, *gen);
   std::vector<int64_t> labels;
   for (int64_t b = 0; b < config.batch; ++b) labels.push_back(static_cast<int64_t>(gen->integer(c.num_classes)));
@@ -98,6 +102,7 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
 std::string BenchmarkResult::to_json(const BenchmarkConfig& config, int threads) const {
   nlohmann::ordered_json j = {{"model", config.checkpoint.empty() ? config.model.name : config.checkpoint},
                               {"mode", config.train ? "train" : (config.graph ? "inference-graph" : "inference")},
+                              {"precision", precision},
                               {"batch", config.batch},
                               {"threads", threads},
                               {"iters", config.iters},

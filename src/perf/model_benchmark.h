@@ -27,8 +27,9 @@ struct BenchmarkResult {
   std::vector<double> seconds;  // per measured iteration
   double median_ms = 0, p90_ms = 0, images_per_s = 0, gflops = 0;
   double peak_rss_mb = 0;
-  double pack_ms = -1;  // inference: time to set up the session (every weight packed for the GEMM)
-  double load_ms = -1;  // with a checkpoint: time to load it (memory-mapped, no copy of float32 weights)
+  double pack_ms = -1;    // inference: time to set up the session (every weight packed for the GEMM)
+  double load_ms = -1;    // with a checkpoint: time to load it (memory-mapped, no copy of float32 weights)
+  std::string precision;  // "float32", or "int8" for a model written by vit quantize
   std::string to_json(const BenchmarkConfig& config, int threads) const;
 };
 

@@ -305,6 +305,9 @@ Run start_or_resume(TrainConfig config) {
     VIT_CHECK(fs::exists(run.files.last), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir,
               run.files.last);
     run.resumed = infer::load_checkpoint(run.files.last);
+    VIT_CHECK(run.resumed->scales.empty(), "train",
+              "--resume {}: {} is an int8 model (vit quantize), for inference only; resume from its float checkpoint",
+              config.out_dir, run.files.last);
     run.config = resume_config(config, *run.resumed, run.files.last);
     const bool data_given = std::count(config.given_flags.begin(), config.given_flags.end(), "--data") > 0;
     VIT_CHECK(data_given || fs::exists(run.config.data_dir), "train",
@@ -334,7 +337,9 @@ infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t bat
           run.norm,
           batch,
           std::move(epoch_stats_json),
-          run.data_fingerprint};
+          run.data_fingerprint,
+          "",
+          ""};
 }
 
 // Every save goes through here: a failed write (disk full, ...) leaves the previous file intact,

@@ -145,6 +145,49 @@ TEST_F(Cli, BenchReportsLatencyThroughputAndMemory) {
   expect_error(vit("bench --preset nope"), "[vit_config] unknown preset 'nope'");
 }
 
+// vit quantize, then every inference command on the int8 file, as a user types them.
+TEST_F(Cli, QuantizeThenPredictEvalBenchInfoAttention) {
+  const std::string f32 = dir_->file("run/last.safetensors"), q8 = dir_->file("int8.safetensors");
+  const CommandResult q = vit("quantize --checkpoint " + f32 + " --out " + q8);
+  ASSERT_EQ(q.exit_code, 0) << q.out;
+  EXPECT_NE(q.out.find("5 Linear weights to int8"), std::string::npos) << q.out;  // qkv, proj, fc1, fc2, head
+  const CommandResult e32 = vit("eval --checkpoint " + f32 + " --data " + dir_->file("data") + " --json");
+  const CommandResult e8 = vit("eval --checkpoint " + q8 + " --data " + dir_->file("data") + " --json");
+  ASSERT_EQ(e8.exit_code, 0) << e8.out;
+  const auto j32 = nlohmann::json::parse(e32.out), j8 = nlohmann::json::parse(e8.out);
+  EXPECT_NEAR(j8["top1"].get<double>(), j32["top1"].get<double>(), 0.1) << e8.out;  // within 10 points here
+  EXPECT_NEAR(j8["loss"].get<double>(), j32["loss"].get<double>(), 0.1 * j32["loss"].get<double>());
+  data::Image digit{1, 28, 28, std::vector<uint8_t>(28 * 28, 0)};
+  for (int64_t y = 6; y < 22; ++y) digit.pixels[static_cast<size_t>(y * 28 + 14)] = 255;
+  data::write_png(dir_->file("q_digit.png"), digit);
+  const CommandResult p = vit("predict --checkpoint " + q8 + " --top-k 2 " + dir_->file("q_digit.png"));
+  EXPECT_EQ(p.exit_code, 0) << p.out;
+  const CommandResult b = vit("bench --checkpoint " + q8 + " --batch 2 --iters 2 --json");
+  EXPECT_EQ(b.exit_code, 0) << b.out;
+  EXPECT_EQ(nlohmann::json::parse(b.out)["precision"], "int8") << b.out;
+  const CommandResult i = vit("info --checkpoint " + q8);
+  EXPECT_NE(i.out.find("int8 model"), std::string::npos) << i.out;
+  const CommandResult a =
+      vit("attention --checkpoint " + q8 + " " + dir_->file("q_digit.png") + " --out " + dir_->file("q_map.png"));
+  EXPECT_EQ(a.exit_code, 0) << a.out;
+  // Refused: quantizing again, writing over the input or an existing file, a missing input.
+  expect_error(vit("quantize --checkpoint " + q8 + " --out " + dir_->file("twice.safetensors")),
+               "[quantize] " + q8 + ": already an int8 model");
+  expect_error(vit("quantize --checkpoint " + f32 + " --out " + f32),
+               "[quantize] --out " + f32 + " is the input checkpoint itself");
+  expect_error(vit("quantize --checkpoint " + f32 + " --out " + q8), "[quantize] --out " + q8 + " exists");
+  EXPECT_EQ(vit("quantize --checkpoint " + f32 + " --out " + q8 + " --overwrite").exit_code, 0);
+  expect_error(vit("quantize --checkpoint " + dir_->file("missing.safetensors") + " --out " + dir_->file("x")),
+               "[safetensors] " + dir_->file("missing.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir_->file("x")));
+  // Training on from an int8 file is refused (it is for inference).
+  std::filesystem::create_directories(dir_->file("q_run"));
+  std::filesystem::copy_file(q8, dir_->file("q_run/last.safetensors"));
+  const CommandResult r = vit("train --resume " + dir_->file("q_run") + " --epochs 3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("int8 model"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, ResumeContinuesToMoreEpochs) {
   std::filesystem::copy(dir_->file("run"), dir_->file("run2"));
   const CommandResult r = vit("train --resume " + dir_->file("run2") + " --epochs 3 --threads 1");

@@ -50,12 +50,14 @@ TEST_F(SafetensorsTest, RoundTripKeepsNamesOrderShapesDtypesValuesAndMetadata) {
   ASSERT_FALSE(transposed.is_contiguous());
   const Tensor sliced = Tensor::arange(10, DType::I64).slice(0, 1, 9, 3);  // [1, 4, 7]
   const Tensor scalar_i = Tensor::scalar(-5, DType::I64);
+  Tensor i8 = Tensor::empty({3, 5}, DType::I8);  // 15 bytes: what follows starts unaligned
+  for (int64_t i = 0; i < 15; ++i) i8.data<int8_t>()[i] = static_cast<int8_t>(i * 17 - 128);
 
   // Names deliberately not in alphabetical order: the file order must be the save order.
-  const std::vector<std::pair<std::string, Tensor>> tensors = {{"z.weight", f32},  {"a.double", f64},
-                                                               {"m.index", i64},   {"scalar", scalar},
-                                                               {"empty", empty},   {"b.transposed", transposed},
-                                                               {"sliced", sliced}, {"0", scalar_i}};
+  const std::vector<std::pair<std::string, Tensor>> tensors = {
+      {"z.weight", f32},  {"a.double", f64}, {"m.index", i64},
+      {"scalar", scalar}, {"empty", empty},  {"b.transposed", transposed},
+      {"sliced", sliced}, {"q.int8", i8},    {"0", scalar_i}};
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"note", "quotes \" and \\ and unicode \xc3\xa9"}, {"empty", ""}};
   const std::string file = path("model.safetensors");
@@ -80,6 +82,9 @@ TEST_F(SafetensorsTest, RoundTripKeepsNamesOrderShapesDtypesValuesAndMetadata) {
         break;
       case DType::I64:
         EXPECT_EQ(raw_values<int64_t>(got), raw_values<int64_t>(want)) << name;
+        break;
+      case DType::I8:
+        EXPECT_EQ(raw_values<int8_t>(got), raw_values<int8_t>(want)) << name;
         break;
     }
     EXPECT_TRUE(loaded.contains(name));

@@ -141,6 +141,9 @@ inline void expect_same(const SafetensorsFile& a, const SafetensorsFile& b) {
       case DType::I64:
         EXPECT_EQ(raw_values<int64_t>(ta), raw_values<int64_t>(tb)) << na;
         break;
+      case DType::I8:
+        EXPECT_EQ(raw_values<int8_t>(ta), raw_values<int8_t>(tb)) << na;
+        break;
     }
   }
   EXPECT_EQ(a.metadata, b.metadata);

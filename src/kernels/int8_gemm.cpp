@@ -1,0 +1,431 @@
+// The int8 linear layer (see int8_gemm.h).
+#include "kernels/int8_gemm.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/vmath.h"
+
+namespace vit::kernels {
+namespace {
+
+constexpr int64_t kMr = 4;                   // rows of A per micro-panel
+constexpr int64_t kNr = 16;                  // weight channels per panel
+constexpr int64_t kGroup = 4;                // k per group (one vpmaddubsw + vpmaddwd)
+constexpr int64_t kBlockBytes = 192 << 10;   // an A block (rows x depth bytes) kept in L2
+constexpr int64_t kParallelFlops = 1 << 18;  // below this many multiply-adds, one thread
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+template <typename T>
+T* aligned_array(size_t count) {
+  const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + 63) / 64 * 64);
+  auto* p = static_cast<T*>(std::aligned_alloc(64, bytes));
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  return p;
+}
+
+// The row's parameters from its extremes (the scheme's definition, shared by both paths).
+RowQuantization row_parameters(float mn, float mx, bool finite) {
+  if (!finite) return {kNaN, 0};
+  mn = std::min(mn, 0.0f);
+  mx = std::max(mx, 0.0f);
+  float scale = (mx - mn) / 255.0f;
+  if (!(scale >= FLT_MIN)) scale = 1.0f;
+  if (!std::isfinite(scale)) return {kNaN, 0};  // a range beyond float (|x| near FLT_MAX)
+  const float inv = 1.0f / scale;
+  const float z = std::nearbyint(-mn * inv);
+  return {scale, static_cast<int32_t>(std::clamp(z, 0.0f, 255.0f))};
+}
+
+inline uint8_t quantize_value(float x, float inv, int32_t zero_point) {
+  const float r = std::nearbyint(x * inv);
+  // r is within [-256, 256] for a finite row (|x| <= the row's range); clamp before converting.
+  const float c = std::clamp(r + static_cast<float>(zero_point), 0.0f, 255.0f);
+  return static_cast<uint8_t>(c);
+}
+
+// Quantizes row x (K floats) and writes byte k through put(k, byte) (plain path).
+template <typename Put>
+RowQuantization quantize_row_plain(const float* x, int64_t K, Put&& put) {
+  float mn = 0.0f, mx = 0.0f;
+  bool finite = true;
+  for (int64_t k = 0; k < K; ++k) {
+    finite = finite && std::isfinite(x[k]);
+    mn = std::min(mn, x[k]);
+    mx = std::max(mx, x[k]);
+  }
+  const RowQuantization rq = row_parameters(mn, mx, finite);
+  const float inv = 1.0f / rq.scale;
+  for (int64_t k = 0; k < K; ++k) put(k, finite ? quantize_value(x[k], inv, rq.zero_point) : uint8_t{0});
+  return rq;
+}
+
+// The same, vectorised, into micro-panel layout: byte k of the row at dst[(k / 4) * 16 + k % 4].
+__attribute__((target("avx2,fma"))) RowQuantization quantize_row_avx2(const float* x, int64_t K, uint8_t* dst) {
+  __m256 vmin = _mm256_setzero_ps(), vmax = _mm256_setzero_ps(), poison = _mm256_setzero_ps();
+  const __m256 zero = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    const __m256 v = _mm256_loadu_ps(x + k);
+    vmin = _mm256_min_ps(vmin, v);
+    vmax = _mm256_max_ps(vmax, v);
+    poison = _mm256_add_ps(poison, _mm256_mul_ps(v, zero));  // NaN once any element is NaN or Inf
+  }
+  alignas(32) float lo[8], hi[8], bad[8];
+  _mm256_store_ps(lo, vmin);
+  _mm256_store_ps(hi, vmax);
+  _mm256_store_ps(bad, poison);
+  float mn = 0.0f, mx = 0.0f;
+  bool finite = true;
+  for (int i = 0; i < 8; ++i) {
+    mn = std::min(mn, lo[i]);
+    mx = std::max(mx, hi[i]);
+    finite = finite && bad[i] == 0.0f;
+  }
+  for (int64_t t = k; t < K; ++t) {
+    finite = finite && std::isfinite(x[t]);
+    mn = std::min(mn, x[t]);
+    mx = std::max(mx, x[t]);
+  }
+  const RowQuantization rq = row_parameters(mn, mx, finite);
+  if (!finite) {
+    for (int64_t t = 0; t < K; ++t) dst[(t / kGroup) * kMr * kGroup + t % kGroup] = 0;
+    return rq;
+  }
+  const float inv_s = 1.0f / rq.scale;
+  const __m256 inv = _mm256_set1_ps(inv_s);
+  const __m256i zp = _mm256_set1_epi32(rq.zero_point);
+  k = 0;
+  for (; k + 8 <= K; k += 8) {
+    const __m256 r =
+        _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k), inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(r), zp);
+    const __m256i w = _mm256_packs_epi32(q, q);   // int16, per 128-bit lane: q0-3 q0-3 | q4-7 q4-7
+    const __m256i b = _mm256_packus_epi16(w, w);  // uint8 saturated = the clamp to [0, 255]
+    const int32_t g0 = _mm_cvtsi128_si32(_mm256_castsi256_si128(b));
+    const int32_t g1 = _mm_cvtsi128_si32(_mm256_extracti128_si256(b, 1));
+    std::memcpy(dst + (k / kGroup) * kMr * kGroup, &g0, 4);
+    std::memcpy(dst + (k / kGroup + 1) * kMr * kGroup, &g1, 4);
+  }
+  for (; k < K; ++k) dst[(k / kGroup) * kMr * kGroup + k % kGroup] = quantize_value(x[k], inv_s, rq.zero_point);
+  return rq;
+}
+
+// The 4 x 16 micro-kernel: t (4 x 16 int32) = Ap (groups x 4 rows x 4 bytes) . Bp (groups x 16 x 4).
+__attribute__((target("avx2,fma"))) void micro_kernel(const uint8_t* __restrict Ap, const int8_t* __restrict Bp,
+                                                      int64_t groups, int32_t* __restrict t) {
+  __m256i c0[kMr], c1[kMr];
+  for (int r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 2
+  for (int64_t g = 0; g < groups; ++g) {
+    const __m256i b0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(Bp + g * kNr * kGroup));
+    const __m256i b1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(Bp + g * kNr * kGroup + 32));
+#pragma GCC unroll 4
+    for (int r = 0; r < kMr; ++r) {
+      int32_t quad;
+      std::memcpy(&quad, Ap + (g * kMr + r) * kGroup, 4);
+      const __m256i a = _mm256_set1_epi32(quad);
+      c0[r] = _mm256_add_epi32(c0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), ones));
+      c1[r] = _mm256_add_epi32(c1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), ones));
+    }
+  }
+  for (int r = 0; r < kMr; ++r) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t + r * kNr), c0[r]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t + r * kNr + 8), c1[r]);
+  }
+}
+
+template <Epilogue E>
+inline float finish(float v) {
+  if constexpr (E == Epilogue::Gelu) {
+    return gelu_fast(v);
+  } else if constexpr (E == Epilogue::GeluTanh) {
+    return gelu_tanh_fast(v);
+  } else {
+    return v;
+  }
+}
+
+// The store of one tile (rows x cols of 4 x 16): dequantise, bias, activation or accumulation.
+template <Epilogue E>
+__attribute__((target("avx2,fma"))) void store_tile(const int32_t* __restrict t, int64_t rows, int64_t cols,
+                                                    const RowQuantization* rq, const float* __restrict wscale,
+                                                    const int32_t* __restrict colsum, const float* bias, float* C,
+                                                    int64_t ldc) {
+  alignas(32) float b[kNr] = {};
+  if (bias) std::memcpy(b, bias, static_cast<size_t>(cols) * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float sa = rq[r].scale;
+    const int32_t z = rq[r].zero_point;
+    alignas(32) float x[kNr];
+    for (int64_t j = 0; j < kNr; ++j) {
+      x[j] = static_cast<float>(t[r * kNr + j] - z * colsum[j]) * (sa * wscale[j]) + b[j];
+    }
+    for (int64_t j = 0; j < kNr; ++j) x[j] = finish<E>(x[j]);
+    float* c = C + r * ldc;
+    if constexpr (E == Epilogue::Accumulate) {
+      for (int64_t j = 0; j < cols; ++j) c[j] += x[j];
+    } else {
+      std::memcpy(c, x, static_cast<size_t>(cols) * sizeof(float));
+    }
+  }
+}
+
+using StoreFn = void (*)(const int32_t*, int64_t, int64_t, const RowQuantization*, const float*, const int32_t*,
+                         const float*, float*, int64_t);
+
+StoreFn store_for(Epilogue e) {
+  switch (e) {
+    case Epilogue::Store:
+      return store_tile<Epilogue::Store>;
+    case Epilogue::Accumulate:
+      return store_tile<Epilogue::Accumulate>;
+    case Epilogue::Gelu:
+      return store_tile<Epilogue::Gelu>;
+    case Epilogue::GeluTanh:
+      return store_tile<Epilogue::GeluTanh>;
+  }
+  return store_tile<Epilogue::Store>;
+}
+
+// Where a finished tile goes: through the epilogue into C, or raw into acc (int8_accumulators).
+struct Sink {
+  StoreFn store = nullptr;
+  const float* bias = nullptr;
+  float* C = nullptr;
+  int64_t ldc = 0;
+  int32_t* acc = nullptr;  // (M, N) raw accumulators instead
+  int64_t N = 0;
+};
+
+// The A operand of one call: quantized rows in micro-panels, and each row's parameters.
+struct Quantized {
+  std::vector<uint8_t> bytes;  // ceil(M / 4) micro-panels x depth x 4
+  std::vector<RowQuantization> rows;
+};
+
+Quantized& scratch() {
+  thread_local Quantized q;
+  return q;
+}
+
+void quantize_rows(const float* A, int64_t M, int64_t K, int64_t lda, int64_t depth, Quantized& q, int64_t m) {
+  uint8_t* panel = q.bytes.data() + (m / kMr) * depth * kMr;
+  uint8_t* dst = panel + (m % kMr) * kGroup;
+  if (m >= M) {  // padding rows of the last micro-panel
+    for (int64_t g = 0; g < depth / kGroup; ++g) std::memset(dst + g * kMr * kGroup, 0, kGroup);
+    return;
+  }
+  for (int64_t k = K; k < depth; ++k) dst[(k / kGroup) * kMr * kGroup + k % kGroup] = 0;
+  q.rows[static_cast<size_t>(m)] = quantize_row_avx2(A + m * lda, K, dst);
+}
+
+// Rows [m_begin, m_end) (multiples of 4, but m_end may be M) x panels [j_begin, j_end).
+void run_block(const Quantized& q, int64_t M, const Int8Matrix& W, int64_t m_begin, int64_t m_end, int64_t j_begin,
+               int64_t j_end, const Sink& sink) {
+  const int64_t depth = W.depth(), groups = depth / kGroup;
+  const int64_t block_rows = std::max(kMr, kBlockBytes / std::max<int64_t>(depth, 1) / kMr * kMr);
+  for (int64_t m0 = m_begin; m0 < m_end; m0 += block_rows) {
+    const int64_t m1 = std::min(m_end, m0 + block_rows);
+    for (int64_t j = j_begin; j < j_end; ++j) {
+      const int8_t* bp = W.data() + j * depth * kNr;
+      const int64_t n0 = j * kNr, cols = std::min(kNr, W.cols() - n0);
+      for (int64_t m = m0; m < m1; m += kMr) {
+        alignas(32) int32_t t[kMr * kNr];
+        micro_kernel(q.bytes.data() + (m / kMr) * depth * kMr, bp, groups, t);
+        const int64_t rows = std::min(kMr, M - m);
+        if (sink.acc) {
+          for (int64_t r = 0; r < rows; ++r) {
+            std::memcpy(sink.acc + (m + r) * sink.N + n0, t + r * kNr, static_cast<size_t>(cols) * sizeof(int32_t));
+          }
+        } else {
+          sink.store(t, rows, cols, q.rows.data() + m, W.scales() + n0, W.column_sums() + n0,
+                     sink.bias ? sink.bias + n0 : nullptr, sink.C + m * sink.ldc + n0, sink.ldc);
+        }
+      }
+    }
+  }
+}
+
+void run_avx2(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const Sink& sink) {
+  const int64_t depth = W.depth(), micro = (M + kMr - 1) / kMr, panels = W.panels();
+  Quantized& q = scratch();
+  q.bytes.resize(static_cast<size_t>(std::max<int64_t>(1, micro * depth * kMr)));
+  q.rows.resize(static_cast<size_t>(micro * kMr));
+  const int threads = omp_in_parallel() || M * W.cols() * K < kParallelFlops ? 1 : omp_get_max_threads();
+  const bool split_n = panels >= 4 * threads || M < 2 * kMr * threads;
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static)
+    for (int64_t m = 0; m < micro * kMr; ++m) quantize_rows(A, M, K, lda, depth, q, m);
+    const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+    if (split_n) {
+      const int64_t j0 = panels * t / T, j1 = panels * (t + 1) / T;
+      if (j0 < j1) run_block(q, M, W, 0, M, j0, j1, sink);
+    } else {
+      const int64_t m0 = micro * t / T * kMr, m1 = std::min(M, micro * (t + 1) / T * kMr);
+      if (m0 < m1) run_block(q, M, W, m0, m1, 0, panels, sink);
+    }
+  }
+}
+
+// The plain path: the same integers by loops, the epilogue in scalar code.
+void run_reference(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const Sink& sink, Epilogue e,
+                   RowQuantization* rows_out) {
+  const int64_t N = W.cols();
+#pragma omp parallel for schedule(static) if (M * N * K >= kParallelFlops && !omp_in_parallel())
+  for (int64_t m = 0; m < M; ++m) {
+    std::vector<uint8_t> qa(static_cast<size_t>(K));
+    const RowQuantization rq = quantize_row(A + m * lda, K, qa.data());
+    if (rows_out) rows_out[m] = rq;
+    for (int64_t n = 0; n < N; ++n) {
+      int32_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += static_cast<int32_t>(qa[static_cast<size_t>(k)]) * W.at(n, k);
+      if (sink.acc) {
+        sink.acc[m * N + n] = acc;
+        continue;
+      }
+      const int32_t corrected = acc - rq.zero_point * W.column_sums()[n];
+      float v = static_cast<float>(corrected) * (rq.scale * W.scales()[n]) + (sink.bias ? sink.bias[n] : 0.0f);
+      float& c = sink.C[m * sink.ldc + n];
+      switch (e) {
+        case Epilogue::Store:
+          c = v;
+          break;
+        case Epilogue::Accumulate:
+          c += v;
+          break;
+        case Epilogue::Gelu:
+          c = gelu_fast(v);
+          break;
+        case Epilogue::GeluTanh:
+          c = gelu_tanh_fast(v);
+          break;
+      }
+    }
+  }
+}
+
+void check_operands(int64_t M, int64_t K, int64_t lda, const Int8Matrix& W) {
+  VIT_CHECK(M >= 0 && K == W.rows() && lda >= K, "linear_int8",
+            "int8 weight ({} x {}) for inputs of width {} (M={}, lda={})", W.cols(), W.rows(), K, M, lda);
+}
+
+}  // namespace
+
+int64_t quantize_weight(const float* W, int64_t N, int64_t K, int8_t* q, float* scale) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float* w = W + n * K;
+    float amax = 0.0f;
+    for (int64_t k = 0; k < K; ++k) {
+      if (!std::isfinite(w[k])) return n * K + k;
+      amax = std::max(amax, std::fabs(w[k]));
+    }
+    float s = amax / static_cast<float>(kInt8WeightMax);
+    if (!(s >= FLT_MIN)) s = 1.0f;  // a row of zeros (or of values too small to scale)
+    scale[n] = s;
+    for (int64_t k = 0; k < K; ++k) {
+      const float r = std::nearbyint(w[k] / s);
+      q[n * K + k] =
+          static_cast<int8_t>(std::clamp(r, -static_cast<float>(kInt8WeightMax), static_cast<float>(kInt8WeightMax)));
+    }
+  }
+  return -1;
+}
+
+RowQuantization quantize_row(const float* x, int64_t K, uint8_t* q) {
+  return quantize_row_plain(x, K, [q](int64_t k, uint8_t v) { q[k] = v; });
+}
+
+Int8Matrix Int8Matrix::from_quantized(const int8_t* q, const float* scale, int64_t N, int64_t K) {
+  VIT_CHECK(N >= 0 && K >= 0, "int8", "invalid weight shape ({}, {})", N, K);
+  // 255 x 63 x K (and the compensation) must stay inside int32.
+  VIT_CHECK(K <= (1 << 16), "int8", "input width {} is more than the int8 kernel's 65536", K);
+  for (int64_t n = 0; n < N; ++n) {
+    VIT_CHECK(std::isfinite(scale[n]) && scale[n] > 0.0f, "int8", "scale of channel {} is {} (must be finite and > 0)",
+              n, scale[n]);
+  }
+  for (int64_t i = 0; i < N * K; ++i) {
+    VIT_CHECK(q[i] >= -kInt8WeightMax && q[i] <= kInt8WeightMax, "int8",
+              "value {} at ({}, {}) is outside [-{}, {}] (7-bit weights; 8-bit ones could saturate the kernel)", q[i],
+              i / std::max<int64_t>(K, 1), i % std::max<int64_t>(K, 1), kInt8WeightMax, kInt8WeightMax);
+  }
+  Int8Matrix m;
+  m.k_ = K;
+  m.n_ = N;
+  m.kp_ = round_up(K, kGroup);
+  const int64_t panels = m.panels();
+  m.data_.reset(aligned_array<int8_t>(static_cast<size_t>(panels * m.kp_ * kNr)));
+  m.scale_.reset(aligned_array<float>(static_cast<size_t>(panels * kNr)));
+  m.colsum_.reset(aligned_array<int32_t>(static_cast<size_t>(panels * kNr)));
+#pragma omp parallel for schedule(static) if (N * K > (1 << 16) && !omp_in_parallel())
+  for (int64_t n = 0; n < N; ++n) {
+    int8_t* panel = m.data_.get() + (n / kNr) * m.kp_ * kNr + (n % kNr) * kGroup;
+    int32_t sum = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      panel[(k / kGroup) * kNr * kGroup + k % kGroup] = q[n * K + k];
+      sum += q[n * K + k];
+    }
+    m.colsum_[n] = sum;
+    m.scale_[n] = scale[n];
+  }
+  return m;
+}
+
+int8_t Int8Matrix::at(int64_t n, int64_t k) const {
+  return data_[(n / kNr) * kp_ * kNr + (k / kGroup) * kNr * kGroup + (n % kNr) * kGroup + k % kGroup];
+}
+
+size_t Int8Matrix::bytes() const {
+  return static_cast<size_t>(panels() * kp_ * kNr) + static_cast<size_t>(panels() * kNr) * 8;
+}
+
+bool int8_gemm_supported() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return supported;
+}
+
+void linear_int8(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const float* bias, float* C,
+                 int64_t ldc, Epilogue epilogue, Int8Path path) {
+  check_operands(M, K, lda, W);
+  VIT_CHECK(ldc >= W.cols(), "linear_int8", "ldc {} < {} outputs", ldc, W.cols());
+  if (M == 0 || W.cols() == 0) return;
+  Sink sink;
+  sink.store = store_for(epilogue);
+  sink.bias = bias;
+  sink.C = C;
+  sink.ldc = ldc;
+  if (path == Int8Path::Reference || !int8_gemm_supported())
+    return run_reference(A, M, K, lda, W, sink, epilogue, nullptr);
+  run_avx2(A, M, K, lda, W, sink);
+}
+
+void int8_accumulators(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, int32_t* acc,
+                       RowQuantization* rows, Int8Path path) {
+  check_operands(M, K, lda, W);
+  if (M == 0) return;
+  Sink sink;
+  sink.acc = acc;
+  sink.N = W.cols();
+  if (path == Int8Path::Reference || !int8_gemm_supported() || W.cols() == 0) {
+    return run_reference(A, M, K, lda, W, sink, Epilogue::Store, rows);
+  }
+  run_avx2(A, M, K, lda, W, sink);
+  const Quantized& q = scratch();
+  std::copy(q.rows.begin(), q.rows.begin() + M, rows);
+}
+
+}  // namespace vit::kernels
