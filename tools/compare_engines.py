@@ -7,7 +7,9 @@ The inference rows use one random-weight torchvision.models.VisionTransformer pe
 runs it, the same module is exported to ONNX (fp32, opset 17, static shapes) for ONNX Runtime,
 and its state dict is written to a torchvision-layout .safetensors that `vit bench --checkpoint`
 loads, so all three engines run the very same weights (checked once per model: logits compared
-on one input, see --no-verify). The training rows (PyTorch and vit only) time one step of the
+on one input, see --no-verify). `vit quantize` makes an int8 copy of that file, timed as a fourth
+engine ("vit int8", same `vit bench --checkpoint`; its logits' cosine similarity to PyTorch's
+on the check input is printed; --no-int8 leaves it out). The training rows (PyTorch and vit only) time one step of the
 digits ViT (forward, cross-entropy, backward, AdamW) on random data, no augmentation, with the
 same architecture as `--preset vit_digits`: mean pooling, no class token, drop-path up to 0.1.
 
@@ -188,7 +190,7 @@ def export_onnx(model, batch, path):
                           output_names=["logits"], do_constant_folding=True)
 
 
-def verify(name, model, onnx_path, weights, ort_dir, build, tmp, threads):
+def verify(name, model, onnx_path, weights, ort_dir, build, tmp, threads, int8=None):
     """Logits of the three engines on one input; exits when they differ (not the same model)."""
     x = torch.randn(1, 3, 224, 224)
     with torch.inference_mode():
@@ -206,6 +208,14 @@ def verify(name, model, onnx_path, weights, ort_dir, build, tmp, threads):
     print(f"  {name}: same logits? max |diff| / max |logit|: ORT {d_ort:.1e}, vit {d_vit:.1e}", flush=True)
     if max(d_ort, d_vit) > VERIFY_TOLERANCE:
         sys.exit(f"[compare_engines] {name}: engines disagree beyond {VERIFY_TOLERANCE:g}; not the same model")
+    if int8:
+        y8 = os.path.join(tmp, "verify_int8.npy")
+        subprocess.run([os.path.join(build, "vit"), "predict", "--checkpoint", int8, "--tensor", x_npy, "--out", y8,
+                        "--threads", str(threads)], check=True, stdout=subprocess.DEVNULL)
+        a, b = np.load(y8).ravel().astype(np.float64), ref.ravel().astype(np.float64)
+        cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+        print(f"  {name}: int8 logits vs PyTorch fp32: cosine {cos:.6f}, max |diff| / max |logit| "
+              f"{np.abs(a - b).max() / scale:.1e}", flush=True)
 
 
 # ---------------------------------------------------------------- one row's engines
@@ -215,7 +225,7 @@ class ModelFiles:
 
     def __init__(self, tmp, ort_dir):
         self.tmp, self.ort_dir = tmp, ort_dir
-        self.models, self.weights, self.onnx = {}, {}, {}
+        self.models, self.weights, self.onnx, self.int8 = {}, {}, {}, {}
 
     def onnx_file(self, name, batch):
         if (name, batch) not in self.onnx:
@@ -228,14 +238,22 @@ class ModelFiles:
             self.models[name] = torchvision_vit(name, seed=len(self.models))
             self.weights[name] = os.path.join(self.tmp, f"{SHORT[name]}.safetensors")
             write_safetensors(self.weights[name], self.models[name].state_dict().items())
+            if not args.no_int8:
+                self.int8[name] = os.path.join(self.tmp, f"{SHORT[name]}-int8.safetensors")
+                subprocess.run([os.path.join(args.build, "vit"), "quantize", "--checkpoint", self.weights[name],
+                                "--out", self.int8[name]], check=True, stdout=subprocess.DEVNULL)
             if not args.no_verify:
                 verify(name, self.models[name], self.onnx_file(name, 1), self.weights[name], self.ort_dir, args.build,
-                       self.tmp, threads)
+                       self.tmp, threads, self.int8.get(name))
         model, onnx, shape = self.models[name], self.onnx_file(name, batch), (batch, 3, 224, 224)
         vit_args = ["--checkpoint", self.weights[name], "--batch", str(batch)]
-        return {"torch": lambda: time_torch(model, shape, False, args.iters, args.warmup, threads),
-                "ort": lambda: run_ort(self.ort_dir, onnx, shape, threads, args.iters, args.warmup)["median_ms"],
-                "vit": lambda: run_vit(args.build, vit_args, threads, args.iters, args.warmup)}
+        engines = {"torch": lambda: time_torch(model, shape, False, args.iters, args.warmup, threads),
+                   "ort": lambda: run_ort(self.ort_dir, onnx, shape, threads, args.iters, args.warmup)["median_ms"],
+                   "vit": lambda: run_vit(args.build, vit_args, threads, args.iters, args.warmup)}
+        if name in self.int8:
+            int8_args = ["--checkpoint", self.int8[name], "--batch", str(batch)]
+            engines["vit8"] = lambda: run_vit(args.build, int8_args, threads, args.iters, args.warmup)
+        return engines
 
 
 def training_engines(patch, batch, threads, args):
@@ -283,6 +301,7 @@ def main():
     p.add_argument("--ort-version", default=ORT_VERSION)
     p.add_argument("--ort-dir", default="", help="npm folder for onnxruntime-node (default ~/.cache/vit-ort/<version>)")
     p.add_argument("--no-verify", action="store_true", help="skip the same-logits check of the three engines")
+    p.add_argument("--no-int8", action="store_true", help="leave out the int8 engine (vit quantize + vit bench)")
     args = p.parse_args()
     table = rows(args.threads)
     if args.rows:
@@ -329,6 +348,14 @@ def main():
         vs_ort = f"{med['vit'] / med['ort']:.2f}" if "ort" in med else "-"
         vs_torch = f"{med['vit'] / med['torch']:.2f}"
         print(f"| {label} | {med['torch']:.1f} | {ort} | {med['vit']:.1f} | {vs_torch} | {vs_ort} |")
+    int8_rows = [(label, med) for label, med in results if "vit8" in med]
+    if int8_rows:
+        print()
+        print("| case (int8) | vit int8 ms | int8 / vit fp32 | int8 / ONNX Runtime fp32 | int8 / PyTorch fp32 |")
+        print("|---|---|---|---|---|")
+        for label, med in int8_rows:
+            print(f"| {label} | {med['vit8']:.1f} | {med['vit8'] / med['vit']:.2f} | {med['vit8'] / med['ort']:.2f} | "
+                  f"{med['vit8'] / med['torch']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,13 @@ def seeds_safetensors():
         ("s", "F32", [], b"\x00\x00\x80\x3f"),
         ("z", "F32", [0, 4], b""),
     ]))
+    write("safetensors", "int8.safetensors", safetensors([
+        ("q", "I8", [3, 5], np.arange(-7, 8, dtype="<i1").tobytes()),   # 15 bytes: the next starts unaligned
+        ("q_scale", "F32", [3], np.array([0.5, 1, 2], dtype="<f4").tobytes()),
+        ("one", "I8", [1], b"\x80"),
+    ], {"quantization": '{"scheme": "vit-int8-1", "tensors": ["q"]}'}))
+    write("safetensors", "int8_short.safetensors", safetensors([], header_override={
+        "q": {"dtype": "I8", "shape": [4, 4], "data_offsets": [0, 15]}}) + b"\0" * 15)
     write("safetensors", "overlap.safetensors", safetensors([], header_override={
         "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
         "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}) + b"\0" * 12)

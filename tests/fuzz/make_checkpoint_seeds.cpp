@@ -9,6 +9,8 @@
 #include <limits>
 #include <string>
 
+#include "infer/quantize.h"
+#include "nn/layers.h"
 #include "support/tiny_checkpoint.h"
 
 using namespace vit;
@@ -59,6 +61,20 @@ int main(int argc, char** argv) {
   std::string bytes = vit::testing::read_text_file(fresh("flipped_data_byte"));
   bytes[vit::testing::data_offset(dir + "flipped_data_byte") + 7] ^= 0x40;
   vit::testing::write_text_file(dir + "flipped_data_byte", bytes);
+  // int8 models (vit quantize): one that loads, then a value that could saturate the kernel and a
+  // NaN scale (both refused by name).
+  const auto int8 = [](model::VisionTransformer& m, infer::CheckpointInfo&) { infer::quantize_linears(m); };
+  vit::testing::write_tiny_checkpoint(dir + "int8_valid", int8);
+  vit::testing::write_tiny_checkpoint(dir + "int8_value_-128",
+                                      [&](model::VisionTransformer& m, infer::CheckpointInfo& i) {
+                                        int8(m, i);
+                                        m.head->weight.data().data<int8_t>()[0] = -128;
+                                      });
+  vit::testing::write_tiny_checkpoint(dir + "int8_scale_nan",
+                                      [&](model::VisionTransformer& m, infer::CheckpointInfo& i) {
+                                        int8(m, i);
+                                        m.head->weight_scale.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+                                      });
   std::printf("wrote the seeds into %s\n", argv[1]);
   return 0;
 }
