@@ -148,6 +148,41 @@ __attribute__((target("avx2,fma"))) void micro_kernel(const uint8_t* __restrict 
   }
 }
 
+// With AVX-512 VNNI (vpdpbusd: uint8 x int8 quads summed straight into int32, no int16 step, so
+// no saturation either way) the same integers come from one instruction per 64 products. P
+// panels at once (4 x 16P tile, 4P accumulators: enough independent chains to hide the latency);
+// tile p goes to t + p * 64.
+template <int P>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void micro_kernel_vnni(const uint8_t* __restrict Ap,
+                                                                              const int8_t* __restrict Bp,
+                                                                              int64_t panel_bytes, int64_t groups,
+                                                                              int32_t* __restrict t) {
+  __m512i c[kMr][P];
+  for (int r = 0; r < kMr; ++r) {
+    for (int p = 0; p < P; ++p) c[r][p] = _mm512_setzero_si512();
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i b[P];
+    for (int p = 0; p < P; ++p) b[p] = _mm512_load_si512(Bp + p * panel_bytes + g * kNr * kGroup);
+#pragma GCC unroll 4
+    for (int r = 0; r < kMr; ++r) {
+      int32_t quad;
+      std::memcpy(&quad, Ap + (g * kMr + r) * kGroup, 4);
+      const __m512i a = _mm512_set1_epi32(quad);
+      for (int p = 0; p < P; ++p) c[r][p] = _mm512_dpbusd_epi32(c[r][p], a, b[p]);
+    }
+  }
+  for (int p = 0; p < P; ++p) {
+    for (int r = 0; r < kMr; ++r) _mm512_store_si512(t + p * kMr * kNr + r * kNr, c[r][p]);
+  }
+}
+
+bool vnni_supported() {
+  static const bool supported =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+  return supported;
+}
+
 template <Epilogue E>
 inline float finish(float v) {
   if constexpr (E == Epilogue::Gelu) {
@@ -235,32 +270,47 @@ void quantize_rows(const float* A, int64_t M, int64_t K, int64_t lda, int64_t de
 
 // Rows [m_begin, m_end) (multiples of 4, but m_end may be M) x panels [j_begin, j_end).
 void run_block(const Quantized& q, int64_t M, const Int8Matrix& W, int64_t m_begin, int64_t m_end, int64_t j_begin,
-               int64_t j_end, const Sink& sink) {
-  const int64_t depth = W.depth(), groups = depth / kGroup;
+               int64_t j_end, const Sink& sink, bool vnni) {
+  const int64_t depth = W.depth(), groups = depth / kGroup, panel_bytes = depth * kNr;
   const int64_t block_rows = std::max(kMr, kBlockBytes / std::max<int64_t>(depth, 1) / kMr * kMr);
+  const int64_t step = vnni ? 3 : 1;  // panels per kernel call
   for (int64_t m0 = m_begin; m0 < m_end; m0 += block_rows) {
     const int64_t m1 = std::min(m_end, m0 + block_rows);
-    for (int64_t j = j_begin; j < j_end; ++j) {
-      const int8_t* bp = W.data() + j * depth * kNr;
-      const int64_t n0 = j * kNr, cols = std::min(kNr, W.cols() - n0);
+    for (int64_t j = j_begin; j < j_end; j += step) {
+      const int64_t panels = std::min(step, j_end - j);
+      const int8_t* bp = W.data() + j * panel_bytes;
       for (int64_t m = m0; m < m1; m += kMr) {
-        alignas(32) int32_t t[kMr * kNr];
-        micro_kernel(q.bytes.data() + (m / kMr) * depth * kMr, bp, groups, t);
-        const int64_t rows = std::min(kMr, M - m);
-        if (sink.acc) {
-          for (int64_t r = 0; r < rows; ++r) {
-            std::memcpy(sink.acc + (m + r) * sink.N + n0, t + r * kNr, static_cast<size_t>(cols) * sizeof(int32_t));
-          }
+        alignas(64) int32_t t[3 * kMr * kNr];
+        const uint8_t* ap = q.bytes.data() + (m / kMr) * depth * kMr;
+        if (!vnni) {
+          micro_kernel(ap, bp, groups, t);
+        } else if (panels == 3) {
+          micro_kernel_vnni<3>(ap, bp, panel_bytes, groups, t);
+        } else if (panels == 2) {
+          micro_kernel_vnni<2>(ap, bp, panel_bytes, groups, t);
         } else {
-          sink.store(t, rows, cols, q.rows.data() + m, W.scales() + n0, W.column_sums() + n0,
-                     sink.bias ? sink.bias + n0 : nullptr, sink.C + m * sink.ldc + n0, sink.ldc);
+          micro_kernel_vnni<1>(ap, bp, panel_bytes, groups, t);
+        }
+        const int64_t rows = std::min(kMr, M - m);
+        for (int64_t p = 0; p < panels; ++p) {
+          const int64_t n0 = (j + p) * kNr, cols = std::min(kNr, W.cols() - n0);
+          const int32_t* tile = t + p * kMr * kNr;
+          if (sink.acc) {
+            for (int64_t r = 0; r < rows; ++r) {
+              std::memcpy(sink.acc + (m + r) * sink.N + n0, tile + r * kNr,
+                          static_cast<size_t>(cols) * sizeof(int32_t));
+            }
+          } else {
+            sink.store(tile, rows, cols, q.rows.data() + m, W.scales() + n0, W.column_sums() + n0,
+                       sink.bias ? sink.bias + n0 : nullptr, sink.C + m * sink.ldc + n0, sink.ldc);
+          }
         }
       }
     }
   }
 }
 
-void run_avx2(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const Sink& sink) {
+void run_simd(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const Sink& sink, bool vnni) {
   const int64_t depth = W.depth(), micro = (M + kMr - 1) / kMr, panels = W.panels();
   Quantized& q = scratch();
   q.bytes.resize(static_cast<size_t>(std::max<int64_t>(1, micro * depth * kMr)));
@@ -274,10 +324,10 @@ void run_avx2(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matri
     const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
     if (split_n) {
       const int64_t j0 = panels * t / T, j1 = panels * (t + 1) / T;
-      if (j0 < j1) run_block(q, M, W, 0, M, j0, j1, sink);
+      if (j0 < j1) run_block(q, M, W, 0, M, j0, j1, sink, vnni);
     } else {
       const int64_t m0 = micro * t / T * kMr, m1 = std::min(M, micro * (t + 1) / T * kMr);
-      if (m0 < m1) run_block(q, M, W, m0, m1, 0, panels, sink);
+      if (m0 < m1) run_block(q, M, W, m0, m1, 0, panels, sink, vnni);
     }
   }
 }
@@ -393,6 +443,8 @@ size_t Int8Matrix::bytes() const {
   return static_cast<size_t>(panels() * kp_ * kNr) + static_cast<size_t>(panels() * kNr) * 8;
 }
 
+bool int8_vnni_supported() { return vnni_supported(); }
+
 bool int8_gemm_supported() {
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return supported;
@@ -410,7 +462,7 @@ void linear_int8(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Ma
   sink.ldc = ldc;
   if (path == Int8Path::Reference || !int8_gemm_supported())
     return run_reference(A, M, K, lda, W, sink, epilogue, nullptr);
-  run_avx2(A, M, K, lda, W, sink);
+  run_simd(A, M, K, lda, W, sink, path == Int8Path::Auto && vnni_supported());
 }
 
 void int8_accumulators(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, int32_t* acc,
@@ -423,7 +475,7 @@ void int8_accumulators(const float* A, int64_t M, int64_t K, int64_t lda, const 
   if (path == Int8Path::Reference || !int8_gemm_supported() || W.cols() == 0) {
     return run_reference(A, M, K, lda, W, sink, Epilogue::Store, rows);
   }
-  run_avx2(A, M, K, lda, W, sink);
+  run_simd(A, M, K, lda, W, sink, path == Int8Path::Auto && vnni_supported());
   const Quantized& q = scratch();
   std::copy(q.rows.begin(), q.rows.begin() + M, rows);
 }

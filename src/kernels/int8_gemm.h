@@ -28,8 +28,9 @@
 // quantized row by row into micro-panels of 4 rows with the same 4-k grouping, once per call (in
 // parallel), then the 4 x 16 micro-kernel: per group, two loads of W, four 4-byte broadcasts of
 // A, eight vpmaddubsw + vpmaddwd (pairs, then quads, into int32) + vpaddd; 8 accumulators.
-// Threads split the weight panels (or the rows when there are few panels). Without AVX2 a plain
-// C++ path computes the same integers.
+// Threads split the weight panels (or the rows when there are few panels). On CPUs with AVX-512
+// VNNI, vpdpbusd does a group of 4 k for 16 channels in one instruction (three panels at a time:
+// a 4 x 48 tile). Without AVX2 a plain C++ path computes the same integers.
 #pragma once
 
 #include <cstdint>
@@ -84,8 +85,12 @@ class Int8Matrix {
 // True where the AVX2 kernel runs.
 bool int8_gemm_supported();
 
-// Auto: the AVX2 kernel where it runs, else the plain path. Reference forces the plain path.
-enum class Int8Path { Auto, Reference };
+// Auto: the AVX-512 VNNI kernel where it runs, else the AVX2 one, else the plain path (all give
+// the same integers). Avx2 skips VNNI (tests compare the paths on one machine); Reference forces
+// the plain path.
+enum class Int8Path { Auto, Avx2, Reference };
+// True where Auto takes the AVX-512 VNNI kernel.
+bool int8_vnni_supported();
 
 // C (M, N) = epilogue(...) as above; bias may be null; lda / ldc are row strides; A and C must
 // not overlap. Runs on the calling thread when called inside a parallel region.

@@ -88,7 +88,7 @@ TEST(Int8Golden, EveryLayerMatchesOnTheReferenceInput) {
       ASSERT_EQ(rq.zero_point, zp.data<int64_t>()[r]) << name << " row " << r;
       for (int64_t k = 0; k < K; ++k) ASSERT_EQ(q[k], qa.data<int64_t>()[r * K + k]) << name << " " << r << "," << k;
     }
-    for (kernels::Int8Path path : {kernels::Int8Path::Auto, kernels::Int8Path::Reference}) {
+    for (kernels::Int8Path path : {kernels::Int8Path::Auto, kernels::Int8Path::Avx2, kernels::Int8Path::Reference}) {
       std::vector<int32_t> got(static_cast<size_t>(M * N));
       std::vector<kernels::RowQuantization> rows(static_cast<size_t>(M));
       kernels::int8_accumulators(x.data<float>(), M, K, K, w, got.data(), rows.data(), path);

@@ -98,6 +98,10 @@ TEST(Int8Gemm, AccumulatorsAreExactOnAwkwardSizes) {
         int8_accumulators(A.data(), M, K, lda, w.packed, fast.data(), rf.data(), Int8Path::Auto);
         int8_accumulators(A.data(), M, K, lda, w.packed, plain.data(), rp.data(), Int8Path::Reference);
         ASSERT_EQ(fast, plain) << M << "x" << N << "x" << K;
+        std::vector<int32_t> avx2(static_cast<size_t>(M * N));
+        std::vector<RowQuantization> ra(static_cast<size_t>(M));
+        int8_accumulators(A.data(), M, K, lda, w.packed, avx2.data(), ra.data(), Int8Path::Avx2);  // without VNNI
+        ASSERT_EQ(avx2, plain) << M << "x" << N << "x" << K;
         for (int64_t m = 0; m < M; ++m) {
           ASSERT_EQ(rf[m].scale, rp[m].scale) << m;
           ASSERT_EQ(rf[m].zero_point, rp[m].zero_point) << m;
@@ -128,7 +132,7 @@ TEST(Int8Gemm, NoSaturationAtTheExtremes) {
   std::vector<float> A(static_cast<size_t>(M * K), 7.0f);  // all equal and positive: every byte 255
   std::vector<int32_t> acc(static_cast<size_t>(M * N));
   std::vector<RowQuantization> rows(static_cast<size_t>(M));
-  for (Int8Path path : {Int8Path::Auto, Int8Path::Reference}) {
+  for (Int8Path path : {Int8Path::Auto, Int8Path::Avx2, Int8Path::Reference}) {
     int8_accumulators(A.data(), M, K, K, w, acc.data(), rows.data(), path);
     for (int64_t m = 0; m < M; ++m) {
       EXPECT_EQ(rows[m].zero_point, 0);
@@ -169,11 +173,13 @@ TEST(Int8Gemm, EpiloguesMatchThePlainPathAndTheFloatResult) {
   for (float v : exact) amax = std::max(amax, std::fabs(v));
   for (Epilogue e : {Epilogue::Store, Epilogue::Accumulate, Epilogue::Gelu, Epilogue::GeluTanh}) {
     const std::vector<float> start = random_floats(M * N, 10);
-    std::vector<float> fast = start, plain = start;
+    std::vector<float> fast = start, avx2 = start, plain = start;
     linear_int8(A.data(), M, K, K, w.packed, bias.data(), fast.data(), N, e, Int8Path::Auto);
+    linear_int8(A.data(), M, K, K, w.packed, bias.data(), avx2.data(), N, e, Int8Path::Avx2);
     linear_int8(A.data(), M, K, K, w.packed, bias.data(), plain.data(), N, e, Int8Path::Reference);
     for (size_t i = 0; i < fast.size(); ++i) {
       ASSERT_NEAR(fast[i], plain[i], 1e-5f * (1.0f + std::fabs(plain[i]))) << static_cast<int>(e) << " at " << i;
+      ASSERT_EQ(fast[i], avx2[i]) << i;  // same integers, same epilogue code
     }
     if (e == Epilogue::Store) {  // activation quantization error only: small against the output's range
       for (size_t i = 0; i < fast.size(); ++i) ASSERT_NEAR(fast[i], exact[i], 0.02f * amax) << i;
@@ -193,7 +199,7 @@ TEST(Int8Gemm, ANonFiniteRowGivesNaNInThatRowOnly) {
   std::vector<float> A = random_floats(M * K, 4);
   A[static_cast<size_t>(1 * K + 5)] = std::numeric_limits<float>::quiet_NaN();
   A[static_cast<size_t>(4 * K + 32)] = std::numeric_limits<float>::infinity();
-  for (Int8Path path : {Int8Path::Auto, Int8Path::Reference}) {
+  for (Int8Path path : {Int8Path::Auto, Int8Path::Avx2, Int8Path::Reference}) {
     std::vector<float> C(static_cast<size_t>(M * N), 0.0f);
     linear_int8(A.data(), M, K, K, w.packed, nullptr, C.data(), N, Epilogue::Gelu, path);
     for (int64_t m = 0; m < M; ++m) {
