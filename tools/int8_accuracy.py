@@ -9,8 +9,8 @@ astronaut), each also flipped and shifted (12 photo inputs), plus --smooth smoot
 model's resolution, normalised with mean/std 0.5.
 
 Without --checkpoint it builds the model: a torchvision-layout ViT-B/16 with torchvision's own
-initialisation (torchvision.models.vit_b_16(weights=None), seed 0; no pretrained weights are
-reachable from this machine), written with tools/convert_checkpoint.py's writer.
+initialisation (torchvision.models.vit_b_16(weights=None), seed 0, with the head, which
+torchvision zeroes, drawn from N(0, 0.02); no pretrained weights are reachable from this machine), written with tools/convert_checkpoint.py's writer.
 
   /usr/bin/python3 tools/int8_accuracy.py --build build
   /usr/bin/python3 tools/int8_accuracy.py --build build --checkpoint model.safetensors --smooth 200
@@ -67,6 +67,11 @@ def report(label, a, b):
     agree = (a.argmax(1) == b.argmax(1)).mean()
     print(f"  {label}: {len(a)} inputs, cosine min {cos.min():.5f} mean {cos.mean():.5f}, "
           f"top-1 agreement {100 * agree:.1f}%")
+    # Where top-1 differs: how far apart the two classes were in fp32, against the logits' spread.
+    for i in np.nonzero(a.argmax(1) != b.argmax(1))[0]:
+        gap = b[i, b[i].argmax()] - b[i, a[i].argmax()]
+        print(f"    input {i}: fp32 top-1 {b[i].argmax()} vs int8 {a[i].argmax()}: fp32 gap {gap:.4f} "
+              f"= {gap / b[i].std():.3f} std of its logits")
     return cos.min(), agree
 
 
@@ -84,9 +89,11 @@ def main():
             import torchvision
             torch.manual_seed(0)
             model = torchvision.models.vit_b_16(weights=None)
+            with torch.no_grad():  # torchvision zeroes the head (vit quantize refuses all-zero weights)
+                model.heads.head.weight.normal_(0, 0.02)
             f32 = os.path.join(tmp, "vit_b_16.safetensors")
             write_safetensors(f32, model.state_dict().items())
-            print("model: torchvision vit_b_16, torchvision's initialisation (seed 0)")
+            print("model: torchvision vit_b_16, torchvision's initialisation (seed 0), head ~ N(0, 0.02)")
         q8 = os.path.join(tmp, "int8.safetensors")
         out = subprocess.run([os.path.join(a.build, "vit"), "quantize", "--checkpoint", f32, "--out", q8],
                              check=True, capture_output=True, text=True).stdout

@@ -212,7 +212,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   const int64_t K = cs.row_length();
   float* patch_rows = buffer(kRows, static_cast<size_t>(B * P * K));
   kernels::im2row<float>(cs, pixels, patch_rows);
-  float* h = buffer(kH, static_cast<size_t>(rows * std::max(D, F)));
+  float* h = buffer(kH, static_cast<size_t>(rows * D));  // patch embeddings, then LayerNorm outputs
   packed_->linear(patch_rows, B * P, conv.weight, conv.bias, D, K, h, kernels::Epilogue::Store);
   float* x = buffer(kX, static_cast<size_t>(rows * D));
   const float* pos = ptr(model_.pos_embed);
