@@ -39,6 +39,8 @@ void add_quantize_command(CLI::App& app) {
   cmd->callback([o] {
     set_threads(o->threads);
     const auto start = std::chrono::steady_clock::now();
+    VIT_CHECK(!o->out.empty(), "quantize", "--out is empty: give the int8 file to write");
+    VIT_CHECK(!fs::is_directory(o->out), "quantize", "--out {} is a directory: give the int8 file to write", o->out);
     std::error_code ec;
     VIT_CHECK(!fs::exists(o->out) || !fs::equivalent(o->checkpoint, o->out, ec), "quantize",
               "--out {} is the input checkpoint itself: write the int8 copy to another file", o->out);
@@ -58,18 +60,7 @@ void add_quantize_command(CLI::App& app) {
       infer::rethrow_for_file(o->checkpoint, e);
     }
 
-    infer::CheckpointInfo info;
-    if (m.layout == "vit") {  // ours: keep what the training run recorded (data, classes, progress)
-      info = infer::load_checkpoint(o->checkpoint).info;
-    } else {  // a foreign layout: its config, class names and evaluation transform
-      info.model = m.model->config();
-      info.normalization.mean = m.preprocess.mean;
-      info.normalization.std = m.preprocess.std;
-      info.preprocess_json = infer::preprocess_json(m.preprocess);
-    }
-    info.class_names = m.class_names;
-    info.model = m.model->config();
-    infer::save_checkpoint(o->out, *m.model, info);
+    infer::save_checkpoint(o->out, *m.model, infer::checkpoint_info(m));
 
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto in_bytes = static_cast<double>(fs::file_size(o->checkpoint));

@@ -107,32 +107,29 @@ InferenceSession::InferenceSession(const model::VisionTransformer& model, Weight
             "the inference path needs float32 (or int8 Linear) parameters with contiguous storage");
   auto packed = std::make_shared<Packed>();
   packed->stem = stem_layers(model);
-  {
-    std::vector<std::shared_ptr<nn::Module>> stack;
-    for (const auto& [name, child] : model.named_children()) stack.push_back(child);
-    while (!stack.empty()) {
-      const std::shared_ptr<nn::Module> m = stack.back();
-      stack.pop_back();
-      if (const auto* l = dynamic_cast<const nn::Linear*>(m.get()); l && l->quantized()) packed->add_int8(*l, release);
-      for (const auto& [name, child] : m->named_children()) stack.push_back(child);
-    }
-  }
-  if (kernels::packed_gemm_supported()) {
+  const bool simd = kernels::packed_gemm_supported();  // float weights are packed only where the kernel runs
+  if (simd) {
     const model::ViTConfig& c = model.config();
     packed->add(model.patch_embed->proj->weight, c.dim, c.embed_channels() * c.patch_size * c.patch_size, release);
     for (const auto& [conv, gelu] : packed->stem) {
       packed->add(conv->weight, conv->out_channels, conv->in_channels * 9, release);
     }
-    // Every Linear below the root, depth first.
-    std::vector<std::shared_ptr<nn::Module>> stack;
-    for (const auto& [name, child] : model.named_children()) stack.push_back(child);
-    while (!stack.empty()) {
-      const std::shared_ptr<nn::Module> m = stack.back();
-      stack.pop_back();
-      if (const auto* l = dynamic_cast<const nn::Linear*>(m.get()); l && !l->quantized())
+  }
+  // Every Linear below the root, depth first: int8 ones for the int8 kernel (any CPU), float ones
+  // for the packed GEMM.
+  std::vector<std::shared_ptr<nn::Module>> stack;
+  for (const auto& [name, child] : model.named_children()) stack.push_back(child);
+  while (!stack.empty()) {
+    const std::shared_ptr<nn::Module> m = stack.back();
+    stack.pop_back();
+    if (const auto* l = dynamic_cast<const nn::Linear*>(m.get())) {
+      if (l->quantized()) {
+        packed->add_int8(*l, release);
+      } else if (simd) {
         packed->add(l->weight, l->out_features, l->in_features, release);
-      for (const auto& [name, child] : m->named_children()) stack.push_back(child);
+      }
     }
+    for (const auto& [name, child] : m->named_children()) stack.push_back(child);
   }
   packed_ = std::move(packed);
 }

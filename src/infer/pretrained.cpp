@@ -87,6 +87,20 @@ const std::vector<std::string>& imagenet_class_names() {
   return names;
 }
 
+CheckpointInfo checkpoint_info(const LoadedModel& m) {
+  CheckpointInfo info;
+  if (m.layout == "vit") {
+    info = m.recorded;
+  } else {
+    info.normalization.mean = m.preprocess.mean;
+    info.normalization.std = m.preprocess.std;
+    info.preprocess_json = preprocess_json(m.preprocess);
+  }
+  info.model = m.model->config();
+  info.class_names = m.class_names;
+  return info;
+}
+
 LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   const io::SafetensorsFile file = io::load_safetensors(path);
   LoadedModel out;
@@ -118,6 +132,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     VIT_CHECK(checkpoint.scales.empty() || !options.use_ema, "checkpoint", "{}: an int8 model has no EMA weights",
               path);
     scales = std::move(checkpoint.scales);
+    out.recorded = std::move(checkpoint.info);
   } else {
     scan_checkpoint_file(file, /*checksum=*/false, options.allow_nonfinite);
     const model::Layout layout = options.layout ? *options.layout : model::detect_layout(file.tensors, path);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "infer/checkpoint.h"
 #include "infer/preprocess.h"
 #include "model/checkpoint_layout.h"
 #include "model/vision_transformer.h"
@@ -31,10 +32,15 @@ struct LoadedModel {
   Preprocess preprocess;                 // the layout's (or checkpoint's) evaluation transform
   std::vector<std::string> class_names;  // from the checkpoint, ImageNet-1k for 1000 classes, else numbers
   std::vector<std::string> missing_keys, unexpected_keys;  // with strict = false
-  std::string checksum;  // our checkpoints: the verified checksum ("" for an older file without one)
+  std::string checksum;     // our checkpoints: the verified checksum ("" for an older file without one)
+  CheckpointInfo recorded;  // our checkpoints: what the run recorded (data, progress, config)
 };
 
 LoadedModel load_model(const std::string& path, const LoadOptions& options = {});
+
+// The metadata under which to save a loaded model as our checkpoint (vit quantize): ours keep what
+// their run recorded; a foreign layout gets its config, class names and evaluation transform.
+CheckpointInfo checkpoint_info(const LoadedModel& m);
 
 // A Preprocess as the "preprocess" metadata of a checkpoint records it (checkpoint.h).
 std::string preprocess_json(const Preprocess& p);

@@ -408,11 +408,6 @@ Int8Matrix Int8Matrix::from_quantized(const int8_t* q, const float* scale, int64
     VIT_CHECK(std::isfinite(scale[n]) && scale[n] > 0.0f, "int8", "scale of channel {} is {} (must be finite and > 0)",
               n, scale[n]);
   }
-  for (int64_t i = 0; i < N * K; ++i) {
-    VIT_CHECK(q[i] >= -kInt8WeightMax && q[i] <= kInt8WeightMax, "int8",
-              "value {} at ({}, {}) is outside [-{}, {}] (7-bit weights; 8-bit ones could saturate the kernel)", q[i],
-              i / std::max<int64_t>(K, 1), i % std::max<int64_t>(K, 1), kInt8WeightMax, kInt8WeightMax);
-  }
   Int8Matrix m;
   m.k_ = K;
   m.n_ = N;
@@ -421,16 +416,28 @@ Int8Matrix Int8Matrix::from_quantized(const int8_t* q, const float* scale, int64
   m.data_.reset(aligned_array<int8_t>(static_cast<size_t>(panels * m.kp_ * kNr)));
   m.scale_.reset(aligned_array<float>(static_cast<size_t>(panels * kNr)));
   m.colsum_.reset(aligned_array<int32_t>(static_cast<size_t>(panels * kNr)));
+  // The range check rides on the packing pass: each row notes its largest |q|, checked after.
+  std::vector<int32_t> row_max(static_cast<size_t>(N), 0);
 #pragma omp parallel for schedule(static) if (N * K > (1 << 16) && !omp_in_parallel())
   for (int64_t n = 0; n < N; ++n) {
     int8_t* panel = m.data_.get() + (n / kNr) * m.kp_ * kNr + (n % kNr) * kGroup;
-    int32_t sum = 0;
+    int32_t sum = 0, worst = 0;
     for (int64_t k = 0; k < K; ++k) {
-      panel[(k / kGroup) * kNr * kGroup + k % kGroup] = q[n * K + k];
-      sum += q[n * K + k];
+      const int8_t v = q[n * K + k];
+      panel[(k / kGroup) * kNr * kGroup + k % kGroup] = v;
+      sum += v;
+      worst = std::max(worst, std::abs(static_cast<int32_t>(v)));
     }
+    row_max[static_cast<size_t>(n)] = worst;
     m.colsum_[n] = sum;
     m.scale_[n] = scale[n];
+  }
+  for (int64_t n = 0; n < N; ++n) {
+    if (row_max[static_cast<size_t>(n)] <= kInt8WeightMax) continue;
+    int64_t k = 0;
+    while (std::abs(static_cast<int32_t>(q[n * K + k])) <= kInt8WeightMax) ++k;
+    fail("int8", "value {} at ({}, {}) is outside [-{}, {}] (7-bit weights; 8-bit ones could saturate the kernel)",
+         static_cast<int>(q[n * K + k]), n, k, kInt8WeightMax, kInt8WeightMax);
   }
   return m;
 }

@@ -177,6 +177,9 @@ TEST_F(Cli, QuantizeThenPredictEvalBenchInfoAttention) {
                "[quantize] --out " + f32 + " is the input checkpoint itself");
   expect_error(vit("quantize --checkpoint " + f32 + " --out " + q8), "[quantize] --out " + q8 + " exists");
   EXPECT_EQ(vit("quantize --checkpoint " + f32 + " --out " + q8 + " --overwrite").exit_code, 0);
+  expect_error(vit("quantize --checkpoint " + f32 + " --out ''"), "[quantize] --out is empty");
+  expect_error(vit("quantize --checkpoint " + f32 + " --out " + dir_->path() + " --overwrite"),
+               "[quantize] --out " + dir_->path() + " is a directory");
   expect_error(vit("quantize --checkpoint " + dir_->file("missing.safetensors") + " --out " + dir_->file("x")),
                "[safetensors] " + dir_->file("missing.safetensors"));
   EXPECT_FALSE(std::filesystem::exists(dir_->file("x")));

@@ -126,13 +126,8 @@ TEST(Int8File, SavesAndLoadsWithTheSameLogits) {
   testing::TempDir dir;
   LoadedModel m = load_tiny();
   quantize_linears(*m.model);
-  CheckpointInfo info;
-  info.model = m.model->config();
-  info.normalization.mean = m.preprocess.mean;
-  info.normalization.std = m.preprocess.std;
-  info.preprocess_json = preprocess_json(m.preprocess);
   const std::string path = dir.file("int8.safetensors");
-  save_checkpoint(path, *m.model, info);
+  save_checkpoint(path, *m.model, checkpoint_info(m));  // as vit quantize saves it
   const io::SafetensorsFile file = io::load_safetensors(path);
   EXPECT_EQ(file.get("blocks.0.mlp.fc1.weight").dtype(), DType::I8);
   EXPECT_EQ(file.get("blocks.0.mlp.fc1.weight_scale").dtype(), DType::F32);
@@ -164,12 +159,8 @@ class BadInt8File : public ::testing::Test {
   void SetUp() override {
     LoadedModel m = load_tiny();
     quantize_linears(*m.model);
-    CheckpointInfo info;
-    info.model = m.model->config();
-    info.normalization.mean = m.preprocess.mean;
-    info.normalization.std = m.preprocess.std;
     const std::string path = dir.file("good.safetensors");
-    save_checkpoint(path, *m.model, info);
+    save_checkpoint(path, *m.model, checkpoint_info(m));
     const io::SafetensorsFile f = io::load_safetensors(path);
     for (const auto& [name, t] : f.tensors) tensors.emplace_back(name, t.contiguous());
     for (const auto& [k, v] : f.metadata) {
