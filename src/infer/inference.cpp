@@ -14,6 +14,7 @@
 #include "kernels/int8_gemm.h"
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
+#include "kernels/vmath.h"
 
 namespace vit::infer {
 namespace {
@@ -33,7 +34,33 @@ void layernorm_rows(const float* x, const float* w, const float* b, float* y, in
   kernels::layernorm_forward<float>(x, w, b, y, nullptr, nullptr, rows, n, eps);
 }
 
-enum Buffer : size_t { kRows, kX, kH, kQkv, kAttn, kHidden, kPooled, kStemPixels, kStemPlanes, kCount };
+enum Buffer : size_t { kRows, kX, kH, kQkv, kAttn, kHidden, kPooled, kStemPixels, kStemPlanes, kBranch, kCount };
+
+// QuickGELU (OpenAI CLIP) in place: x * sigmoid(1.702 x), NaN kept.
+void quick_gelu_inplace(float* y, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = y[i];
+    float a = -1.702f * std::fabs(x);
+    a = a == a ? a : 0.0f;                 // NaN: any finite exponent (x * s stays NaN)
+    const float t = kernels::exp_fast(a);  // exp(-1.702 |x|) in (0, 1]
+    y[i] = x * (x >= 0.0f ? 1.0f / (1.0f + t) : t / (1.0f + t));
+  }
+}
+
+void relu_inplace(float* y, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : (y[i] == y[i] ? 0.0f : y[i]);
+}
+
+// x (rows, D) += branch (rows, D) * gamma (D): a LayerScale'd residual.
+void add_scaled(float* x, const float* branch, const float* gamma, int64_t rows, int64_t D) {
+#pragma omp parallel for schedule(static) if (rows * D > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+#pragma omp simd
+    for (int64_t i = 0; i < D; ++i) x[r * D + i] += branch[r * D + i] * gamma[i];
+  }
+}
 
 // The stem's layers, checked: Conv2d(3x3, stride 1, padding 1) then GELU, stem_layers times.
 std::vector<std::pair<const nn::Conv2d*, const nn::GELU*>> stem_layers(const model::VisionTransformer& model) {
@@ -152,29 +179,56 @@ float* InferenceSession::buffer(size_t index, size_t floats) {
 }
 
 Tensor InferenceSession::forward(const Tensor& images) {
+  VIT_CHECK(model_.head != nullptr, "vit",
+            "{} has no classification head (num_classes 0: a feature extractor); use its features (vit embed)",
+            model_.config().name);
   Tensor result;
-  run(images, true, result);
+  run(images, Output::Logits, model_.config().pool, result);
   return result;
 }
 
 Tensor InferenceSession::forward_features(const Tensor& images) {
   Tensor result;
-  run(images, false, result);
+  run(images, Output::Features, model_.config().pool, result);
   return result;
 }
 
-void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) {
+Tensor InferenceSession::embed(const Tensor& images, const std::string& pool) {
+  VIT_CHECK(pool == "cls" || pool == "avg" || pool == "tokens", "embed", "pool must be cls, avg or tokens, got '{}'",
+            pool);
+  VIT_CHECK(pool != "cls" || model_.config().class_token(), "embed",
+            "{} has no class token: pool it with avg (or take the tokens)", model_.config().name);
+  Tensor result;
+  run(images, pool == "tokens" ? Output::Tokens : Output::Embedding, pool, result);
+  return result;
+}
+
+void InferenceSession::run(const Tensor& input, Output output, const std::string& pool, Tensor& result) {
   const model::ViTConfig& c = model_.config();
   VIT_CHECK(input.dim() == 4 && input.size(1) == c.in_channels && input.size(2) == c.image_size &&
                 input.size(3) == c.image_size,
             "vit", "input {}: expected (B, {}, {}, {})", shape_str(input.shape()), c.in_channels, c.image_size,
             c.image_size);
   const Tensor images = input.to(DType::F32).contiguous();
-  const int64_t B = images.size(0), P = c.num_patches(), D = c.dim, F = c.hidden_dim(), H = c.num_heads;
-  const bool cls = model_.cls_token.defined();
-  const int64_t N = P + (cls ? 1 : 0), rows = B * N;
+  const int64_t B = images.size(0), P = c.num_patches(), D = c.dim, F = c.hidden_dim(), H = c.num_heads,
+                A = c.attn_dim(), HD = c.head_dim();
+  const int64_t prefix = c.prefix_tokens(), N = c.num_tokens(), rows = B * N;
+  const int64_t features_width = c.representation_size > 0 ? c.representation_size : D;
   if (B == 0) {
-    result = Tensor::empty({0, with_head ? c.num_classes : (c.representation_size > 0 ? c.representation_size : D)});
+    switch (output) {
+      case Output::Logits:
+        result = Tensor::empty({0, c.num_classes});
+        break;
+      case Output::Features:
+        result = Tensor::empty({0, features_width});
+        break;
+      case Output::Tokens:
+        result = Tensor::empty({0, N, D});
+        break;
+      case Output::Embedding:
+        result = Tensor::empty({0, c.projection ? c.num_classes : features_width});
+        break;
+    }
     return;
   }
 
@@ -203,7 +257,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
     channels = S;
   }
 
-  // ---- patch embedding: im2row + GEMM, then tokens = [cls; patches + bias] + pos_embed ----
+  // ---- patch embedding: im2row + GEMM, then tokens = [prefix; patches + bias] + pos_embed ----
   const nn::Conv2d& conv = *model_.patch_embed->proj;
   const kernels::ConvShape cs{B, channels, c.image_size, c.image_size, c.patch_size, c.patch_size, c.patch_size, 0};
   const int64_t K = cs.row_length();
@@ -213,59 +267,167 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   packed_->linear(patch_rows, B * P, conv.weight, conv.bias, D, K, h, kernels::Epilogue::Store);
   float* x = buffer(kX, static_cast<size_t>(rows * D));
   const float* pos = ptr(model_.pos_embed);
-  const float* cls_token = ptr(model_.cls_token);
+  // The prefix rows: [cls] [dist] [reg x R], each a parameter row.
+  std::vector<const float*> prefix_rows;
+  if (model_.cls_token.defined()) prefix_rows.push_back(ptr(model_.cls_token));
+  if (model_.dist_token.defined()) prefix_rows.push_back(ptr(model_.dist_token));
+  for (int64_t r = 0; r < c.reg_tokens; ++r) prefix_rows.push_back(ptr(model_.reg_token) + r * D);
+  const bool embed_prefix = !c.no_embed_class;  // does the position table cover the prefix rows?
 #pragma omp parallel for schedule(static) if (rows * D > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = r % N;
     float* __restrict xr = x + r * D;
-    const float* __restrict pr = pos + t * D;
-    if (cls && t == 0) {
-      for (int64_t i = 0; i < D; ++i) xr[i] = cls_token[i] + pr[i];
+    if (t < prefix) {
+      const float* __restrict src = prefix_rows[static_cast<size_t>(t)];
+      if (embed_prefix) {
+        const float* __restrict pr = pos + t * D;
+        for (int64_t i = 0; i < D; ++i) xr[i] = src[i] + pr[i];
+      } else {
+        for (int64_t i = 0; i < D; ++i) xr[i] = src[i];
+      }
     } else {
-      const float* __restrict src = h + ((r / N) * P + t - (cls ? 1 : 0)) * D;
+      const float* __restrict src = h + ((r / N) * P + t - prefix) * D;
+      const float* __restrict pr = pos + (embed_prefix ? t : t - prefix) * D;
 #pragma omp simd
       for (int64_t i = 0; i < D; ++i) xr[i] = src[i] + pr[i];
     }
   }
+  if (model_.norm_pre) {
+    layernorm_rows(x, ptr(model_.norm_pre->weight), ptr(model_.norm_pre->bias), x, rows, D, model_.norm_pre->eps);
+  }
 
-  // ---- encoder blocks (pre-norm): x += proj(attn(norm1(x))); x += fc2(gelu(fc1(norm2(x)))) ----
-  float* qkv = buffer(kQkv, static_cast<size_t>(rows * 3 * D));
-  float* attn = buffer(kAttn, static_cast<size_t>(rows * D));
+  // ---- encoder blocks (pre-norm): x += [ls1] proj(attn(norm1(x))); x += [ls2] mlp(norm2(x)) ----
+  float* qkv = buffer(kQkv, static_cast<size_t>(rows * 3 * A));
+  float* attn = buffer(kAttn, static_cast<size_t>(rows * A));
   float* hidden = buffer(kHidden, static_cast<size_t>(rows * F));
-  const kernels::AttentionShape as{B, N, H, D / H};
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D / H));
+  const kernels::AttentionShape as{B, N, H, HD};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(HD));
+  // A block's LayerNorm: over each token's D channels, or (norm_tokens) over an image's N x D values.
+  auto block_norm = [&](const nn::LayerNorm& ln, float* out) {
+    const int64_t n = c.norm_tokens ? N * D : D;
+    layernorm_rows(x, ptr(ln.weight), ptr(ln.bias), out, rows * D / n, n, ln.eps);
+  };
+  // x += branch: accumulated by the GEMM itself, or through a LayerScale gamma.
+  auto residual = [&](const float* in, int64_t in_rows, const nn::Linear& l, const nn::LayerScale* ls) {
+    if (ls == nullptr) {
+      packed_->linear(in, in_rows, l, x, kernels::Epilogue::Accumulate);
+      return;
+    }
+    float* branch = buffer(kBranch, static_cast<size_t>(rows * D));
+    packed_->linear(in, in_rows, l, branch, kernels::Epilogue::Store);
+    add_scaled(x, branch, ptr(ls->gamma), rows, D);
+  };
   for (const auto& [name, child] : model_.blocks->named_children()) {
     const auto* block_ptr = dynamic_cast<const nn::EncoderBlock*>(child.get());
     VIT_CHECK(block_ptr != nullptr, "inference", "blocks.{} is not an encoder block", name);
     const nn::EncoderBlock& block = *block_ptr;
     const nn::MultiHeadSelfAttention& a = *block.attn;
-    layernorm_rows(x, ptr(block.norm1->weight), ptr(block.norm1->bias), h, rows, D, block.norm1->eps);
+    block_norm(*block.norm1, h);
     packed_->linear(h, rows, *a.qkv, qkv, kernels::Epilogue::Store);
+    if (a.q_norm) {  // each head's q and k normalised over its HD channels, in place
+      const float *qw = ptr(a.q_norm->weight), *qb = ptr(a.q_norm->bias), *kw = ptr(a.k_norm->weight),
+                  *kb = ptr(a.k_norm->bias);
+#pragma omp parallel for schedule(static) if (rows > 64)
+      for (int64_t r = 0; r < rows; ++r) {
+        float* q = qkv + r * 3 * A;
+        kernels::layernorm_forward<float>(q, qw, qb, q, nullptr, nullptr, H, HD, a.q_norm->eps);
+        kernels::layernorm_forward<float>(q + A, kw, kb, q + A, nullptr, nullptr, H, HD, a.k_norm->eps);
+      }
+    }
     kernels::attention_inference(as, qkv, scale, attn);
-    packed_->linear(attn, rows, *a.proj, x, kernels::Epilogue::Accumulate);  // x += proj(attn): the residual
+    residual(attn, rows, *a.proj, block.ls1.get());  // x += [ls1] proj(attn)
     const nn::Mlp& mlp = *block.mlp;
-    layernorm_rows(x, ptr(block.norm2->weight), ptr(block.norm2->bias), h, rows, D, block.norm2->eps);
+    block_norm(*block.norm2, h);
+    if (!mlp.fc2) {  // one Linear(D, D) (the ViT notebook)
+      residual(h, rows, *mlp.fc1, block.ls2.get());
+      continue;
+    }
+    const std::string& act = mlp.act_name;
     packed_->linear(h, rows, *mlp.fc1, hidden,
-                    mlp.act->tanh_approximation ? kernels::Epilogue::GeluTanh : kernels::Epilogue::Gelu);
-    packed_->linear(hidden, rows, *mlp.fc2, x, kernels::Epilogue::Accumulate);
+                    act == "gelu"        ? kernels::Epilogue::Gelu
+                    : act == "gelu_tanh" ? kernels::Epilogue::GeluTanh
+                                         : kernels::Epilogue::Store);
+    if (act == "quick_gelu") quick_gelu_inplace(hidden, rows * F);
+    if (act == "relu") relu_inplace(hidden, rows * F);
+    residual(hidden, rows, *mlp.fc2, block.ls2.get());
   }
 
-  // ---- pooling: the CLS row (final norm on B rows only) or the mean of the tokens + fc_norm ----
-  float* pooled = buffer(kPooled, static_cast<size_t>(B * D));
-  if (model_.norm) {
-    for (int64_t b = 0; b < B; ++b) std::memcpy(pooled + b * D, x + b * N * D, static_cast<size_t>(D) * sizeof(float));
-    layernorm_rows(pooled, ptr(model_.norm->weight), ptr(model_.norm->bias), pooled, B, D, model_.norm->eps);
+  // ---- the token sequence after the final norm ----
+  if (output == Output::Tokens) {
+    result = Tensor::empty({B, N, D});
+    float* out = result.data<float>();
+    if (model_.norm) {
+      layernorm_rows(x, ptr(model_.norm->weight), ptr(model_.norm->bias), out, rows, D, model_.norm->eps);
+    } else {
+      std::memcpy(out, x, static_cast<size_t>(rows * D) * sizeof(float));
+    }
+    return;
+  }
+
+  // ---- pooling: the class row (distilled: and the distillation row) after the final norm (on
+  // those rows only), or the mean of the patch tokens then fc_norm ----
+  const bool distilled = model_.head_dist != nullptr && output == Output::Logits;
+  const int64_t taken = pool == "cls" && model_.dist_token.defined() ? 2 : 1;  // rows per image read
+  float* pooled = buffer(kPooled, static_cast<size_t>(B * D * 2));
+  if (pool == "cls") {
+    for (int64_t b = 0; b < B; ++b) {
+      std::memcpy(pooled + b * taken * D, x + b * N * D, static_cast<size_t>(taken * D) * sizeof(float));
+    }
+    if (model_.norm) {
+      layernorm_rows(pooled, ptr(model_.norm->weight), ptr(model_.norm->bias), pooled, B * taken, D, model_.norm->eps);
+    }
   } else {
 #pragma omp parallel for schedule(static) if (B > 1)
     for (int64_t b = 0; b < B; ++b) {
       std::vector<double> sum(static_cast<size_t>(D), 0.0);
-      for (int64_t t = 0; t < N; ++t) {
+      for (int64_t t = prefix; t < N; ++t) {
         const float* xr = x + (b * N + t) * D;
         for (int64_t i = 0; i < D; ++i) sum[i] += xr[i];
       }
-      for (int64_t i = 0; i < D; ++i) pooled[b * D + i] = static_cast<float>(sum[i] / static_cast<double>(N));
+      for (int64_t i = 0; i < D; ++i) pooled[b * D + i] = static_cast<float>(sum[i] / static_cast<double>(N - prefix));
     }
-    layernorm_rows(pooled, ptr(model_.fc_norm->weight), ptr(model_.fc_norm->bias), pooled, B, D, model_.fc_norm->eps);
+    // A cls-pooled model asked for the patch mean: its tokens pass its final norm first (the mean
+    // of normalised rows, as pool_tokens on forward_tokens' output).
+    if (model_.norm) {
+#pragma omp parallel for schedule(static) if (B > 1)
+      for (int64_t b = 0; b < B; ++b) {
+        std::vector<float> row(static_cast<size_t>(D));
+        std::vector<double> sum(static_cast<size_t>(D), 0.0);
+        for (int64_t t = prefix; t < N; ++t) {
+          layernorm_rows(x + (b * N + t) * D, ptr(model_.norm->weight), ptr(model_.norm->bias), row.data(), 1, D,
+                         model_.norm->eps);
+          for (int64_t i = 0; i < D; ++i) sum[i] += row[i];
+        }
+        for (int64_t i = 0; i < D; ++i) {
+          pooled[b * D + i] = static_cast<float>(sum[i] / static_cast<double>(N - prefix));
+        }
+      }
+    }
+    if (model_.fc_norm) {
+      layernorm_rows(pooled, ptr(model_.fc_norm->weight), ptr(model_.fc_norm->bias), pooled, B, D, model_.fc_norm->eps);
+    }
+  }
+  if (distilled) {  // logits = (head(x_cls) + head_dist(x_dist)) / 2
+    const nn::Linear& head = *model_.head;
+    result = Tensor::empty({B, head.out_features});
+    Tensor second = Tensor::empty({B, head.out_features});
+    // The class rows sit at even rows of pooled (stride 2D): run each head on its rows.
+    std::vector<float> cls_rows(static_cast<size_t>(B * D)), dist_rows(static_cast<size_t>(B * D));
+    for (int64_t b = 0; b < B; ++b) {
+      std::memcpy(cls_rows.data() + b * D, pooled + 2 * b * D, static_cast<size_t>(D) * sizeof(float));
+      std::memcpy(dist_rows.data() + b * D, pooled + (2 * b + 1) * D, static_cast<size_t>(D) * sizeof(float));
+    }
+    packed_->linear(cls_rows.data(), B, head, result.data<float>(), kernels::Epilogue::Store);
+    packed_->linear(dist_rows.data(), B, *model_.head_dist, second.data<float>(), kernels::Epilogue::Store);
+    float* r = result.data<float>();
+    const float* d = second.data<float>();
+    for (int64_t i = 0; i < B * head.out_features; ++i) r[i] = 0.5f * (r[i] + d[i]);
+    return;
+  }
+  if (taken == 2) {  // features of a distilled model: the mean of its class and distillation rows
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t i = 0; i < D; ++i) pooled[b * D + i] = 0.5f * (pooled[2 * b * D + i] + pooled[(2 * b + 1) * D + i]);
+    }
   }
   const float* features = pooled;
   int64_t width = D;
@@ -278,7 +440,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
     features = pre.data<float>();
     width = fc.out_features;
   }
-  if (!with_head) {
+  if (output == Output::Features || (output == Output::Embedding && !c.projection)) {
     result = Tensor::empty({B, width});
     std::memcpy(result.data<float>(), features, static_cast<size_t>(B * width) * sizeof(float));
     return;
@@ -286,6 +448,7 @@ void InferenceSession::run(const Tensor& input, bool with_head, Tensor& result) 
   const nn::Linear& head = *model_.head;
   result = Tensor::empty({B, head.out_features});
   packed_->linear(features, B, head, result.data<float>(), kernels::Epilogue::Store);
+  if (c.head_tanh) kernels::bias_tanh_inplace(result.data<float>(), nullptr, B, head.out_features);
 }
 
 }  // namespace vit::infer

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -37,13 +38,18 @@ class InferenceSession {
   ~InferenceSession();
   static bool supports(const model::VisionTransformer& model);  // float32 parameters
 
-  // images (B, C, H, W) float32 -> logits (B, num_classes).
+  // images (B, C, H, W) float32 -> logits (B, num_classes) (a model without a head refuses).
   Tensor forward(const Tensor& images);
   // images -> pooled features before the head (B, dim or representation_size).
   Tensor forward_features(const Tensor& images);
+  // What `vit embed` writes: pool "tokens" gives the final token sequence (B, N, D) (after the
+  // final norm); "cls" / "avg" (VisionTransformer::pool_tokens) the pooled features, through the
+  // representation layer if any, and through the projection of a CLIP model (B, E).
+  Tensor embed(const Tensor& images, const std::string& pool);
 
  private:
-  void run(const Tensor& images, bool with_head, Tensor& result);
+  enum class Output { Logits, Features, Tokens, Embedding };
+  void run(const Tensor& images, Output output, const std::string& pool, Tensor& result);
   float* buffer(size_t index, size_t floats);
   struct Packed;  // the packed weights, by the model's weight pointer (inference.cpp)
   const model::VisionTransformer& model_;

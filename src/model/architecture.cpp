@@ -36,11 +36,14 @@ std::string part_of(const std::string& name) { return name.substr(0, name.find('
 }  // namespace
 
 ArchitectureSpec architecture_spec(const ViTConfig& c) {
-  const int64_t D = c.dim, F = c.hidden_dim(), N = c.num_tokens(), K = c.num_classes, R = c.representation_size;
+  const int64_t D = c.dim, F = c.hidden_dim(), N = c.num_tokens(), K = c.num_classes, R = c.representation_size,
+                A = c.attn_dim(), HD = c.head_dim();
   ArchitectureSpec s;
-  // x (B, C, H, W) -> patch_embed (B, P, D) -> [cls_token; x] + pos_embed (B, N, D)
-  if (c.pool == "cls") s.before_blocks.push_back({"cls_token", {1, 1, D}});
-  s.before_blocks.push_back({"pos_embed", {1, N, D}});
+  // x (B, C, H, W) -> patch_embed (B, P, D) -> [cls, dist, reg; x] + pos_embed (B, N, D)
+  if (c.class_token()) s.before_blocks.push_back({"cls_token", {1, 1, D}});
+  if (c.dist_token) s.before_blocks.push_back({"dist_token", {1, 1, D}});
+  if (c.reg_tokens > 0) s.before_blocks.push_back({"reg_token", {1, c.reg_tokens, D}});
+  s.before_blocks.push_back({"pos_embed", {1, c.pos_tokens(), D}});
   // [stem: 3x3 convolutions (stride 1, padding 1), each on every pixel, GELU between]
   int64_t channels = c.in_channels;
   for (int64_t i = 0; i < c.stem_layers; ++i) {
@@ -51,31 +54,58 @@ ArchitectureSpec architecture_spec(const ViTConfig& c) {
   }
   s.before_blocks.push_back(
       {"patch_embed.proj.weight", {D, c.embed_channels(), c.patch_size, c.patch_size}, c.num_patches()});
-  s.before_blocks.push_back({"patch_embed.proj.bias", {D}});
-  // Pre-norm encoder block on (B, N, D): every Linear sees all N tokens.
+  if (!c.pre_norm) s.before_blocks.push_back({"patch_embed.proj.bias", {D}});
+  if (c.pre_norm) {
+    s.before_blocks.push_back({"norm_pre.weight", {D}});
+    s.before_blocks.push_back({"norm_pre.bias", {D}});
+  }
+  // Pre-norm encoder block on (B, N, D): every Linear sees all N tokens. Its LayerNorms cover one
+  // token's D channels, or (the ViT notebook) all N x D values of an image.
+  const Shape block_norm = c.norm_tokens ? Shape{N, D} : Shape{D};
   s.depth = c.depth;
-  s.block.push_back({"norm1.weight", {D}});
-  s.block.push_back({"norm1.bias", {D}});
-  s.block.push_back({"attn.qkv.weight", {3 * D, D}, N});
-  if (c.qkv_bias) s.block.push_back({"attn.qkv.bias", {3 * D}});
-  s.block.push_back({"attn.proj.weight", {D, D}, N});
+  s.block.push_back({"norm1.weight", block_norm});
+  s.block.push_back({"norm1.bias", block_norm});
+  s.block.push_back({"attn.qkv.weight", {3 * A, D}, N});
+  if (c.qkv_bias) s.block.push_back({"attn.qkv.bias", {3 * A}});
+  if (c.qk_norm) {
+    for (const char* n : {"attn.q_norm.weight", "attn.q_norm.bias", "attn.k_norm.weight", "attn.k_norm.bias"}) {
+      s.block.push_back({n, {HD}});
+    }
+  }
+  s.block.push_back({"attn.proj.weight", {D, A}, N});
   s.block.push_back({"attn.proj.bias", {D}});
-  s.block.push_back({"norm2.weight", {D}});
-  s.block.push_back({"norm2.bias", {D}});
-  s.block.push_back({"mlp.fc1.weight", {F, D}, N});
-  s.block.push_back({"mlp.fc1.bias", {F}});
-  s.block.push_back({"mlp.fc2.weight", {D, F}, N});
-  s.block.push_back({"mlp.fc2.bias", {D}});
-  // Pooling (CLS row after norm, or token mean then fc_norm) -> [pre_logits] -> head: one row each.
-  const std::string final_norm = c.pool == "cls" ? "norm" : "fc_norm";
-  s.after_blocks.push_back({final_norm + ".weight", {D}});
-  s.after_blocks.push_back({final_norm + ".bias", {D}});
+  if (c.layer_scale > 0) s.block.push_back({"ls1.gamma", {D}});
+  s.block.push_back({"norm2.weight", block_norm});
+  s.block.push_back({"norm2.bias", block_norm});
+  if (c.mlp_layers == 1) {
+    s.block.push_back({"mlp.fc1.weight", {D, D}, N});
+    s.block.push_back({"mlp.fc1.bias", {D}});
+  } else {
+    s.block.push_back({"mlp.fc1.weight", {F, D}, N});
+    s.block.push_back({"mlp.fc1.bias", {F}});
+    s.block.push_back({"mlp.fc2.weight", {D, F}, N});
+    s.block.push_back({"mlp.fc2.bias", {D}});
+  }
+  if (c.layer_scale > 0) s.block.push_back({"ls2.gamma", {D}});
+  // Pooling (class row after norm, or patch mean then fc_norm) -> [pre_logits] -> head [+ head_dist]:
+  // one row each (the distillation head reads the distillation token's row).
+  if (c.final_norm) {
+    const std::string final_norm = c.pool == "cls" ? "norm" : "fc_norm";
+    s.after_blocks.push_back({final_norm + ".weight", {D}});
+    s.after_blocks.push_back({final_norm + ".bias", {D}});
+  }
   if (R > 0) {
     s.after_blocks.push_back({"pre_logits.fc.weight", {R, D}, 1});
     s.after_blocks.push_back({"pre_logits.fc.bias", {R}});
   }
-  s.after_blocks.push_back({"head.weight", {K, R > 0 ? R : D}, 1});
-  s.after_blocks.push_back({"head.bias", {K}});
+  if (K > 0) {
+    s.after_blocks.push_back({"head.weight", {K, R > 0 ? R : D}, 1});
+    if (c.head_bias) s.after_blocks.push_back({"head.bias", {K}});
+  }
+  if (c.dist_token) {
+    s.after_blocks.push_back({"head_dist.weight", {K, D}, 1});
+    s.after_blocks.push_back({"head_dist.bias", {K}});
+  }
   return s;
 }
 
@@ -118,7 +148,7 @@ std::vector<std::pair<std::string, int64_t>> parameters_by_part(const ViTConfig&
 
 ComputeCost macs_per_image(const ViTConfig& c) {
   const ArchitectureSpec s = architecture_spec(c);
-  const int64_t N = c.num_tokens(), D = c.dim;
+  const int64_t N = c.num_tokens(), A = c.attn_dim();
   const int64_t attention_weights = matmul_macs(s.block, "attn."), mlp_weights = matmul_macs(s.block, "mlp.");
   VIT_ASSERT(attention_weights + mlp_weights == matmul_macs(s.block));  // every block weight counted once
   ComputeCost cost;
@@ -126,8 +156,8 @@ ComputeCost macs_per_image(const ViTConfig& c) {
   cost.patch_embed = matmul_macs(s.before_blocks, "patch_embed.");
   VIT_ASSERT(cost.stem + cost.patch_embed == matmul_macs(s.before_blocks));
   // Per block: the attention's weights (qkv, proj), then q k^T and probabilities @ v, each
-  // (N x N) over the D = NH x HD channels; the MLP's fc1 and fc2.
-  cost.attention = s.depth * (attention_weights + 2 * N * N * D);
+  // (N x N) over the NH x HD channels; the MLP's fc1 and fc2.
+  cost.attention = s.depth * (attention_weights + 2 * N * N * A);
   cost.mlp = s.depth * mlp_weights;
   cost.head = matmul_macs(s.after_blocks);
   return cost;
@@ -142,7 +172,7 @@ std::string MemoryEstimate::describe() const {
 MemoryEstimate memory_estimate(const ViTConfig& c, int64_t batch, bool training) {
   const double D = static_cast<double>(c.dim), F = static_cast<double>(c.hidden_dim()),
                N = static_cast<double>(c.num_tokens()), H = static_cast<double>(c.num_heads),
-               B = static_cast<double>(batch), L = static_cast<double>(c.depth),
+               A = static_cast<double>(c.attn_dim()), B = static_cast<double>(batch), L = static_cast<double>(c.depth),
                pixels = static_cast<double>(c.in_channels) * static_cast<double>(c.image_size) *
                         static_cast<double>(c.image_size);
   MemoryEstimate m;
@@ -151,7 +181,7 @@ MemoryEstimate memory_estimate(const ViTConfig& c, int64_t batch, bool training)
     m.training_state = 4 * m.weights;  // gradient, AdamW m and v, EMA
     // Per block the backward pass keeps: two LayerNorm inputs/outputs, qkv, attention scores and
     // probabilities, attention output, projection, residuals, fc1 and GELU outputs, fc2 output.
-    const double per_block = N * (10 * D + 2 * F) + 2 * H * N * N;
+    const double per_block = N * (7 * D + 3 * A + 2 * F) + 2 * H * N * N;
     // A stem layer keeps its input rows (9 per input value), its convolution and GELU outputs.
     const double stem = static_cast<double>(c.stem_layers) * static_cast<double>(c.image_size) *
                         static_cast<double>(c.image_size) * 11.0 * static_cast<double>(c.stem_channels);
@@ -161,7 +191,7 @@ MemoryEstimate memory_estimate(const ViTConfig& c, int64_t batch, bool training)
     const double stem = c.stem_layers > 0 ? static_cast<double>(c.image_size) * static_cast<double>(c.image_size) *
                                                 12.0 * static_cast<double>(c.stem_channels)
                                           : 0.0;
-    m.activations = 4 * B * (N * (6 * D + F) + H * N * N + 2 * pixels + stem);
+    m.activations = 4 * B * (N * (2 * D + 4 * A + F) + H * N * N + 2 * pixels + stem);
   }
   return m;
 }

@@ -23,10 +23,14 @@ struct ViTConfig {
   double mlp_ratio = 4.0;
   int64_t mlp_dim = 0;  // hidden size of the MLP; 0 means round(dim * mlp_ratio)
   bool qkv_bias = true;
-  double dropout = 0.0;             // after position embedding, in the MLP, after the attention projection
-  double attn_dropout = 0.0;        // on attention probabilities
-  double drop_path = 0.0;           // stochastic depth rate of the last block (linear decay from 0)
-  std::string pool = "cls";         // "cls" token or "mean" of the patch tokens
+  double dropout = 0.0;       // after position embedding, in the MLP, after the attention projection
+  double attn_dropout = 0.0;  // on attention probabilities
+  double drop_path = 0.0;     // stochastic depth rate of the last block (linear decay from 0)
+  // "cls": the class token's row after the final norm; "avg": a class token is kept (and trained)
+  // but the features are fc_norm(mean of the patch tokens) (timm's global_pool="avg", MAE-style
+  // fine-tunes); "mean": no class token, fc_norm(mean of the patch tokens). Prefix tokens (class,
+  // distillation, registers) never enter a mean.
+  std::string pool = "cls";
   double eps = 1e-6;                // LayerNorm eps
   int64_t representation_size = 0;  // > 0: a pre-logits Linear(dim, size) + Tanh before the head
   // A convolutional stem in front of the patch embedding (the original paper's "hybrid" ViT, small):
@@ -34,13 +38,35 @@ struct ViTConfig {
   // then reads stem_channels channels. 0 layers: none (plain ViT, timm's layout).
   int64_t stem_layers = 0;
   int64_t stem_channels = 0;
+  // The descendants of ViT (timm's names):
+  int64_t reg_tokens = 0;       // register tokens (DINOv2 "reg4"): reg_token (1, R, D), after the class token
+  bool dist_token = false;      // DeiT's distillation token (second prefix token) and head_dist
+  bool no_embed_class = false;  // pos_embed covers the patch tokens only (DeiT III, DINOv2 reg)
+  bool pre_norm = false;        // CLIP: norm_pre after the position embedding; no patch-embedding bias
+  bool final_norm = true;       // the final norm (or fc_norm); false: none (the ViT notebook)
+  std::string act = "gelu";     // MLP activation: gelu (erf), gelu_tanh, quick_gelu (x sigmoid(1.702x)), relu
+  double layer_scale = 0.0;     // > 0: LayerScale (ls1.gamma, ls2.gamma) initialised to this value
+  bool qk_norm = false;         // LayerNorm over each head's q and k (attn.q_norm, attn.k_norm)
+  int64_t dim_head = 0;         // width of one attention head; 0: dim / num_heads
+  int64_t mlp_layers = 2;       // 2: fc1 -> act -> fc2; 1: one Linear(dim, dim) (the ViT notebook)
+  bool norm_tokens = false;     // block LayerNorms over (N, dim) (tokens and channels: the ViT notebook)
+  bool head_tanh = false;       // logits = tanh(head(x)) (the ViT notebook)
+  bool projection = false;      // CLIP: `head` is the image projection; its output is the embedding
+  bool head_bias = true;        // false: the head has no bias (Hugging Face CLIP's visual_projection)
 
   int64_t embed_channels() const { return stem_layers > 0 ? stem_channels : in_channels; }
 
   int64_t grid() const { return image_size / patch_size; }
   int64_t num_patches() const { return grid() * grid(); }
-  int64_t num_tokens() const { return num_patches() + (pool == "cls" ? 1 : 0); }
-  int64_t head_dim() const { return dim / num_heads; }
+  bool class_token() const { return pool != "mean"; }
+  // Tokens in front of the patches: [cls] [dist] [reg x R], in that order.
+  int64_t prefix_tokens() const { return (class_token() ? 1 : 0) + (dist_token ? 1 : 0) + reg_tokens; }
+  int64_t num_tokens() const { return num_patches() + prefix_tokens(); }
+  // Rows of pos_embed: the patches, plus the prefix tokens unless no_embed_class (timm's rule).
+  int64_t pos_tokens() const { return num_patches() + (no_embed_class ? 0 : prefix_tokens()); }
+  int64_t head_dim() const { return dim_head > 0 ? dim_head : dim / num_heads; }
+  int64_t attn_dim() const { return num_heads * head_dim(); }  // width of q, k, v and the merged heads
+  bool has_head() const { return num_classes > 0; }
   int64_t hidden_dim() const;
   // Throws "[vit_config] ..." naming the first inconsistency.
   void validate() const;
@@ -68,15 +94,29 @@ struct ViTConfig {
     visit("representation_size", representation_size, Presence::Optional);
     visit("stem_layers", stem_layers, Presence::Optional);
     visit("stem_channels", stem_channels, Presence::Optional);
+    visit("reg_tokens", reg_tokens, Presence::Optional);
+    visit("dist_token", dist_token, Presence::Optional);
+    visit("no_embed_class", no_embed_class, Presence::Optional);
+    visit("pre_norm", pre_norm, Presence::Optional);
+    visit("final_norm", final_norm, Presence::Optional);
+    visit("act", act, Presence::Optional);
+    visit("layer_scale", layer_scale, Presence::Optional);
+    visit("qk_norm", qk_norm, Presence::Optional);
+    visit("dim_head", dim_head, Presence::Optional);
+    visit("mlp_layers", mlp_layers, Presence::Optional);
+    visit("norm_tokens", norm_tokens, Presence::Optional);
+    visit("head_tanh", head_tanh, Presence::Optional);
+    visit("projection", projection, Presence::Optional);
+    visit("head_bias", head_bias, Presence::Optional);
   }
   std::string to_json() const;
   static ViTConfig from_json(const std::string& json);   // throws on missing/invalid fields
   bool same_architecture(const ViTConfig& other) const;  // everything but dropout rates and name
 };
 
-// Preset names: vit_tiny_patch16_224, vit_small_patch16_224, vit_base_patch16_224,
-// vit_large_patch16_224, vit_digits (28x28x1), vit_fashion (28x28x1, the default of `vit train`),
-// vit_cifar (32x32x3).
+// Preset names (preset_names() lists them): timm's ViT, DeiT (distilled), DeiT III, DINOv2 (with
+// and without registers), CLIP image towers, and ours: vit_digits (28x28x1), vit_fashion (28x28x1,
+// the default of `vit train`), vit_cifar (32x32x3), vit_notebook (the ViT notebook's class).
 ViTConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 

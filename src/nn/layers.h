@@ -75,6 +75,11 @@ class GELU : public Module {
   Variable forward(const Variable& x) override { return gelu(x, tanh_approximation); }
   bool tanh_approximation;
 };
+// QuickGELU (OpenAI CLIP): x * sigmoid(1.702 x).
+class QuickGELU : public Module {
+ public:
+  Variable forward(const Variable& x) override { return x * sigmoid(x * 1.702); }
+};
 class Tanh : public Module {
  public:
   Variable forward(const Variable& x) override { return tanh(x); }

@@ -23,12 +23,18 @@ TEST(ViTConfigJson, TextIsPinnedAndRoundTrips) {
   const std::string digits =
       R"({"name":"vit_digits","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":6,)"
       R"("num_heads":4,"mlp_ratio":2.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,"drop_path":0.1,)"
-      R"("pool":"mean","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0})";
+      R"("pool":"mean","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0)"
+      R"(,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
+      R"("layer_scale":0.0,"qk_norm":false,"dim_head":0,"mlp_layers":2,"norm_tokens":false,"head_tanh":false,)"
+      R"("projection":false,"head_bias":true})";
   EXPECT_EQ(preset("vit_digits").to_json(), digits);
   const std::string base =
       R"({"name":"vit_base_patch16_224","image_size":224,"patch_size":16,"in_channels":3,"num_classes":1000,"dim":768,)"
       R"("depth":12,"num_heads":12,"mlp_ratio":4.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,)"
-      R"("drop_path":0.0,"pool":"cls","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0})";
+      R"("drop_path":0.0,"pool":"cls","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0)"
+      R"(,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
+      R"("layer_scale":0.0,"qk_norm":false,"dim_head":0,"mlp_layers":2,"norm_tokens":false,"head_tanh":false,)"
+      R"("projection":false,"head_bias":true})";
   EXPECT_EQ(preset("vit_base_patch16_224").to_json(), base);
   ViTConfig c = preset("vit_base_patch16_224");
   c.name = "x \"q\"";
@@ -44,20 +50,28 @@ TEST(ViTConfigJson, TextIsPinnedAndRoundTrips) {
   const std::string custom =
       R"({"name":"x \"q\"","image_size":224,"patch_size":16,"in_channels":3,"num_classes":1000,"dim":768,"depth":12,)"
       R"("num_heads":12,"mlp_ratio":2.5,"mlp_dim":50,"qkv_bias":false,"dropout":0.1,"attn_dropout":0.25,)"
-      R"("drop_path":0.0,"pool":"cls","eps":1e-12,"representation_size":24,"stem_layers":2,"stem_channels":16})";
+      R"("drop_path":0.0,"pool":"cls","eps":1e-12,"representation_size":24,"stem_layers":2,"stem_channels":16)"
+      R"(,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
+      R"("layer_scale":0.0,"qk_norm":false,"dim_head":0,"mlp_layers":2,"norm_tokens":false,"head_tanh":false,)"
+      R"("projection":false,"head_bias":true})";
   EXPECT_EQ(c.to_json(), custom);
   for (const std::string& json : {digits, base, custom}) EXPECT_EQ(ViTConfig::from_json(json).to_json(), json);
 }
 
 TEST(ViTConfigJson, OldFilesWithoutTheOptionalKeysLoadWithDefaults) {
-  // mlp_dim, dropout, attn_dropout, drop_path, representation_size and the stem came later.
+  // mlp_dim, dropout, attn_dropout, drop_path, representation_size, the stem and the options of
+  // ViT's descendants (reg_tokens .. head_bias) came later.
   const ViTConfig c = ViTConfig::from_json(
       R"({"name":"a","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":1,)"
       R"("num_heads":4,"mlp_ratio":2.0,"qkv_bias":true,"pool":"mean","eps":1e-6})");
-  EXPECT_EQ(c.to_json(),
-            R"({"name":"a","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":1,)"
-            R"("num_heads":4,"mlp_ratio":2.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,)"
-            R"("drop_path":0.0,"pool":"mean","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0})");
+  EXPECT_EQ(
+      c.to_json(),
+      R"({"name":"a","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":1,)"
+      R"("num_heads":4,"mlp_ratio":2.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,)"
+      R"("drop_path":0.0,"pool":"mean","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0)"
+      R"(,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
+      R"("layer_scale":0.0,"qk_norm":false,"dim_head":0,"mlp_layers":2,"norm_tokens":false,"head_tanh":false,)"
+      R"("projection":false,"head_bias":true})");
 }
 
 TEST(ViTConfigJson, BadJsonNamesTheKey) {
