@@ -9,6 +9,7 @@
 #include "infer/pretrained.h"
 #include "support/files.h"
 #include "support/tolerances.h"
+#include "support/variants.h"
 
 namespace vit::model {
 namespace {
@@ -79,6 +80,55 @@ TEST(InferenceSession, MatchesTheGraphForEveryVariant) {
   odd.stem_channels = 4;
   odd.name = "odd stem";
   expect_matches_graph(odd, 2, 8);
+}
+
+void expect_close(const Tensor& got, const Tensor& expected, const std::string& what) {
+  ASSERT_EQ(got.shape(), expected.shape()) << what;
+  const std::vector<double> g = got.to_vector(), e = expected.to_vector();
+  double scale = 0;
+  for (double v : e) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < g.size(); ++i) {
+    ASSERT_NEAR(g[i], e[i], testing::kInferenceLogitTol * std::max(1.0, scale)) << what << " value " << i;
+  }
+}
+
+// Every descendant option: logits, pooled features, tokens and both poolings of `vit embed`
+// from the session equal the graph's, with every parameter away from its initial value (tokens,
+// LayerScale gammas, norms: timm's init leaves many at 0, 1 or 1e-6).
+TEST(InferenceSession, MatchesTheGraphForEveryDescendant) {
+  uint64_t seed = 10;
+  for (const ViTConfig& c : testing::descendant_variants()) {
+    SCOPED_TRACE(c.name);
+    auto gen = std::make_shared<Generator>(++seed);
+    VisionTransformer model(c, gen);
+    for (auto& [name, p] : model.named_parameters()) {
+      if (name.size() > 7 && name.ends_with(".weight") && name.find("norm") == std::string::npos) continue;
+      Tensor t = p.data();
+      const Tensor noise = Tensor::randn(t.shape(), *gen);
+      const bool one = name.ends_with("norm1.weight") || name.ends_with("norm2.weight") || name.ends_with("gamma") ||
+                       (name.find("norm") != std::string::npos && name.ends_with("weight"));
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = (one ? 1.0f : 0.0f) + 0.3f * noise.data<float>()[i];
+    }
+    model.eval();
+    const Tensor images = Tensor::randn({3, c.in_channels, c.image_size, c.image_size}, *gen);
+    infer::InferenceSession session(model);
+    NoGradGuard no_grad;
+    const Variable x(images);
+    if (c.has_head()) expect_close(session.forward(images), model(x).data(), "logits");
+    expect_close(session.forward_features(images), model.forward_features(x).data(), "features");
+    const Variable tokens = model.forward_tokens(x);
+    expect_close(session.embed(images, "tokens"), tokens.data(), "tokens");
+    for (const std::string pool : {"cls", "avg"}) {
+      if (pool == "cls" && !c.class_token()) {
+        EXPECT_THROW(session.embed(images, pool), Error);
+        continue;
+      }
+      Variable e = model.pool_tokens(tokens, pool);
+      if (model.pre_logits) e = model.pre_logits->forward(e);
+      if (c.projection) e = model.head->forward(e);
+      expect_close(session.embed(images, pool), e.data(), "embed " + pool);
+    }
+  }
 }
 
 TEST(InferenceSession, RefusesBadInputsAndHandlesAnEmptyBatch) {
