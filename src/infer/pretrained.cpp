@@ -1,7 +1,11 @@
 // Model loading for inference (see pretrained.h).
 #include "infer/pretrained.h"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -15,9 +19,31 @@ namespace {
 
 #include "infer/imagenet_classes.inc"
 
-Preprocess default_preprocess(model::Layout layout, const model::ViTConfig& c) {
+Preprocess default_preprocess(model::Layout layout, const std::string& family, const model::ViTConfig& c) {
   Preprocess p;
   p.crop = c.image_size;
+  const std::vector<double> imagenet_mean = {0.485, 0.456, 0.406}, imagenet_std = {0.229, 0.224, 0.225};
+  if (family == "clip") {  // OpenAI CLIP: bicubic resize of the short side to the size, centre crop, CLIP's stats
+    p.filter = Filter::Bicubic;
+    p.resize = c.image_size;
+    p.mean = {0.48145466, 0.4578275, 0.40821073};
+    p.std = {0.26862954, 0.26130258, 0.27577711};
+  } else if (family == "dinov2" || family == "deit") {
+    // timm's DINOv2 (crop_pct 1.0) and DeiT (0.875) configs, Hugging Face's processors (256 -> 224):
+    // bicubic, ImageNet statistics.
+    p.filter = Filter::Bicubic;
+    const double crop_pct = family == "deit" || layout == model::Layout::HuggingFace ? 0.875 : 1.0;
+    p.resize = static_cast<int64_t>(std::floor(static_cast<double>(c.image_size) / crop_pct));
+    p.mean = imagenet_mean;
+    p.std = imagenet_std;
+  }
+  if (family != "vit") {
+    if (c.in_channels != 3) {
+      p.mean.assign(c.in_channels, p.mean[0]);
+      p.std.assign(c.in_channels, p.std[0]);
+    }
+    return p;
+  }
   switch (layout) {
     case model::Layout::Timm:  // timm's ViT eval transform: bicubic, crop_pct 0.9, mean/std 0.5
       p.filter = Filter::Bicubic;
@@ -74,6 +100,34 @@ Preprocess parse_preprocess(const std::string& text, int64_t channels, const std
   return p;
 }
 
+// LayerScale is all or nothing: a file with some blocks' gammas and not others is damaged.
+void check_layer_scale(const model::NamedTensors& weights, const model::ViTConfig& c, const std::string& path) {
+  if (c.layer_scale <= 0) return;
+  std::vector<std::string> missing;
+  for (int64_t i = 0; i < c.depth; ++i) {
+    for (const char* gamma : {"ls1.gamma", "ls2.gamma"}) {
+      const std::string key = fmt::format("blocks.{}.{}", i, gamma);
+      if (std::none_of(weights.begin(), weights.end(), [&](const auto& kv) { return kv.first == key; }))
+        missing.push_back(key);
+    }
+  }
+  VIT_CHECK(missing.empty(), "checkpoint",
+            "{}: LayerScale gammas missing for some blocks: [{}] (blocks.0.ls1.gamma says the model has LayerScale; "
+            "--no-strict leaves them at 1)",
+            path, fmt::join(missing, ", "));
+}
+
+// An error about timm-named weights, with the foreign file's own key beside each name it quotes.
+std::string with_source_keys(std::string message, const std::map<std::string, std::string>& source_keys) {
+  for (const auto& [timm, key] : source_keys) {
+    if (timm == key) continue;
+    const std::string quoted = "'" + timm + "'";
+    const size_t at = message.find(quoted);
+    if (at != std::string::npos) message.insert(at + quoted.size(), " (the file's '" + key + "')");
+  }
+  return message;
+}
+
 }  // namespace
 
 std::string preprocess_json(const Preprocess& p) {
@@ -107,6 +161,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   model::ViTConfig config;
   model::NamedTensors weights, scales;
   bool interpolate_align_corners = false;
+  std::map<std::string, std::string> source_keys;  // a foreign file's key of each timm name
   if (is_vit_checkpoint(file)) {
     // Our own checkpoint: everything is in the metadata.
     LoadedCheckpoint checkpoint = parse_checkpoint(file, {.allow_nonfinite = options.allow_nonfinite});
@@ -142,6 +197,10 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
               out.layout);
     model::NamedTensors f32;
     for (const auto& [name, t] : file.tensors) {
+      if (model::is_ignored_key(name, layout)) {  // e.g. an old CLIP file's int64 position_ids buffer
+        out.ignored_keys.push_back(name);
+        continue;
+      }
       VIT_CHECK(t.dtype() != DType::I64, "checkpoint", "{}: tensor '{}' is an integer tensor, not a weight", path,
                 name);
       VIT_CHECK(t.dtype() != DType::I8, "checkpoint",
@@ -153,6 +212,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     model::Converted converted = model::to_timm(f32, layout, path);
     weights = std::move(converted.weights);
     out.unexpected_keys = converted.unused;
+    out.ignored_keys.insert(out.ignored_keys.end(), converted.ignored.begin(), converted.ignored.end());
+    out.family = converted.family;
     // The head count: --heads, else the file's "num_heads" metadata, else the standard one for the width.
     int64_t heads = options.num_heads;
     if (auto it = file.metadata.find("num_heads"); it != file.metadata.end() && heads <= 0) {
@@ -164,13 +225,17 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
                 "{}: metadata 'num_heads' is '{}', not a positive integer (--heads overrides it)", path, text);
     }
     config = model::infer_config(weights, layout, heads, path);
-    out.preprocess = default_preprocess(layout, config);
+    config.eps = converted.eps;
+    config.act = converted.act;
+    config.projection = converted.projection;
+    if (converted.family != "vit") config.name = fmt::format("{}-{}-checkpoint", converted.family, out.layout);
+    out.preprocess = default_preprocess(layout, converted.family, config);
     interpolate_align_corners = layout == model::Layout::Torchvision;
-    VIT_CHECK(config.dim % config.num_heads == 0, "checkpoint", "{}: width {} is not divisible by {} heads (--heads)",
-              path, config.dim, config.num_heads);
+    source_keys = std::move(converted.source_keys);
   }
   if (options.num_heads > 0) config.num_heads = options.num_heads;
   if (options.eps) config.eps = *options.eps;
+  if (options.act) config.act = *options.act;
   config.validate();
 
   // Another resolution: resample pos_embed to the new grid.
@@ -178,9 +243,13 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     VIT_CHECK(options.image_size % config.patch_size == 0, "checkpoint",
               "--image-size {} is not a multiple of the patch size {}", options.image_size, config.patch_size);
     const int64_t grid = options.image_size / config.patch_size;
+    // timm resamples with antialiasing (it matters when shrinking: DINOv2's 518-pixel grid to 224);
+    // growing keeps PyTorch's plain bicubic, torchvision its align_corners form.
+    const bool shrinking = grid < config.grid();
     for (auto& [name, t] : weights) {
       if (name == "pos_embed") {
-        t = model::resample_pos_embed(t, config.pool == "cls" ? 1 : 0, grid, grid, interpolate_align_corners);
+        t = model::resample_pos_embed(t, config.no_embed_class ? 0 : config.prefix_tokens(), grid, grid,
+                                      interpolate_align_corners, shrinking && !interpolate_align_corners);
       }
     }
     const double ratio = static_cast<double>(options.image_size) / static_cast<double>(config.image_size);
@@ -197,12 +266,13 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     out.model = std::make_unique<model::VisionTransformer>(config, std::make_shared<Generator>(0));
   }
   prepare_quantized(*out.model, scales, path);
+  if (options.strict) check_layer_scale(weights, config, path);
   try {
     const nn::LoadResult r = out.model->load_state_dict(weights, options.strict, /*share=*/true);
     out.missing_keys = r.missing_keys;
     for (const auto& k : r.unexpected_keys) out.unexpected_keys.push_back(k);
   } catch (const Error& e) {
-    rethrow_for_file(path, e);
+    rethrow_for_file(path, Error(with_source_keys(e.what(), source_keys)));
   }
   if (options.strict && !out.unexpected_keys.empty()) {
     fail("checkpoint", "{}: unexpected keys [{}] (use --no-strict to ignore them)", path,

@@ -20,6 +20,7 @@ struct LoadOptions {
   std::optional<model::Layout> layout;  // detected when not given
   int64_t num_heads = 0;                // 0: from metadata, else the standard value for a standard width
   std::optional<double> eps;            // LayerNorm eps; default follows the layout
+  std::optional<std::string> act;       // MLP activation; default follows the family (OpenAI CLIP: quick_gelu)
   int64_t image_size = 0;               // > 0: run at this resolution (pos_embed resampled)
   bool strict = true;                   // refuse missing / unexpected keys
   bool use_ema = false;                 // our checkpoints: the EMA weights
@@ -32,8 +33,10 @@ struct LoadedModel {
   Preprocess preprocess;                 // the layout's (or checkpoint's) evaluation transform
   std::vector<std::string> class_names;  // from the checkpoint, ImageNet-1k for 1000 classes, else numbers
   std::vector<std::string> missing_keys, unexpected_keys;  // with strict = false
-  std::string checksum;     // our checkpoints: the verified checksum ("" for an older file without one)
-  CheckpointInfo recorded;  // our checkpoints: what the run recorded (data, progress, config)
+  std::vector<std::string> ignored_keys;  // known keys inference does not use (DINOv2's mask_token, ...)
+  std::string family = "vit";             // vit, deit, dinov2, clip: what the keys say (our checkpoints: "vit")
+  std::string checksum;                   // our checkpoints: the verified checksum ("" for an older file without one)
+  CheckpointInfo recorded;                // our checkpoints: what the run recorded (data, progress, config)
 };
 
 LoadedModel load_model(const std::string& path, const LoadOptions& options = {});

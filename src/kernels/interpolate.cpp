@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace vit::kernels {
 namespace {
@@ -62,6 +63,80 @@ void bicubic_resize(const T* in, int64_t channels, int64_t height, int64_t width
     }
   }
 }
+
+namespace {
+
+// The taps of one output index along one axis: the first source index and normalised weights.
+struct Taps {
+  int64_t first = 0;
+  std::vector<double> weights;
+};
+
+double keys_cubic(double x) {  // A = -0.5
+  constexpr double a = -0.5;
+  x = std::abs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
+  return 0.0;
+}
+
+std::vector<Taps> antialias_taps(int64_t in_size, int64_t out_size) {
+  const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
+  const double support = scale >= 1.0 ? 2.0 * scale : 2.0;  // bicubic: 4 taps, half-width 2
+  const double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
+  std::vector<Taps> taps(static_cast<size_t>(out_size));
+  for (int64_t i = 0; i < out_size; ++i) {
+    const double center = scale * (static_cast<double>(i) + 0.5);
+    const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    const int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in_size);
+    Taps& t = taps[static_cast<size_t>(i)];
+    t.first = lo;
+    double total = 0.0;
+    for (int64_t j = lo; j < hi; ++j) {
+      t.weights.push_back(keys_cubic((static_cast<double>(j) - center + 0.5) * invscale));
+      total += t.weights.back();
+    }
+    if (total != 0.0) {
+      for (double& w : t.weights) w /= total;
+    }
+  }
+  return taps;
+}
+
+}  // namespace
+
+template <typename T>
+void bicubic_resize_antialias(const T* in, int64_t channels, int64_t height, int64_t width, T* out, int64_t out_height,
+                              int64_t out_width) {
+  const std::vector<Taps> along_x = antialias_taps(width, out_width), along_y = antialias_taps(height, out_height);
+  std::vector<double> rows(static_cast<size_t>(height * out_width));  // one plane resized along x
+  for (int64_t c = 0; c < channels; ++c) {
+    const T* plane = in + c * height * width;
+    for (int64_t y = 0; y < height; ++y) {
+      for (int64_t ox = 0; ox < out_width; ++ox) {
+        const Taps& t = along_x[static_cast<size_t>(ox)];
+        double acc = 0.0;
+        for (size_t k = 0; k < t.weights.size(); ++k) {
+          acc += t.weights[k] * static_cast<double>(plane[y * width + t.first + static_cast<int64_t>(k)]);
+        }
+        rows[static_cast<size_t>(y * out_width + ox)] = static_cast<double>(static_cast<T>(acc));
+      }
+    }
+    for (int64_t oy = 0; oy < out_height; ++oy) {
+      const Taps& t = along_y[static_cast<size_t>(oy)];
+      for (int64_t ox = 0; ox < out_width; ++ox) {
+        double acc = 0.0;
+        for (size_t k = 0; k < t.weights.size(); ++k) {
+          acc += t.weights[k] * rows[static_cast<size_t>((t.first + static_cast<int64_t>(k)) * out_width + ox)];
+        }
+        out[(c * out_height + oy) * out_width + ox] = static_cast<T>(acc);
+      }
+    }
+  }
+}
+
+template void bicubic_resize_antialias<float>(const float*, int64_t, int64_t, int64_t, float*, int64_t, int64_t);
+template void bicubic_resize_antialias<double>(const double*, int64_t, int64_t, int64_t, double*, int64_t, int64_t);
 
 template void bicubic_resize<float>(const float*, int64_t, int64_t, int64_t, float*, int64_t, int64_t, bool);
 template void bicubic_resize<double>(const double*, int64_t, int64_t, int64_t, double*, int64_t, int64_t, bool);

@@ -9,8 +9,18 @@
 //   huggingface: [vit.]embeddings.{cls_token, position_embeddings, patch_embeddings.projection.*},
 //                [vit.]encoder.layer.{i}.attention.attention.{query,key,value}.* (split q/k/v),
 //                layernorm_before/after, intermediate.dense, output.dense, [vit.]layernorm, classifier
+//                and the descendants' models:
+//                DeiT (DeiTForImageClassificationWithTeacher): deit. prefix, embeddings.distillation_token,
+//                  cls_classifier, distillation_classifier;
+//                DINOv2 (Dinov2Model, Dinov2WithRegistersModel): embeddings.{mask_token (ignored),
+//                  register_tokens}, blocks' norm1/norm2, layer_scale{1,2}.lambda1, mlp.fc1/fc2;
+//                CLIP (CLIPVisionModel[WithProjection]): vision_model.embeddings.{class_embedding (D),
+//                  patch_embedding (no bias), position_embedding.weight (N, D), position_ids (ignored)},
+//                  pre_layrnorm, encoder.layers.{i}.{layer_norm1/2, self_attn.{q,k,v,out}_proj,
+//                  mlp.fc1/fc2}, post_layernorm, visual_projection (the projection head, no bias)
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,14 +37,32 @@ Layout parse_layout(const std::string& name);  // "timm", "torchvision", "huggin
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
-// Which layout these keys are in; throws "[checkpoint] ..." if none fits.
+// Which layout these keys are in; throws "[checkpoint] ..." if none fits, or if the file mixes
+// two (naming a key of each).
 Layout detect_layout(const NamedTensors& tensors, const std::string& source);
 
+// Keys a layout has that inference does not use (DINOv2's mask_token, CLIP's position_ids
+// buffer): listed, never an error.
+bool is_ignored_key(const std::string& key, Layout layout);
+
 struct Converted {
-  NamedTensors weights;             // timm names
-  std::vector<std::string> unused;  // keys of the source that map to nothing
+  NamedTensors weights;              // timm names
+  std::vector<std::string> unused;   // keys of the source that map to nothing
+  std::vector<std::string> ignored;  // keys known to be unused for inference (is_ignored_key)
+  // The file's key (Hugging Face q/k/v: the three joined by " + ") of every renamed weight, so
+  // errors can name what the user's file calls it. Empty for the timm layout.
+  std::map<std::string, std::string> source_keys;
+  // What the key names tell beyond shapes: the family ("vit", "deit", "dinov2", "clip") with its
+  // LayerNorm eps and MLP activation, and whether the head is CLIP's image projection.
+  std::string family = "vit";
+  double eps = 1e-6;
+  std::string act = "gelu";
+  bool projection = false;
 };
-// Renames (and for Hugging Face concatenates q/k/v into qkv) into timm's names.
+// Renames (and for Hugging Face concatenates q/k/v into qkv, reshapes CLIP's class and position
+// embeddings, and folds DINOv2-with-registers' class position into its class token) into timm's
+// names. A timm-layout file with norm_pre and no patch-embedding bias is OpenAI CLIP (QuickGELU,
+// eps 1e-5; a head with an all-zero bias is its projection).
 Converted to_timm(const NamedTensors& tensors, Layout layout, const std::string& source);
 
 // One tensor's key in each layout: nullptr where a layout has no such tensor, or (Hugging Face's
@@ -52,16 +80,20 @@ struct KeyNames {
 const std::vector<KeyNames>& top_level_keys();
 const std::vector<KeyNames>& block_keys();
 
-// Infers a config from timm-named weights. num_heads <= 0 picks the standard value for the
-// width (192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16) and refuses any other width, whose head
-// count the shapes cannot tell (pass --heads); eps follows the layout.
+// Infers a config from timm-named weights: the prefix tokens (cls, dist, reg), whether the
+// position table covers them, norm_pre, LayerScale, qk_norm, the head width (qkv rows / 3 /
+// heads), a one-Linear MLP, token-wide block norms, the pooling (fc_norm: avg) and the heads.
+// num_heads <= 0 picks the standard value for the width (192: 3, 384: 6, 768: 12, 1024: 16,
+// 1280: 16) and refuses any other width, whose head count the shapes cannot tell (pass --heads);
+// eps follows the layout (Converted's hints refine it).
 ViTConfig infer_config(const NamedTensors& timm_weights, Layout layout, int64_t num_heads, const std::string& source);
 
 // Position embedding (1, prefix + gh*gw, D) resampled to a new grid by bicubic interpolation,
 // keeping the prefix (CLS) token: timm's resample_abs_pos_embed (align_corners false) or
 // torchvision's interpolate_embeddings (align_corners true).
+// antialias: PyTorch's antialiased bicubic (timm resamples checkpoints so; align_corners false).
 Tensor resample_pos_embed(const Tensor& pos_embed, int64_t prefix_tokens, int64_t new_grid_h, int64_t new_grid_w,
-                          bool align_corners);
+                          bool align_corners, bool antialias = false);
 
 int64_t default_num_heads(int64_t dim);  // 0 for a width that is not a standard one
 double default_eps(Layout layout);
