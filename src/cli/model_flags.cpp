@@ -47,7 +47,7 @@ ModelFlags::ModelFlags(CLI::App& cmd) {
   flag("--heads", &C::num_heads, "attention heads");
   flag("--mlp-ratio", &C::mlp_ratio, "MLP hidden size / dim");
   flag("--mlp-dim", &C::mlp_dim, "MLP hidden size (overrides --mlp-ratio; 0: from the ratio)");
-  flag("--pool", &C::pool, "cls or mean");
+  flag("--pool", &C::pool, "cls, avg (class token kept, patch mean + fc_norm) or mean (no class token)");
   flag("--dropout", &C::dropout, "dropout rate");
   flag("--attn-dropout", &C::attn_dropout, "attention dropout rate");
   flag("--drop-path", &C::drop_path, "stochastic depth rate (last block)");
@@ -55,9 +55,23 @@ ModelFlags::ModelFlags(CLI::App& cmd) {
   flag("--representation-size", &C::representation_size, "pre-logits layer size (0: none)");
   flag("--stem-layers", &C::stem_layers, "3x3 convolution + GELU layers before the patch embedding (0: none)");
   flag("--stem-channels", &C::stem_channels, "channels of each stem convolution (0 without a stem)");
-  CLI::Option* qkv_bias = cmd.add_flag("--qkv-bias,!--no-qkv-bias", values_.qkv_bias, "biases on q, k and v");
-  flags_.emplace_back(qkv_bias, [this](C& target) { target.qkv_bias = values_.qkv_bias; });
-  keys_.push_back(field_key(&C::qkv_bias));
+  // ViT's descendants (timm's options):
+  flag("--reg-tokens", &C::reg_tokens, "register tokens after the class token (DINOv2's reg4: 4)");
+  flag("--layer-scale", &C::layer_scale, "LayerScale: ls1/ls2 gammas initialised to this (0: none; DeiT III 1e-6)");
+  flag("--act", &C::act, "MLP activation: gelu, gelu_tanh, quick_gelu, relu");
+  flag("--dim-head", &C::dim_head, "width of one attention head (0: dim / heads)");
+  auto toggle = [&](const char* names, bool C::*field, const char* help) {
+    CLI::Option* option = cmd.add_flag(names, values_.*field, help);
+    flags_.emplace_back(option, [this, field](C& target) { target.*field = values_.*field; });
+    keys_.push_back(field_key(field));
+  };
+  toggle("--qkv-bias,!--no-qkv-bias", &C::qkv_bias, "biases on q, k and v");
+  toggle("--dist-token,!--no-dist-token", &C::dist_token,
+         "DeiT's distillation token and second head (trained against --teacher)");
+  toggle("--no-embed-class,!--embed-class", &C::no_embed_class,
+         "the position table covers the patch tokens only (DeiT III, DINOv2 with registers)");
+  toggle("--pre-norm,!--no-pre-norm", &C::pre_norm, "a LayerNorm before the blocks, no patch bias (CLIP)");
+  toggle("--qk-norm,!--no-qk-norm", &C::qk_norm, "LayerNorm over each head's queries and keys");
 }
 
 std::vector<std::string> ModelFlags::given_fields() const {

@@ -91,6 +91,15 @@ void add_train_command(CLI::App& app) {
           ->capture_default_str());
   CLI::Option* no_augment_flag = cmd->add_flag("--no-augment", *no_augment, "turn all augmentation off");
   for (CLI::Option* flag : augment_flags) no_augment_flag->excludes(flag);  // not silently overridden
+  cmd->add_option("--teacher", c->teacher,
+                  "DeiT distillation: a teacher checkpoint (any layout vit loads) whose predictions the student's "
+                  "distillation head learns (the student needs --dist-token or a deit_*_distilled preset)");
+  cmd->add_option("--distillation", c->distillation, "with --teacher: hard (the teacher's top class) or soft (KL)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"hard", "soft"}));
+  cmd->add_option("--distill-alpha", c->distill_alpha, "with --teacher: weight of the distillation head's loss")
+      ->capture_default_str();
+  cmd->add_option("--distill-tau", c->distill_tau, "with --distillation soft: temperature")->capture_default_str();
   cmd->add_option("--seed", c->seed, "random seed")->capture_default_str()->check(kSeed);
   cmd->add_option("--threads", c->threads, "threads (0: all cores)")->capture_default_str()->check(kThreads);
   auto* out = cmd->add_option("--out", c->out_dir, "output directory (checkpoints, metrics.jsonl, report.html)")

@@ -3,25 +3,44 @@
 
 #include <omp.h>
 
+#include <tuple>
+
 namespace vit::train {
 namespace {
 
 // Loss of rows [begin, end) of the batch, scaled by their share of the global batch so that the
 // slices' losses (and gradients) over every thread and rank sum to the global batch's mean; also
-// counts top-1 hits.
+// counts top-1 hits. With a teacher (distillation.h), DeiT's loss: the class head on the labels
+// and the distillation head on the teacher's logits of these rows.
 Variable slice_loss(model::VisionTransformer& model, const data::Batch& batch, int64_t begin, int64_t end,
-                    double label_smoothing, int64_t& correct) {
+                    double label_smoothing, const Tensor* teacher_logits, const DistillationSettings& distill,
+                    int64_t& correct) {
   const int64_t global = batch.global_size > 0 ? batch.global_size : batch.targets.numel();
+  const double share = static_cast<double>(end - begin) / static_cast<double>(global);
   const Tensor targets = batch.targets.slice(0, begin, end).contiguous();
-  Variable logits = model(Variable(batch.images.slice(0, begin, end)));  // (n, K)
+  const Variable images(batch.images.slice(0, begin, end));
+  Variable logits, dist_logits;  // (n, K)
+  if (teacher_logits != nullptr) {
+    std::tie(logits, dist_logits) = model.forward_distilled(images);
+  } else {
+    logits = model(images);
+  }
   Variable loss = cross_entropy(logits, targets, label_smoothing);
   if (batch.lam < 1.0) {
     const Tensor targets_b = batch.targets_b.slice(0, begin, end).contiguous();
     loss = loss * batch.lam + cross_entropy(logits, targets_b, label_smoothing) * (1.0 - batch.lam);
   }
-  const Tensor predicted = argmax(logits, 1);
+  Tensor predicted;
+  if (teacher_logits != nullptr) {
+    loss = loss * ((1.0 - distill.alpha) * share) +
+           distillation_term(dist_logits, teacher_logits->slice(0, begin, end).contiguous(), distill, global);
+    predicted = argmax(Variable(logits.data()) + Variable(dist_logits.data()), 1);  // inference's answer: the mean
+  } else {
+    predicted = argmax(logits, 1);
+    loss = loss * share;
+  }
   for (int64_t i = 0; i < end - begin; ++i) correct += predicted.data<int64_t>()[i] == targets.data<int64_t>()[i];
-  return loss * (static_cast<double>(end - begin) / static_cast<double>(global));
+  return loss;
 }
 
 }  // namespace
@@ -50,9 +69,13 @@ DataParallel::StepResult DataParallel::forward_backward(const data::Batch& batch
   const int64_t B = batch.targets.numel();
   const int R = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(replicas(), B)));
   StepResult result;
+  // The teacher's logits for this process's rows, with every thread (its inference session).
+  Tensor teacher_logits;
+  if (teacher_ != nullptr) teacher_logits = teacher_->logits(batch.images);
+  const Tensor* teacher = teacher_ != nullptr ? &teacher_logits : nullptr;
   if (!reducer_) {  // one thread, one process: the gradient lands in the master directly
     master_.generator()->key_by_sample(key_, batch.first);
-    Variable loss = slice_loss(master_, batch, 0, B, label_smoothing, result.correct);
+    Variable loss = slice_loss(master_, batch, 0, B, label_smoothing, teacher, distill_, result.correct);
     result.loss = loss.item();
     if (std::isfinite(result.loss)) loss.backward();
     return result;
@@ -72,7 +95,7 @@ DataParallel::StepResult DataParallel::forward_backward(const data::Batch& batch
       if (r > 0) model.zero_grad();
       const int64_t begin = B * r / R, end = B * (r + 1) / R;
       model.generator()->key_by_sample(key_, batch.first + begin);
-      Variable loss = slice_loss(model, batch, begin, end, label_smoothing, correct[r]);
+      Variable loss = slice_loss(model, batch, begin, end, label_smoothing, teacher, distill_, correct[r]);
       losses[r] = loss.item();
       if (std::isfinite(losses[r]))
         loss.backward(Tensor::ones(loss.shape(), loss.dtype()), [&](Node* leaf) { reducer_->ready(r, leaf); });

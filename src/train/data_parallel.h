@@ -18,6 +18,7 @@
 #include "data/loader.h"
 #include "dist/comm.h"
 #include "model/vision_transformer.h"
+#include "train/distillation.h"
 #include "train/gradient_reducer.h"
 
 namespace vit::train {
@@ -44,6 +45,12 @@ class DataParallel {
   StepResult forward_backward(const data::Batch& batch, double label_smoothing);
 
   GradientReducer* reducer() { return reducer_.get(); }
+  // DeiT's distillation: every step asks the teacher (kept by the caller, outliving this) for its
+  // logits of the batch and trains the master's distillation head on them. nullptr: none.
+  void set_teacher(Teacher* teacher, const DistillationSettings& settings) {
+    teacher_ = teacher;
+    distill_ = settings;
+  }
 
  private:
   model::VisionTransformer& master_;
@@ -51,6 +58,8 @@ class DataParallel {
   dist::Comm& comm_;
   std::unique_ptr<GradientReducer> reducer_;  // when there is more than one replica or rank
   uint64_t key_ = 0;
+  Teacher* teacher_ = nullptr;
+  DistillationSettings distill_;
 };
 
 }  // namespace vit::train

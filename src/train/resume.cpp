@@ -16,11 +16,11 @@ using json = nlohmann::ordered_json;
 // The flags a resumed run takes from the command line: they steer this process, not the run's
 // numbers (--data only with the same data, checked once it is loaded).
 constexpr const char* kMayChange[] = {
-    "--resume",           "--out",        "--data",           "--epochs", "--threads",
-    "--checkpoint-every", "--max-pixels", "--skip-nonfinite", "--plain",  "--comm-timeout"};
+    "--resume",         "--out",   "--data",         "--epochs", "--threads", "--checkpoint-every", "--max-pixels",
+    "--skip-nonfinite", "--plain", "--comm-timeout", "--teacher"};
 constexpr const char* kMayChangeText =
     "--data (the same data, moved), --epochs (to extend it), --threads, --checkpoint-every, --max-pixels, "
-    "--skip-nonfinite and --plain";
+    "--skip-nonfinite, --plain and --teacher (the teacher's file, moved)";
 
 struct FixedFlag {
   const char* flag;
@@ -51,6 +51,9 @@ constexpr FixedFlag kRunFlags[] = {{"--batch-size", "/batch_size"},
                                    {"--cutmix", "/augment/cutmix_alpha"},
                                    {"--erase", "/augment/erase_prob"},
                                    {"--no-augment", "/augment"},
+                                   {"--distillation", "/distillation"},
+                                   {"--distill-alpha", "/distill_alpha"},
+                                   {"--distill-tau", "/distill_tau"},
                                    {"--mean", "/normalization/mean"},
                                    {"--std", "/normalization/std"}};
 
@@ -178,6 +181,11 @@ TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoin
   if (asked.epochs > 0) saved.epochs = std::max(asked.epochs, checkpoint.info.epoch);
   if (given(asked, "--data")) saved.data_dir = asked.data_dir;  // checked to be the same data once loaded
   if (given(asked, "--skip-nonfinite")) saved.skip_nonfinite = asked.skip_nonfinite;
+  if (given(asked, "--teacher")) {
+    VIT_CHECK(!saved.teacher.empty(), "train",
+              "--resume {}: this run trains without a teacher; --teacher cannot add one to it", asked.out_dir);
+    saved.teacher = asked.teacher;  // the same teacher, moved (its predictions are not checked)
+  }
   saved.out_dir = asked.out_dir;
   saved.threads = asked.threads;
   saved.progress = asked.progress;

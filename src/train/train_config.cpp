@@ -69,6 +69,17 @@ void TrainConfig::validate() const {
             op, "augmentation amounts must be >= 0");
   VIT_CHECK(augment.erase_prob >= 0 && augment.erase_prob <= 1, op, "--erase must be in [0, 1], got {}",
             augment.erase_prob);
+  VIT_CHECK(distillation == "hard" || distillation == "soft", op, "--distillation must be hard or soft, got '{}'",
+            distillation);
+  VIT_CHECK(std::isfinite(distill_alpha) && distill_alpha >= 0 && distill_alpha <= 1, op,
+            "--distill-alpha must be in [0, 1], got {}", distill_alpha);
+  VIT_CHECK(std::isfinite(distill_tau) && distill_tau > 0, op, "--distill-tau must be positive, got {}", distill_tau);
+  VIT_CHECK(teacher.empty() || model.dist_token, op,
+            "--teacher {}: the student has no distillation token to learn from it (a deit_*_distilled preset, or "
+            "--dist-token)",
+            teacher);
+  VIT_CHECK(teacher.empty() || valid_utf8(teacher), op,
+            "--teacher: the path is not valid UTF-8, and checkpoints record it for --resume");
   VIT_CHECK(threads >= 0, op, "--threads must be >= 0, got {}", threads);
   VIT_CHECK(max_pixels > 0, op, "--max-pixels must be positive, got {}", max_pixels);
   VIT_CHECK(!(resume && overwrite), op,

@@ -62,6 +62,13 @@ struct TrainConfig {
   // Under mpirun: seconds a rank waits for the others without progress before it stops the job
   // (a lost rank or host; dist/comm.h).
   double comm_timeout = 120.0;
+  // DeiT's distillation (train/distillation.h): a student with a distillation token trains its
+  // second head against this teacher checkpoint's predictions. Empty: no teacher (a distilled
+  // student then trains both heads on the labels, through their mean).
+  std::string teacher;
+  std::string distillation = "hard";  // hard (argmax of the teacher) or soft (KL at distill_tau)
+  double distill_alpha = 0.5;         // weight of the distillation head's loss
+  double distill_tau = 1.0;           // soft: temperature
   // What belongs to a recipe rather than to the engine:
   std::vector<double> milestones;     // test accuracies whose first crossing is reported (e.g. 0.97, 0.985)
   data::Normalization normalization;  // per-channel mean/std; empty: computed from the training images
@@ -94,6 +101,10 @@ struct TrainConfig {
     visit("steps", steps, Presence::Optional);
     visit("val_split", val_split, Presence::Optional);
     visit("schedule", schedule, Presence::Optional);
+    visit("teacher", teacher, Presence::Optional);
+    visit("distillation", distillation, Presence::Optional);
+    visit("distill_alpha", distill_alpha, Presence::Optional);
+    visit("distill_tau", distill_tau, Presence::Optional);
   }
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);  // throws on invalid JSON

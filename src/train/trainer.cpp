@@ -94,6 +94,7 @@ struct Run {
   optim::NamedParameters params;
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::ModelEma> ema;
+  std::unique_ptr<Teacher> teacher;  // with --teacher (DeiT's distillation)
   // Where training continues: the epoch, the optimiser step, and for a mid-epoch checkpoint the
   // batches of that epoch already trained on with their statistics.
   int64_t start_epoch = 0, step = 0, first_batch = 0;
@@ -317,6 +318,20 @@ Run start_or_resume(TrainConfig config) {
   }
   load_data(run);
   build_model(run);
+  if (!run.config.teacher.empty()) {
+    run.teacher = std::make_unique<Teacher>(run.config.teacher, run.config.model);
+    const infer::LoadedModel& t = run.teacher->loaded();
+    // The teacher sees the student's input: warn when it was trained on other statistics.
+    if (t.preprocess.mean != run.norm.mean || t.preprocess.std != run.norm.std) {
+      std::fprintf(stderr,
+                   "warning: --teacher %s expects inputs normalised with mean [%s] std [%s]; it is given the student's "
+                   "(mean [%s] std [%s])\n",
+                   run.config.teacher.c_str(), fmt::format("{}", fmt::join(t.preprocess.mean, ", ")).c_str(),
+                   fmt::format("{}", fmt::join(t.preprocess.std, ", ")).c_str(),
+                   fmt::format("{}", fmt::join(run.norm.mean, ", ")).c_str(),
+                   fmt::format("{}", fmt::join(run.norm.std, ", ")).c_str());
+    }
+  }
   // Everything a checkpoint records, encoded once before the first step: a save can then fail
   // for want of disk space, never over what it records after hours of training.
   (void)infer::checkpoint_metadata(run.files.last, checkpoint_info(run, run.start_epoch, 0, "{}"),
@@ -795,6 +810,15 @@ TrainResult train_job(TrainConfig config, dist::Comm& comm) {
   plan(run);
   const TrainConfig& c = run.config;
   DataParallel parallel(*run.model, run.threads, comm);
+  if (run.teacher) {
+    parallel.set_teacher(run.teacher.get(), {c.distillation, c.distill_alpha, c.distill_tau});
+    if (run.lead()) {
+      std::printf("distillation: %s, alpha %g%s, teacher %s (%s layout, %ld parameters)\n", c.distillation.c_str(),
+                  c.distill_alpha, c.distillation == "soft" ? fmt::format(", tau {}", c.distill_tau).c_str() : "",
+                  c.teacher.c_str(), run.teacher->loaded().layout.c_str(),
+                  run.teacher->loaded().model->num_parameters());
+    }
+  }
   run.start = Clock::now();
   const StopSignals signals;
   comm.set_watchdog(c.comm_timeout, [&signals] { return signals.pending(); });

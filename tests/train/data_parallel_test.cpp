@@ -7,6 +7,7 @@
 #include <barrier>
 #include <thread>
 
+#include "infer/checkpoint.h"
 #include "support/files.h"
 #include "support/golden.h"
 #include "train/evaluate.h"
@@ -146,6 +147,73 @@ TEST(DataParallel, ShardedEvaluationEqualsOneEvaluation) {
     EXPECT_EQ(p.confusion, whole.confusion);
     EXPECT_EQ(p.predictions, whole.predictions);
     EXPECT_EQ(p.confidence, whole.confidence);
+  }
+}
+
+// DeiT's distillation through DataParallel: the teacher's logits of each replica's rows, the
+// class head on the labels and the distillation head on the teacher's top class; one and two
+// replicas agree, and the loss is the formula's.
+TEST(DataParallel, DistillationFromATeacherCheckpoint) {
+  testing::TempDir dir;
+  testing::write_toy_mnist(dir.path(), 21, 5);
+  const data::Dataset d = data::load_dataset(dir.path(), data::Split::Train, 1, 28);
+  std::vector<int64_t> all(21);
+  for (int64_t i = 0; i < 21; ++i) all[i] = i;
+  const data::Batch batch = data::make_batch(d, all, {}, {{0.1}, {0.3}}, true, 1);
+
+  model::VisionTransformer teacher_model(small_config(), std::make_shared<Generator>(3));
+  infer::CheckpointInfo info;
+  info.model = teacher_model.config();
+  info.normalization = {{0.1}, {0.3}};
+  infer::save_checkpoint(dir.file("teacher.safetensors"), teacher_model, info);
+  model::ViTConfig student = small_config();
+  student.pool = "cls";
+  student.dist_token = true;
+  student.reg_tokens = 2;
+  student.layer_scale = 0.1;
+  Teacher teacher(dir.file("teacher.safetensors"), student);
+  model::VisionTransformer model(student, std::make_shared<Generator>(7));
+  DistillationSettings settings;
+  settings.alpha = 0.25;
+
+  DataParallel one(model, 1);
+  one.set_teacher(&teacher, settings);
+  const auto r1 = one.forward_backward(batch, 0.0);
+  const std::vector<Tensor> g1 = gradients(model);
+  DataParallel two(model, 2);
+  two.set_teacher(&teacher, settings);
+  const auto r2 = two.forward_backward(batch, 0.0);
+  const std::vector<Tensor> g2 = gradients(model);
+  EXPECT_NEAR(r1.loss, r2.loss, testing::kFloatSumTol);
+  const auto names = model.named_parameters();
+  for (size_t i = 0; i < g1.size(); ++i) {
+    ASSERT_TRUE(g1[i].defined()) << names[i].first;
+    EXPECT_TRUE(testing::all_close(g2[i], g1[i], testing::kDataParallelGradTol, names[i].first));
+  }
+  // The loss: 0.75 CE(head(x_cls), labels) + 0.25 CE(head_dist(x_dist), argmax teacher(x)).
+  NoGradGuard no_grad;
+  teacher_model.eval();
+  const Tensor t = teacher_model(Variable(batch.images)).data();
+  auto [cls, dist] = model.forward_distilled(Variable(batch.images));
+  const double expected =
+      0.75 * cross_entropy(cls, batch.targets).item() + 0.25 * cross_entropy(dist, argmax(Variable(t), 1)).item();
+  EXPECT_NEAR(r1.loss, expected, testing::kFloatSumTol);
+  // A student of other classes, or a feature extractor, is refused by name.
+  model::ViTConfig other = student;
+  other.num_classes = 7;
+  EXPECT_THROW(Teacher(dir.file("teacher.safetensors"), other), Error);
+  EXPECT_THROW(Teacher(dir.file("missing.safetensors"), student), Error);
+  model::ViTConfig features_only = small_config();
+  features_only.num_classes = 0;
+  info.model = features_only;
+  infer::save_checkpoint(dir.file("features.safetensors"),
+                         model::VisionTransformer(features_only, std::make_shared<Generator>(1)), info);
+  try {
+    Teacher refused(dir.file("features.safetensors"), student);
+    ADD_FAILURE() << "a feature extractor taken as a teacher";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no classifier head (a feature extractor)"), std::string::npos)
+        << e.what();
   }
 }
 
