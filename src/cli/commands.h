@@ -9,6 +9,7 @@ void add_demo_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
+void add_embed_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_attention_command(CLI::App& app);
 void add_bench_command(CLI::App& app);

@@ -1,5 +1,7 @@
 // `vit info`: a model's config, parameters per part and in total, and compute per image, for a
 // preset (model flags override its values) or a checkpoint.
+#include <fmt/ranges.h>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -65,8 +67,13 @@ void add_info_command(CLI::App& app) {
     VIT_CHECK(!preset->empty() || !checkpoint->empty() || model_flags->given(), "info",
               "give --preset NAME or --checkpoint FILE (presets: {})", fmt::join(model::preset_names(), ", "));
     std::unique_ptr<model::VisionTransformer> model;
+    std::string origin;  // a checkpoint's layout, family and the keys inference does not use
     if (!checkpoint->empty()) {
-      model = std::move(infer::load_model(*checkpoint).model);
+      infer::LoadedModel loaded = infer::load_model(*checkpoint);
+      origin = fmt::format("  {} layout{}", loaded.layout, loaded.family != "vit" ? " (" + loaded.family + ")" : "");
+      if (!loaded.ignored_keys.empty())
+        origin += fmt::format("; not used for inference: {}", fmt::join(loaded.ignored_keys, ", "));
+      model = std::move(loaded.model);
     } else {
       // Model flags without --preset describe a "custom" model over vit_digits, as `vit train` does.
       const model::ViTConfig config = model_flags->config(preset->empty() ? "vit_digits" : *preset, !preset->empty());
@@ -83,6 +90,23 @@ void add_info_command(CLI::App& app) {
     std::printf("  dim %ld, depth %ld, heads %ld (head dim %ld), mlp %ld, qkv_bias %s, pool %s, eps %g, classes %ld\n",
                 m.dim, m.depth, m.num_heads, m.head_dim(), m.hidden_dim(), m.qkv_bias ? "yes" : "no", m.pool.c_str(),
                 m.eps, m.num_classes);
+    std::vector<std::string> options;  // what ViT's descendants add, when set
+    if (m.dist_token) options.push_back("distillation token + head_dist");
+    if (m.reg_tokens > 0) options.push_back(fmt::format("{} register tokens", m.reg_tokens));
+    if (m.no_embed_class) options.push_back("pos_embed over the patches only");
+    if (m.pre_norm) options.push_back("norm_pre, no patch bias");
+    if (m.layer_scale > 0) options.push_back(fmt::format("LayerScale (init {})", m.layer_scale));
+    if (m.qk_norm) options.push_back("qk_norm");
+    if (m.act != "gelu") options.push_back("act " + m.act);
+    if (m.dim_head > 0) options.push_back(fmt::format("attention width {}", m.attn_dim()));
+    if (m.mlp_layers == 1) options.push_back("one-Linear MLP");
+    if (m.norm_tokens) options.push_back("LayerNorm over tokens x channels");
+    if (!m.final_norm) options.push_back("no final norm");
+    if (m.head_tanh) options.push_back("tanh head");
+    if (m.projection) options.push_back(fmt::format("head = image projection to {}", m.num_classes));
+    if (!m.has_head()) options.push_back("no head (features only)");
+    if (!options.empty()) std::printf("  %s\n", fmt::format("{}", fmt::join(options, ", ")).c_str());
+    if (!origin.empty()) std::printf("%s\n", origin.c_str());
     std::printf("  dropout %g, attn_dropout %g, drop_path %g\n", m.dropout, m.attn_dropout, m.drop_path);
     std::printf("parameters:\n");
     int64_t total = 0;

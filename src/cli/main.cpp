@@ -25,6 +25,7 @@ int run_command(int argc, char** argv) {
   vit::cli::add_train_command(app);
   vit::cli::add_eval_command(app);
   vit::cli::add_predict_command(app);
+  vit::cli::add_embed_command(app);
   vit::cli::add_info_command(app);
   vit::cli::add_attention_command(app);
   vit::cli::add_bench_command(app);

@@ -1,12 +1,15 @@
 // Shared inference flags (see model_options.h).
 #include "cli/model_options.h"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "data/image.h"
+#include "io/npy.h"
 
 namespace vit::cli {
 
@@ -17,8 +20,13 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--layout", o.layout, "force the key layout: timm, torchvision, huggingface (default: detected)");
   cmd->add_option("--heads", o.heads, "attention heads (default: from the file, else standard for the width)")
       ->check(kPositive);
-  cmd->add_option("--eps", o.eps, "LayerNorm eps (default: timm/torchvision 1e-6, Hugging Face 1e-12)")
+  cmd->add_option("--eps", o.eps,
+                  "LayerNorm eps (default: timm/torchvision 1e-6, Hugging Face ViT/DeiT 1e-12, DINOv2 1e-6, CLIP 1e-5)")
       ->check(kPositive);
+  cmd->add_option("--act", o.act,
+                  "MLP activation (default: the file's; a timm-layout OpenAI CLIP runs quick_gelu, LAION's CLIPs need "
+                  "gelu)")
+      ->check(CLI::IsMember({"gelu", "gelu_tanh", "quick_gelu", "relu"}));
   cmd->add_option("--image-size", o.image_size, "run at this resolution (position embedding interpolated)")
       ->check(kPositive);
   cmd->add_flag("--no-strict", o.no_strict, "list missing / unexpected keys and continue");
@@ -45,6 +53,7 @@ infer::LoadedModel load_for_inference(const ModelOptions& o) {
   if (!o.layout.empty()) options.layout = model::parse_layout(o.layout);
   options.num_heads = o.heads;
   if (o.eps > 0) options.eps = o.eps;
+  if (!o.act.empty()) options.act = o.act;
   options.image_size = o.image_size;
   options.strict = !o.no_strict;
   options.use_ema = o.ema;
@@ -57,6 +66,10 @@ infer::LoadedModel load_for_inference(const ModelOptions& o) {
                    k.c_str());
     for (const auto& k : m.unexpected_keys)
       std::fprintf(stderr, "warning: %s: unexpected key '%s' (ignored)\n", o.checkpoint.c_str(), k.c_str());
+    if (!m.ignored_keys.empty()) {  // known keys inference has no use for: DINOv2's mask_token, CLIP's position_ids
+      std::fprintf(stderr, "note: %s: not used for inference: %s\n", o.checkpoint.c_str(),
+                   fmt::format("{}", fmt::join(m.ignored_keys, ", ")).c_str());
+    }
   }
   infer::Preprocess& p = m.preprocess;
   if (o.resize > 0) p.resize = o.resize, p.square = false;
@@ -76,6 +89,29 @@ infer::LoadedModel load_for_inference(const ModelOptions& o) {
   if (!o.std.empty()) p.std = per_channel(o.std, "std");
   for (double s : p.std) VIT_CHECK(s > 0, "predict", "--std values must be positive");
   return m;
+}
+
+Tensor read_input_npy(const std::string& path, const model::ViTConfig& c, const char* op) {
+  const Tensor input = io::load_npy(path).to(DType::F32).contiguous();
+  VIT_CHECK(input.dim() == 4 && input.size(1) == c.in_channels && input.size(2) == c.image_size &&
+                input.size(3) == c.image_size,
+            op, "{}: input {} but the model takes (B, {}, {}, {})", path, shape_str(input.shape()), c.in_channels,
+            c.image_size, c.image_size);
+  const float* p = input.data<float>();
+  for (int64_t i = 0; i < input.numel(); ++i)
+    VIT_CHECK(std::isfinite(p[i]), op, "{}: the input contains NaN or infinity (element {})", path, i);
+  return input;
+}
+
+Tensor read_input_images(const std::vector<std::string>& paths, const infer::LoadedModel& m, int64_t max_pixels) {
+  const model::ViTConfig& c = m.model->config();
+  const int64_t C = c.in_channels, S = c.image_size;
+  Tensor batch = Tensor::empty({static_cast<int64_t>(paths.size()), C, S, S});
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const data::Image image = data::read_image(paths[i], max_pixels);
+    infer::preprocess_into(image, m.preprocess, C, batch.data<float>() + static_cast<int64_t>(i) * C * S * S);
+  }
+  return batch;
 }
 
 }  // namespace vit::cli

@@ -13,6 +13,7 @@ struct ModelOptions {
   std::string checkpoint, layout;
   int64_t heads = 0, image_size = 0, resize = 0, crop = -1;
   double eps = 0.0;
+  std::string act;  // MLP activation override (a LAION CLIP in timm's names: gelu)
   bool no_strict = false, ema = false, allow_nonfinite = false;
   std::string interpolation;
   std::vector<double> mean, std;
@@ -28,5 +29,10 @@ void add_model_options(CLI::App* cmd, ModelOptions& o);
 infer::LoadedModel load_for_inference(const ModelOptions& o);
 // "warning: FILE has no checksum ..." on stderr.
 void warn_no_checksum(const std::string& path);
+// A float32 (B, C, H, W) .npy the model takes, checked: shape and finite values ("[op] FILE: ...").
+Tensor read_input_npy(const std::string& path, const model::ViTConfig& c, const char* op);
+// Images decoded and preprocessed as the checkpoint says, (B, C, H, W); the first file that
+// cannot be read is the error.
+Tensor read_input_images(const std::vector<std::string>& paths, const infer::LoadedModel& m, int64_t max_pixels);
 
 }  // namespace vit::cli

@@ -35,19 +35,16 @@ void add_predict_command(CLI::App& app) {
     VIT_CHECK(o->out.empty() || !o->tensor.empty(), "predict", "--out writes logits of a --tensor input");
     infer::LoadedModel m = load_for_inference(*o);
     const model::ViTConfig& c = m.model->config();
+    VIT_CHECK(c.has_head() && !c.projection, "predict",
+              "{}: {} has no classifier head ({}): it gives embeddings, with vit embed", o->checkpoint, c.name,
+              c.projection ? "its head is CLIP's image projection" : "a feature extractor");
     model::check_memory(c, std::min<int64_t>(o->batch, std::max<size_t>(o->images.size(), 1)), false);
     NoGradGuard no_grad;
     // The graph-free path; the model is only read from here on, so the mapped copy of every
     // packed weight can be dropped (resident memory ~1x the weights).
     infer::InferenceSession session(*m.model, infer::InferenceSession::WeightPages::Release);
     if (!o->tensor.empty()) {
-      const Tensor input = io::load_npy(o->tensor).to(DType::F32).contiguous();
-      VIT_CHECK(input.dim() == 4 && input.size(1) == c.in_channels && input.size(2) == c.image_size &&
-                    input.size(3) == c.image_size,
-                "predict", "{}: input {} but the model takes (B, {}, {}, {})", o->tensor, shape_str(input.shape()),
-                c.in_channels, c.image_size, c.image_size);
-      for (double v : input.to_vector())
-        VIT_CHECK(std::isfinite(v), "predict", "{}: the input contains NaN or infinity", o->tensor);
+      const Tensor input = read_input_npy(o->tensor, c, "predict");
       std::vector<Tensor> parts;
       for (int64_t b = 0; b < input.size(0); b += o->batch) {
         parts.push_back(session.forward(input.slice(0, b, std::min(input.size(0), b + o->batch))));

@@ -1,0 +1,63 @@
+// `vit embed`: image embeddings (pooled features, CLIP's projected embedding, or every token) for
+// image files or a .npy batch, written as one float32 .npy with a row per image.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "cli/validators.h"
+#include "infer/inference.h"
+#include "io/npy.h"
+
+namespace vit::cli {
+
+void add_embed_command(CLI::App& app) {
+  struct Options : ModelOptions {
+    std::vector<std::string> images;
+    std::string tensor, out, pool;
+    int64_t batch = 16;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "embed", "image embeddings: the pooled features before the head (CLIP: the projected embedding), or every token");
+  add_model_options(cmd, *o);
+  cmd->add_option("images", o->images, "image files (PNG, JPEG, BMP, ...)");
+  cmd->add_option("--tensor", o->tensor, "a float32 (B, C, H, W) .npy input instead of images");
+  cmd->add_option("--out", o->out, "write the embeddings here (.npy, float32): (B, E), or (B, N, D) for tokens")
+      ->required();
+  cmd->add_option("--pool", o->pool,
+                  "cls (the class token; DeiT: with the distillation token), avg (the mean of the patch tokens), "
+                  "tokens (the whole final sequence); default: the model's own pooling")
+      ->check(CLI::IsMember({"cls", "avg", "tokens"}));
+  cmd->add_option("--batch-size", o->batch, "images per forward pass")->capture_default_str()->check(kPositive);
+  cmd->callback([o] {
+    VIT_CHECK(o->images.empty() != o->tensor.empty(), "embed", "give image files or --tensor FILE.npy (not both)");
+    VIT_CHECK(!o->out.empty(), "embed", "--out must name a .npy file");
+    infer::LoadedModel m = load_for_inference(*o);
+    const model::ViTConfig& c = m.model->config();
+    const std::string pool = !o->pool.empty() ? o->pool : (c.pool == "cls" ? "cls" : "avg");
+    model::check_memory(c, std::min<int64_t>(o->batch, std::max<size_t>(o->images.size(), 1)), false);
+    const Tensor input =
+        o->tensor.empty() ? read_input_images(o->images, m, o->max_pixels) : read_input_npy(o->tensor, c, "embed");
+    infer::InferenceSession session(*m.model, infer::InferenceSession::WeightPages::Release);
+    std::vector<Tensor> parts;
+    for (int64_t b = 0; b < input.size(0); b += o->batch) {
+      parts.push_back(session.embed(input.slice(0, b, std::min(input.size(0), b + o->batch)), pool));
+    }
+    const Tensor out = parts.empty() ? session.embed(input, pool) : cat(parts, 0);
+    io::save_npy(o->out, out);
+    std::string what = pool == "tokens" ? "every token after the final norm"
+                                        : (pool == "cls" ? (c.dist_token ? "the mean of the class and distillation "
+                                                                           "tokens"
+                                                                         : "the class token")
+                                                         : "the mean of the patch tokens");
+    if (pool != "tokens" && c.representation_size > 0) what += ", through the representation layer";
+    if (pool != "tokens" && c.projection) what += ", projected by the image projection";
+    std::printf("wrote %s: %s float32 (%s; %s, %s layout)\n", o->out.c_str(), shape_str(out.shape()).c_str(),
+                what.c_str(), m.family.c_str(), m.layout.c_str());
+  });
+}
+
+}  // namespace vit::cli
