@@ -62,14 +62,16 @@ void add_info_command(CLI::App& app) {
   auto* c = cmd->add_option("--checkpoint", *checkpoint,
                             "checkpoint file (ours, int8 ones included, timm, torchvision, Hugging Face)");
   p->excludes(c);
-  model_flags->exclude(c);
+  model_flags->exclude(c, "--heads");  // a foreign checkpoint of a non-standard width needs its head count
   cmd->callback([=] {
     VIT_CHECK(!preset->empty() || !checkpoint->empty() || model_flags->given(), "info",
               "give --preset NAME or --checkpoint FILE (presets: {})", fmt::join(model::preset_names(), ", "));
     std::unique_ptr<model::VisionTransformer> model;
     std::string origin;  // a checkpoint's layout, family and the keys inference does not use
     if (!checkpoint->empty()) {
-      infer::LoadedModel loaded = infer::load_model(*checkpoint);
+      infer::LoadOptions options;
+      options.num_heads = model_flags->heads_given();
+      infer::LoadedModel loaded = infer::load_model(*checkpoint, options);
       origin = fmt::format("  {} layout{}", loaded.layout, loaded.family != "vit" ? " (" + loaded.family + ")" : "");
       if (!loaded.ignored_keys.empty())
         origin += fmt::format("; not used for inference: {}", fmt::join(loaded.ignored_keys, ", "));

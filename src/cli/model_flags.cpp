@@ -45,6 +45,7 @@ ModelFlags::ModelFlags(CLI::App& cmd) {
   flag("--dim", &C::dim, "embedding dim");
   flag("--depth", &C::depth, "encoder blocks");
   flag("--heads", &C::num_heads, "attention heads");
+  heads_ = flags_.back().first;
   flag("--mlp-ratio", &C::mlp_ratio, "MLP hidden size / dim");
   flag("--mlp-dim", &C::mlp_dim, "MLP hidden size (overrides --mlp-ratio; 0: from the ratio)");
   flag("--pool", &C::pool, "cls, avg (class token kept, patch mean + fc_norm) or mean (no class token)");
@@ -96,8 +97,10 @@ bool ModelFlags::contains(const CLI::Option* option) const {
   return false;
 }
 
-void ModelFlags::exclude(CLI::Option* option) {
-  for (const auto& [flag, apply] : flags_) flag->excludes(option);
+void ModelFlags::exclude(CLI::Option* option, const std::string& allowed) {
+  for (const auto& [flag, apply] : flags_) {
+    if (flag->get_name() != allowed) flag->excludes(option);
+  }
 }
 
 model::ViTConfig ModelFlags::config(const std::string& preset_name, bool preset_given) const {

@@ -27,14 +27,17 @@ class ModelFlags {
   bool contains(const CLI::Option* option) const;
   // The ViTConfig JSON keys (visit_fields names) of the flags given, e.g. {"dim", "dropout"}.
   std::vector<std::string> given_fields() const;
-  // Refuses (CLI11's "--dim excludes --checkpoint") any model flag together with `option`.
-  void exclude(CLI::Option* option);
+  // Refuses (CLI11's "--dim excludes --checkpoint") any model flag but `allowed` together with `option`.
+  void exclude(CLI::Option* option, const std::string& allowed = "");
+  // --heads' value when given (0 otherwise).
+  int64_t heads_given() const { return heads_->count() > 0 ? values_.num_heads : 0; }
   // The preset `preset_name` with the given flags over it; named "custom" when flags were
   // given without an explicit --preset (`preset_given` false: `preset_name` is the command's default).
   model::ViTConfig config(const std::string& preset_name, bool preset_given) const;
 
  private:
   model::ViTConfig values_;  // what CLI11 parses the given flags into
+  CLI::Option* heads_ = nullptr;
   std::vector<std::pair<CLI::Option*, std::function<void(model::ViTConfig&)>>> flags_;
   std::vector<std::string> keys_;  // flags_[i] sets the field with JSON key keys_[i]
 };
