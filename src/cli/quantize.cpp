@@ -1,19 +1,11 @@
 // `vit quantize`: an int8 copy of any checkpoint vit loads (infer/quantize.h).
-#include "infer/quantize.h"
-
-#include <chrono>
 #include <cstdio>
-#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/validators.h"
-#include "infer/checkpoint.h"
-#include "infer/pretrained.h"
-#include "io/safetensors.h"
+#include "infer/quantize_file.h"
 
 namespace vit::cli {
-
-namespace fs = std::filesystem;
 
 void add_quantize_command(CLI::App& app) {
   struct Options {
@@ -38,35 +30,15 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->callback([o] {
     set_threads(o->threads);
-    const auto start = std::chrono::steady_clock::now();
-    VIT_CHECK(!o->out.empty(), "quantize", "--out is empty: give the int8 file to write");
-    VIT_CHECK(!fs::is_directory(o->out), "quantize", "--out {} is a directory: give the int8 file to write", o->out);
-    std::error_code ec;
-    VIT_CHECK(!fs::exists(o->out) || !fs::equivalent(o->checkpoint, o->out, ec), "quantize",
-              "--out {} is the input checkpoint itself: write the int8 copy to another file", o->out);
-    VIT_CHECK(o->overwrite || !fs::exists(o->out), "quantize", "--out {} exists (--overwrite replaces it)", o->out);
     infer::LoadOptions options;
     if (!o->layout.empty()) options.layout = model::parse_layout(o->layout);
     options.num_heads = o->heads;
     if (o->eps > 0) options.eps = o->eps;
-    infer::LoadedModel m = infer::load_model(o->checkpoint, options);
-    VIT_CHECK(!infer::is_quantized(*m.model), "quantize",
-              "{}: already an int8 model (written by vit quantize); quantize the float checkpoint it came from",
-              o->checkpoint);
-    infer::QuantizeSummary summary;
-    try {
-      summary = infer::quantize_linears(*m.model);
-    } catch (const std::exception& e) {
-      infer::rethrow_for_file(o->checkpoint, e);
-    }
-
-    infer::save_checkpoint(o->out, *m.model, infer::checkpoint_info(m));
-
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const auto in_bytes = static_cast<double>(fs::file_size(o->checkpoint));
-    const auto out_bytes = static_cast<double>(fs::file_size(o->out));
-    std::printf("quantized %s (%s layout) -> %s in %.2f s\n", o->checkpoint.c_str(), m.layout.c_str(), o->out.c_str(),
-                seconds);
+    const infer::QuantizeFileResult r = infer::quantize_file(o->checkpoint, o->out, options, o->overwrite);
+    const infer::QuantizeSummary& summary = r.summary;
+    const auto in_bytes = static_cast<double>(r.in_bytes), out_bytes = static_cast<double>(r.out_bytes);
+    std::printf("quantized %s (%s layout) -> %s in %.2f s\n", o->checkpoint.c_str(), r.layout.c_str(), o->out.c_str(),
+                r.seconds);
     std::printf("  %ld Linear weights to int8 (%.2f M values, per output channel, 7-bit); %.2f M values stay float32\n",
                 summary.tensors, static_cast<double>(summary.int8_values) / 1e6,
                 static_cast<double>(summary.float_values) / 1e6);

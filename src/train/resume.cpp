@@ -196,6 +196,7 @@ TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoin
   saved.resume = true;
   saved.overwrite = asked.overwrite;  // refused by validate(): a resumed run continues, never replaces
   saved.given_flags = asked.given_flags;
+  saved.on_epoch = asked.on_epoch;
   saved.validate();
   return saved;
 }

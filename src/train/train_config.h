@@ -3,6 +3,7 @@
 // in visit_fields; see core/fields.h), its validation, and the default digits recipe.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,15 @@
 #include "model/vit_config.h"
 
 namespace vit::train {
+
+// What a run reports at each epoch end (TrainConfig::on_epoch): the numbers of its epoch line.
+struct EpochReport {
+  int64_t epoch = 0, epochs = 0;  // 1-based epoch, of epochs
+  double train_loss = 0, train_accuracy = 0, test_loss = 0, test_accuracy = 0, test_top5 = 0;
+  double learning_rate = 0, images_per_second = 0, epoch_seconds = 0, elapsed_seconds = 0;
+  int64_t step = 0;
+  std::string checkpoint;  // last.safetensors, just written
+};
 
 struct TrainConfig {
   std::string data_dir = "data/mnist";
@@ -57,7 +67,11 @@ struct TrainConfig {
   // On resume each must equal the checkpoint's.
   std::vector<std::string> given_model_fields;
   int64_t stop_after_epoch = 0;  // > 0: stop after this epoch as if interrupted (resume continues the same schedule)
-  int64_t checkpoint_every = 0;  // > 0: also save last.safetensors every this many steps (mid-epoch)
+  // Called at each epoch end, after its checkpoint is saved (the library's and Python's per-epoch
+  // callback); returning false stops the run there, resumable as after --stop-after-epoch. An
+  // exception it throws ends the run with that exception (the checkpoint is already written).
+  std::function<bool(const EpochReport&)> on_epoch;
+  int64_t checkpoint_every = 0;                  // > 0: also save last.safetensors every this many steps (mid-epoch)
   int64_t max_pixels = data::kDefaultMaxPixels;  // image folders: refuse larger images (decompression bombs)
   // Under mpirun: seconds a rank waits for the others without progress before it stops the job
   // (a lost rank or host; dist/comm.h).

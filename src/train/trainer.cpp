@@ -95,6 +95,7 @@ struct Run {
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::ModelEma> ema;
   std::unique_ptr<Teacher> teacher;  // with --teacher (DeiT's distillation)
+  EpochReport last_report;           // the last epoch's numbers (TrainConfig::on_epoch)
   // Where training continues: the epoch, the optimiser step, and for a mid-epoch checkpoint the
   // batches of that epoch already trained on with their statistics.
   int64_t start_epoch = 0, step = 0, first_batch = 0;
@@ -674,6 +675,19 @@ void end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& 
   run.result.epochs_run = epoch + 1;
   run.result.final_test_accuracy = eval.top1;
   run.result.seconds = elapsed;
+  run.last_report = {.epoch = epoch + 1,
+                     .epochs = c.epochs,
+                     .train_loss = train_loss,
+                     .train_accuracy = train_acc,
+                     .test_loss = eval.loss,
+                     .test_accuracy = eval.top1,
+                     .test_top5 = eval.top5,
+                     .learning_rate = run.opt->lr,
+                     .images_per_second = images_per_s,
+                     .epoch_seconds = epoch_seconds,
+                     .elapsed_seconds = elapsed,
+                     .step = run.step,
+                     .checkpoint = run.files.last};
   if (!run.lead()) return;
   ReportInputs report;
   report.config = &c;
@@ -849,6 +863,12 @@ TrainResult train_job(TrainConfig config, dist::Comm& comm) {
       if (stop != 0 && epoch + 1 < c.epochs) {
         comm.barrier(true);  // the lead has saved
         throw Interrupted(interrupted_message(run, signals), stop);
+      }
+      if (c.on_epoch && !c.on_epoch(run.last_report) && epoch + 1 < c.epochs) {
+        std::printf("stopping after epoch %ld of %ld as the epoch callback asked; continue with --resume %s\n",
+                    epoch + 1, c.epochs, c.out_dir.c_str());
+        std::fflush(stdout);
+        return run.result;
       }
       if (c.stop_after_epoch > 0 && epoch + 1 >= c.stop_after_epoch && epoch + 1 < c.epochs) {
         std::printf("stopping after epoch %ld of %ld as asked; continue with --resume %s\n", epoch + 1, c.epochs,

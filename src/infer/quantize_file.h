@@ -1,0 +1,25 @@
+// `vit quantize` as a library call (the CLI, the C++ facade and the Python module share it):
+// load any checkpoint vit reads, quantize its Linears (infer/quantize.h) and write the int8 copy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "infer/pretrained.h"
+#include "infer/quantize.h"
+
+namespace vit::infer {
+
+struct QuantizeFileResult {
+  QuantizeSummary summary;
+  std::string layout;  // of the input file
+  double seconds = 0.0;
+  uint64_t in_bytes = 0, out_bytes = 0;
+};
+
+// Refuses an empty `out`, a directory, the input itself, an existing file without `overwrite`,
+// and an input that is already int8, naming the path.
+QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadOptions& options,
+                                 bool overwrite);
+
+}  // namespace vit::infer
