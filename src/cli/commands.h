@@ -2,11 +2,18 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
+
+namespace vit::train {
+struct TrainConfig;
+}
 
 namespace vit::cli {
 
 void add_demo_command(CLI::App& app);
-void add_train_command(CLI::App& app);
+// `run` replaces train::train(config) as what the command does once its flags are parsed (the
+// library facade passes one that adds its epoch callback and keeps the result).
+void add_train_command(CLI::App& app, std::function<void(train::TrainConfig&)> run = {});
 void add_eval_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
 void add_embed_command(CLI::App& app);
@@ -14,6 +21,7 @@ void add_info_command(CLI::App& app);
 void add_attention_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 // Applies --threads (0 = all cores) to OpenMP and BLAS.
 void set_threads(int threads);
 

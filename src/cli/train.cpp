@@ -18,7 +18,7 @@ void set_threads(int threads) {
   kernels::set_blas_threads(threads);
 }
 
-void add_train_command(CLI::App& app) {
+void add_train_command(CLI::App& app, std::function<void(train::TrainConfig&)> run) {
   auto c = std::make_shared<train::TrainConfig>(train::fashion_recipe());
   auto budget = std::make_shared<std::string>();
   auto preset = std::make_shared<std::string>();
@@ -166,7 +166,11 @@ void add_train_command(CLI::App& app) {
                 c->out_dir, *resume_dir);
       c->out_dir = *resume_dir;
     }
-    train::train(*c);
+    if (run) {
+      run(*c);
+    } else {
+      train::train(*c);
+    }
   });
 }
 

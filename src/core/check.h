@@ -8,12 +8,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace vit {
+#include "vit/error.h"  // vit::Error, public (include/vit)
 
-class Error : public std::runtime_error {
- public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
-};
+namespace vit {
 
 // Throws Error("[op] message") built with fmt.
 template <typename... Args>

@@ -1,0 +1,242 @@
+"""The Python module `vit`, as a timm user would use it (run by ctest: python.module).
+
+Needs PYTHONPATH=build/python, VIT_BINARY (the vit command, for the same-logits checks) and
+VIT_GOLDEN_DIR (tests/golden). No PyTorch: references come from the committed golden files.
+"""
+
+import json
+import os
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import vit
+
+GOLDEN = os.environ["VIT_GOLDEN_DIR"]
+VIT = os.environ["VIT_BINARY"]
+TIMM = os.path.join(GOLDEN, "layouts", "timm.safetensors")  # 3x32x32, 10 classes, width 48, 4 heads
+VARIANTS = os.path.join(GOLDEN, "variants")
+
+
+def read_safetensors(path):
+    """A minimal safetensors reader (F32/F64/I64), enough for the reference files."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    body = raw[8 + n:]
+    kinds = {"F32": "<f4", "F64": "<f8", "I64": "<i8"}
+    out = {}
+    for name, info in header.items():
+        b, e = info["data_offsets"]
+        out[name] = np.frombuffer(body[b:e], dtype=kinds[info["dtype"]]).reshape(info["shape"])
+    return out
+
+
+def relative_error(a, b):
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def cli(*args):
+    return subprocess.run([VIT, *args], capture_output=True, text=True, check=False)
+
+
+# ---- loading and running models ----
+
+def test_predict_equals_vit_predict_and_takes_numpy_without_copying():
+    m = vit.load(TIMM, heads=4)
+    assert (m.image_size, m.in_channels, m.num_classes, m.layout) == (32, 3, 10, "timm")
+    x = np.random.default_rng(0).standard_normal((5, 3, 32, 32)).astype(np.float32)
+    logits = m.predict(x)
+    assert logits.shape == (5, 10) and logits.dtype == np.float32
+    with tempfile.TemporaryDirectory() as d:
+        np.save(os.path.join(d, "x.npy"), x)
+        r = cli("predict", "--checkpoint", TIMM, "--heads", "4", "--tensor", os.path.join(d, "x.npy"),
+                "--out", os.path.join(d, "l.npy"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        np.testing.assert_array_equal(logits, np.load(os.path.join(d, "l.npy")))
+    # Non-contiguous and float64 inputs are converted (a copy), with the same answer.
+    np.testing.assert_array_equal(m.predict(np.asfortranarray(x.astype(np.float64))), logits)
+    np.testing.assert_array_equal(m.predict(x[::-1].copy())[::-1], logits)
+    assert m.predict(np.zeros((0, 3, 32, 32), np.float32)).shape == (0, 10)
+
+
+def test_descendants_match_pytorch_references():
+    ref = read_safetensors(os.path.join(VARIANTS, "deit_distilled.expected.safetensors"))
+    m = vit.load(os.path.join(VARIANTS, "deit_distilled.hf.safetensors"), heads=2)
+    assert m.family == "deit" and m.layout == "huggingface"
+    assert relative_error(m.predict(ref["input_b3"]), ref["logits_b3.hf"]) <= 1e-4
+    ref = read_safetensors(os.path.join(VARIANTS, "clip.expected.safetensors"))
+    m = vit.load(os.path.join(VARIANTS, "clip.hf.safetensors"), heads=2)
+    assert not m.has_classifier and m.embed_dim == 24
+    assert relative_error(m.embed(ref["input_b3"]), ref["features_b3.hf"]) <= 1e-4
+    tokens = m.embed(ref["input_b3"], pool="tokens")
+    assert tokens.shape == (3, 17, 32)
+    assert relative_error(tokens, ref["tokens_b3.hf"]) <= 1e-4
+    with pytest.raises(vit.Error, match="no classifier head"):
+        m.predict(ref["input_b3"])
+    ref = read_safetensors(os.path.join(VARIANTS, "dinov2.expected.safetensors"))
+    m = vit.load(os.path.join(VARIANTS, "dinov2.timm.safetensors"), heads=2, image_size=28)
+    assert relative_error(m.embed(ref["input_b3_at28"]), ref["features_b3_at28.timm"]) <= 1e-4
+
+
+def test_images_are_decoded_and_classified_as_vit_predict_does():
+    image = os.path.join(GOLDEN, "preprocess", "coffee.png")
+    m = vit.load(TIMM, heads=4)
+    [top] = m.predict_images([image], top_k=3)
+    assert len(top) == 3 and top[0]["probability"] >= top[1]["probability"] >= top[2]["probability"]
+    assert set(top[0]) == {"index", "label", "probability"}
+    r = cli("predict", "--checkpoint", TIMM, "--heads", "4", "--top-k", "1", image)
+    assert r.returncode == 0, r.stderr
+    assert "%6.2f%%  %s" % (100 * top[0]["probability"], top[0]["label"]) in r.stdout
+    pixels = m.load_image(image)
+    assert pixels.shape == (3, 32, 32)
+    np.testing.assert_allclose(m.predict(pixels[None])[0].argmax(), top[0]["index"])
+
+
+def test_errors_are_vit_errors_with_the_commands_messages():
+    with pytest.raises(vit.Error, match=r"\[safetensors\] /nonexistent.safetensors"):
+        vit.load("/nonexistent.safetensors")
+    with pytest.raises(vit.Error, match="pass --heads"):
+        vit.load(TIMM)  # width 48: the head count cannot be guessed
+    with pytest.raises(vit.Error, match=r"unknown layout 'keras'"):
+        vit.load(TIMM, heads=4, layout="keras")
+    m = vit.load(TIMM, heads=4)
+    with pytest.raises(vit.Error, match=r"input \(2, 3, 16, 16\) but the model takes \(B, 3, 32, 32\)"):
+        m.predict(np.zeros((2, 3, 16, 16), np.float32))
+    bad = np.zeros((1, 3, 32, 32), np.float32)
+    bad[0, 1, 2, 3] = np.nan
+    with pytest.raises(vit.Error, match="NaN or infinity"):
+        m.predict(bad)
+    with pytest.raises(vit.Error, match="pool must be cls, avg or tokens"):
+        m.embed(np.zeros((1, 3, 32, 32), np.float32), pool="max")
+    with pytest.raises(vit.Error):
+        m.predict_images(["/nonexistent.png"])
+    assert issubclass(vit.Error, RuntimeError)
+
+
+def test_the_gil_is_released_while_the_model_runs():
+    m = vit.load(TIMM, heads=4)
+    x = np.random.default_rng(1).standard_normal((2048, 3, 32, 32)).astype(np.float32)
+    ticks = []
+    done = threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    t = threading.Thread(target=count)
+    t.start()
+    time.sleep(0.01)
+    start = time.perf_counter()
+    m.predict(x)
+    end = time.perf_counter()
+    done.set()
+    t.join()
+    during = [s for s in ticks if start < s < end]
+    assert end - start > 0.02, "the batch ran too fast to tell"
+    assert len(during) >= 3, "the counting thread did not run while predict did (GIL held?)"
+
+
+# ---- quantization and training ----
+
+def test_quantize_writes_an_int8_model_that_stays_close():
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "int8.safetensors")
+        r = vit.quantize(TIMM, out, heads=4)
+        assert r["tensors"] == 9 and r["out_bytes"] < r["in_bytes"]
+        with pytest.raises(vit.Error, match="exists"):
+            vit.quantize(TIMM, out, heads=4)
+        x = np.random.default_rng(2).standard_normal((4, 3, 32, 32)).astype(np.float32)
+        f, q = vit.load(TIMM, heads=4).predict(x), vit.load(out).predict(x)
+        cosine = (f * q).sum() / np.linalg.norm(f) / np.linalg.norm(q)
+        assert cosine > 0.99
+
+
+def write_toy_digits(folder, n_train=96, n_test=32):
+    """IDX files of a learnable toy task: label k = horizontal stripes every k + 2 rows."""
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for split, n in (("train", n_train), ("t10k", n_test)):
+        labels = (np.arange(n) % 10).astype(np.uint8)
+        images = (rng.random((n, 28, 28)) * 40).astype(np.uint8)
+        for i, k in enumerate(labels):
+            images[i, ::k + 2, :] = 255
+        with open(os.path.join(folder, split + "-images-idx3-ubyte"), "wb") as f:
+            f.write(struct.pack(">IIII", 2051, n, 28, 28) + images.tobytes())
+        with open(os.path.join(folder, split + "-labels-idx1-ubyte"), "wb") as f:
+            f.write(struct.pack(">II", 2049, n) + labels.tobytes())
+
+
+def test_train_with_a_per_epoch_callback_that_can_stop_and_resume():
+    with tempfile.TemporaryDirectory() as d:
+        write_toy_digits(os.path.join(d, "data"))
+        seen = []
+
+        def on_epoch(report):
+            seen.append(report)
+            return report["epoch"] < 2  # stop after the second epoch
+
+        flags = dict(data=os.path.join(d, "data"), out=os.path.join(d, "run"), preset="vit_digits", dim=16, depth=1,
+                     heads=2, epochs=3, batch_size=32, plain=True, hflip=False, layer_scale=0.1, reg_tokens=2)
+        r = vit.train(on_epoch=on_epoch, **flags)
+        assert [s["epoch"] for s in seen] == [1, 2] and r["epochs_run"] == 2
+        assert os.path.exists(seen[-1]["checkpoint"]) and 0 <= seen[-1]["test_accuracy"] <= 1
+        r = vit.train(resume=os.path.join(d, "run"), plain=True)
+        assert r["epochs_run"] == 3
+        m = vit.load(os.path.join(d, "run", "last.safetensors"))
+        assert m.config["reg_tokens"] == 2 and m.config["layer_scale"] == 0.1
+        # A callback's exception ends the run with that exception.
+        def boom(report):
+            raise KeyError("from the callback")
+
+        with pytest.raises(KeyError, match="from the callback"):
+            vit.train(on_epoch=boom, **dict(flags, out=os.path.join(d, "run2")))
+        with pytest.raises(vit.Error, match="--epochs must be >= 1"):
+            vit.train(**dict(flags, out=os.path.join(d, "run3"), epochs=0))
+        with pytest.raises(vit.Error, match="no-such-flag"):
+            vit.train(no_such_flag=3)
+
+
+# ---- the seed notebooks' checks, through the module's tensors ----
+
+def test_notebook_layernorm_statistics():
+    x = vit.Tensor(np.array([[0, 4], [-1, 7], [3, 5]], dtype=np.float32))
+    np.testing.assert_allclose(x.std([1], unbiased=False).numpy(), [2, 4, 1])
+    ln = vit.nn.LayerNorm([2], eps=0.0)
+    y = ln(x)
+    np.testing.assert_allclose(y.mean([1]).numpy(), 0, atol=1e-6)
+    np.testing.assert_allclose(y.std([1], unbiased=False).numpy(), 1, atol=1e-6)
+    np.testing.assert_allclose(ln.weight.numpy(), [1, 1])
+
+
+def test_notebook_unfold_patches():
+    B, C, S, P = 2, 3, 8, 4
+    images = np.random.default_rng(3).standard_normal((B, C, S, S)).astype(np.float32)
+    x = vit.Tensor(images)
+    patches = x.unfold(2, P, P).unfold(3, P, P)  # (B, C, S/P, S/P, P, P)
+    assert patches.shape == [B, C, S // P, S // P, P, P]
+    flat = patches.permute([0, 2, 3, 1, 4, 5]).reshape([B, (S // P) ** 2, C * P * P])
+    # The same patches by numpy: (p1 p2 c) order of the notebook's rearrangement, row by row.
+    expected = images.reshape(B, C, S // P, P, S // P, P).transpose(0, 2, 4, 1, 3, 5).reshape(B, -1, C * P * P)
+    np.testing.assert_array_equal(flat.numpy(), expected)
+
+
+def test_notebook_autograd_example():
+    a = vit.Tensor(np.array(2.0), requires_grad=True)
+    b = vit.Tensor(np.array(1.0), requires_grad=True)
+    c = a + b
+    d = b + 1
+    e = c * d
+    assert e.item() == 6.0
+    e.backward()
+    assert a.grad == 2.0 and b.grad == 5.0
+    assert a.is_leaf and not e.is_leaf and e.grad_fn == "mulBackward"
+    assert c.grad is None

@@ -1,0 +1,94 @@
+// `vit serve`: a checkpoint behind HTTP with dynamic batching (serve/server.h). SIGTERM or
+// SIGINT drains: no new connections, every request in flight answered, then exit 0.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "cli/validators.h"
+#include "serve/server.h"
+
+namespace vit::cli {
+
+void add_serve_command(CLI::App& app) {
+  struct Options : ModelOptions {
+    serve::ServerOptions server;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "serve a model over HTTP: POST /v1/predict, POST /v1/embed, GET /healthz, GET /metrics");
+  add_model_options(cmd, *o);
+  serve::ServerOptions& s = o->server;
+  cmd->add_option("--host", s.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", s.port, "port (0: any free port, printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--max-batch", s.batching.max_batch, "dynamic batching: images per model call (1: no batching)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  cmd->add_option("--max-delay-us", s.batching.max_delay_us,
+                  "dynamic batching: how long the oldest request waits for others (microseconds)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{10'000'000}));
+  cmd->add_option("--max-queue", s.batching.max_queue, "requests waiting for the model before answering 429")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
+  cmd->add_option("--max-body", s.max_body_bytes, "largest request body in bytes (413 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32));
+  cmd->add_option("--request-timeout", s.request_timeout,
+                  "seconds a request may wait for the model (503 beyond) or take to arrive")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 3600.0));
+  cmd->add_option("--http-threads", s.http_threads, "connections handled at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--top-k", s.top_k, "classes answered for an image (?top_k= overrides)")
+      ->capture_default_str()
+      ->check(kPositive);
+  cmd->callback([o] {
+    // Signals go to one watcher thread (blocked everywhere else, before any thread starts).
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    infer::LoadedModel m = load_for_inference(*o);
+    const model::ViTConfig c = m.model->config();
+    const std::string family = m.family, layout = m.layout;
+    o->server.max_pixels = o->max_pixels;
+    serve::Server server(std::move(m), o->server);
+    const int port = server.bind();
+    std::printf(
+        "vit serve: %s (%s, %s layout, %ldx%ld) on http://%s:%d  (max batch %ld, max delay %ld us, queue %ld)\n",
+        c.name.c_str(), family.c_str(), layout.c_str(), c.image_size, c.image_size, o->server.host.c_str(), port,
+        o->server.batching.max_batch, o->server.batching.max_delay_us, o->server.batching.max_queue);
+    std::fflush(stdout);
+    std::atomic<bool> done{false};
+    std::atomic<int> received{0};
+    std::thread watcher([&] {
+      const timespec tick{0, 100'000'000};
+      while (!done) {
+        const int sig = sigtimedwait(&signals, nullptr, &tick);
+        if (sig > 0) {
+          received = sig;
+          std::printf("vit serve: %s: draining (no new connections; answering the requests in flight)\n",
+                      sig == SIGTERM ? "SIGTERM" : "SIGINT");
+          std::fflush(stdout);
+          server.stop();
+          return;
+        }
+      }
+    });
+    server.serve();
+    done = true;
+    watcher.join();
+    std::printf("vit serve: stopped after answering %ld requests\n", server.answered());
+    std::fflush(stdout);
+  });
+}
+
+}  // namespace vit::cli

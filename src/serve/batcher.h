@@ -1,0 +1,81 @@
+// Dynamic batching for `vit serve` (what Triton and TorchServe call it): requests, each a batch
+// of one or more images, wait in a bounded queue; one worker takes the oldest request, keeps
+// collecting requests of the same kind (logits, or embeddings with the same pooling) that arrive
+// within max_delay of it, up to max_batch images, runs them through the model as one batch, and
+// hands every request its own rows. A full queue refuses at once (HTTP 429); a request whose
+// caller stopped waiting (timeout) is skipped, not run.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/tensor.h"
+
+namespace vit::serve {
+
+struct BatcherOptions {
+  int64_t max_batch = 32;       // images per model call
+  int64_t max_delay_us = 2000;  // how long the oldest request waits for company
+  int64_t max_queue = 64;       // requests waiting (not counting the batch being run)
+};
+
+// What a batch is run through: (B, C, H, W) -> (B, ...) for `kind` ("logits", or "cls" /
+// "avg" / "tokens" embeddings).
+using RunBatch = std::function<Tensor(const std::string& kind, const Tensor& images)>;
+
+class QueueFull : public std::runtime_error {  // HTTP 429
+ public:
+  using std::runtime_error::runtime_error;
+};
+class ShuttingDown : public std::runtime_error {  // HTTP 503
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Batcher {
+ public:
+  // on_batch(images, requests) is called after each model call (metrics).
+  Batcher(BatcherOptions options, RunBatch run, std::function<void(int64_t, int64_t)> on_batch = {});
+  ~Batcher();  // finishes the queued requests, then stops the worker
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  struct Ticket {
+    std::future<Tensor> result;                    // the request's rows, or the model's exception
+    std::shared_ptr<std::atomic<bool>> cancelled;  // set when the caller gives up waiting
+  };
+  // Queues images (B, C, H, W); throws QueueFull when max_queue requests already wait, and
+  // ShuttingDown once drain() has begun.
+  Ticket submit(const std::string& kind, Tensor images);
+  int64_t queue_depth() const;  // requests waiting
+  // Stops taking requests (submit throws) and runs what is queued; returns when it is done.
+  void drain();
+
+ private:
+  struct Job {
+    std::string kind;
+    Tensor images;
+    std::promise<Tensor> result;
+    std::shared_ptr<std::atomic<bool>> cancelled;
+    std::chrono::steady_clock::time_point arrived;
+  };
+  void work();
+  BatcherOptions options_;
+  RunBatch run_;
+  std::function<void(int64_t, int64_t)> on_batch_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_, idle_;
+  std::deque<std::unique_ptr<Job>> queue_;
+  bool stopping_ = false, busy_ = false;
+  std::thread worker_;
+};
+
+}  // namespace vit::serve
