@@ -105,13 +105,14 @@ void Batcher::work() {
       try {
         const Tensor all = inputs.size() == 1 ? inputs[0] : cat(inputs, 0);
         const Tensor out = run_(kind, all);
+        // Counted before anyone is answered: a client that reads the metrics after its answer sees its batch.
+        if (on_batch_) on_batch_(all.size(0), static_cast<int64_t>(batch.size()));
         int64_t row = 0;
         for (const auto& job : batch) {
           const int64_t n = job->images.size(0);
           job->result.set_value(out.slice(0, row, row + n).contiguous());
           row += n;
         }
-        if (on_batch_) on_batch_(all.size(0), static_cast<int64_t>(batch.size()));
       } catch (...) {
         for (const auto& job : batch) job->result.set_exception(std::current_exception());
       }
