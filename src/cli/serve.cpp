@@ -30,7 +30,8 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--max-delay-us", s.batching.max_delay_us,
-                  "dynamic batching: how long the oldest request waits for others (microseconds)")
+                  "dynamic batching: how long the oldest request waits for others (microseconds; 0: a batch is "
+                  "what queued while the model was busy)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{10'000'000}));
   cmd->add_option("--max-queue", s.batching.max_queue, "requests waiting for the model before answering 429")

@@ -22,9 +22,11 @@
 namespace vit::serve {
 
 struct BatcherOptions {
-  int64_t max_batch = 32;       // images per model call
-  int64_t max_delay_us = 2000;  // how long the oldest request waits for company
-  int64_t max_queue = 64;       // requests waiting (not counting the batch being run)
+  int64_t max_batch = 32;  // images per model call
+  // How long the oldest request waits for company. 0 (Triton's default too): no deliberate wait;
+  // a batch is what queued while the model was busy, so a lone request runs at once.
+  int64_t max_delay_us = 0;
+  int64_t max_queue = 64;  // requests waiting (not counting the batch being run)
 };
 
 // What a batch is run through: (B, C, H, W) -> (B, ...) for `kind` ("logits", or "cls" /

@@ -84,9 +84,8 @@ struct Server::Impl {
   bool has_classifier() const { return config().has_head() && !config().projection; }
 
   // The request body as a (B, C, H, W) float32 batch, checked; `image` tells which kind it was.
-  Tensor input(const httplib::Request& req, bool& image) const {
+  Tensor input(const httplib::Request& req, const std::string& body, bool& image) const {
     const model::ViTConfig& c = config();
-    const std::string& body = req.body;
     VIT_CHECK(!body.empty(), "serve", "the request body is empty: send an image (PNG/JPEG) or a float32 .npy");
     const std::string type = req.get_header_value("Content-Type");
     const bool npy = type.rfind("application/x-npy", 0) == 0 || body.rfind("\x93NUMPY", 0) == 0;
@@ -136,14 +135,15 @@ struct Server::Impl {
     return ticket.result.get();
   }
 
-  void handle(const httplib::Request& req, httplib::Response& res, const std::string& endpoint) {
+  void handle(const httplib::Request& req, const std::string& body, httplib::Response& res,
+              const std::string& endpoint) {
     const auto start = Clock::now();
     ++inflight;
     int status = 200;
     try {
       if (draining) throw HttpError{503, "the server is shutting down"};
       bool image = false;
-      Tensor x = input(req, image);
+      Tensor x = input(req, body, image);
       if (endpoint == "/v1/predict") {
         if (!has_classifier())
           throw HttpError{
@@ -238,10 +238,31 @@ Server::Server(infer::LoadedModel model, ServerOptions options) : impl_(std::mak
   const auto timeout = std::chrono::duration<double>(s.options.request_timeout);
   http.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
   http.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-  http.Post("/v1/predict",
-            [&s](const httplib::Request& req, httplib::Response& res) { s.handle(req, res, "/v1/predict"); });
-  http.Post("/v1/embed",
-            [&s](const httplib::Request& req, httplib::Response& res) { s.handle(req, res, "/v1/embed"); });
+  // The bodies are read through a content reader: httplib's own reading parses a body sent as
+  // application/x-www-form-urlencoded (curl --data-binary's default type) as a form and refuses
+  // it beyond 8 KiB; an image sent that way is still an image here.
+  for (const char* path : {"/v1/predict", "/v1/embed"}) {
+    http.Post(path,
+              [&s, path](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+                std::string body;
+                bool too_large = false;
+                const auto limit = static_cast<size_t>(s.options.max_body_bytes);
+                const bool whole = read([&](const char* data, size_t n) {
+                  // httplib holds a Content-Length to the limit; a chunked body is held here.
+                  too_large = body.size() + n > limit;
+                  if (!too_large) body.append(data, n);
+                  return !too_large;
+                });
+                if (!whole || too_large) {  // too large (413) or the client went away / sent a broken body (400)
+                  const int status = too_large ? 413 : res.status >= 400 ? res.status : 400;
+                  reply(res, status, {{"error", reason(status)}});
+                  s.metrics.request(path, status, 0.0);
+                  ++s.answered;
+                  return;
+                }
+                s.handle(req, body, res, path);
+              });
+  }
   for (const char* path : {"/v1/predict", "/v1/embed"}) {
     http.Get(path, [path](const httplib::Request&, httplib::Response& res) {
       reply(res, 405, {{"error", fmt::format("{} takes POST (an image or a .npy body)", path)}});
@@ -271,6 +292,9 @@ Server::Server(infer::LoadedModel model, ServerOptions options) : impl_(std::mak
   http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) reply(res, res.status, {{"error", reason(res.status)}});
   });
+  // Answers go out as headers then body: without TCP_NODELAY, Nagle's algorithm holds the body
+  // until the client's delayed ACK of the headers (~40 ms on Linux) on every keep-alive request.
+  http.set_tcp_nodelay(true);
   // httplib's default sets SO_REUSEPORT, which lets a second server share a busy port and
   // steal half its connections; SO_REUSEADDR alone refuses a port in use but allows a quick restart.
   http.set_socket_options([&s](socket_t sock) {

@@ -181,6 +181,19 @@ TEST(Serve, ImagesGetTopKAndBadRequestsGet4xxWhileTheServerStaysUp) {
   EXPECT_NE(predicted.out.find(fmt::format("{:6.2f}%  {}", 100 * predictions[0].at("probability").get<double>(), top)),
             std::string::npos)
       << predicted.out << answer->body;
+  // curl --data-binary's default type, application/x-www-form-urlencoded, on an image of more
+  // than 8 KiB (the HTTP library refuses such forms when it reads the body itself).
+  data::Image big{3, 120, 120, std::vector<uint8_t>(3 * 120 * 120)};
+  uint32_t state = 12345;  // noise: PNG cannot compress it below 8 KiB
+  for (auto& v : big.pixels) v = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+  data::write_png(dir.file("big.png"), big);
+  const std::vector<uint8_t> big_png = testing::read_bytes(dir.file("big.png"));
+  ASSERT_GT(big_png.size(), 8192u);
+  const auto as_form = client.Post("/v1/predict?top_k=2", std::string(big_png.begin(), big_png.end()),
+                                   "application/x-www-form-urlencoded");
+  ASSERT_TRUE(as_form);
+  ASSERT_EQ(as_form->status, 200) << as_form->body;
+  EXPECT_EQ(json::parse(as_form->body).at("predictions").size(), 2u);
   const auto embedded = client.Post("/v1/embed", std::string(png.begin(), png.end()), "image/png");
   ASSERT_TRUE(embedded);
   ASSERT_EQ(embedded->status, 200) << embedded->body;
@@ -205,6 +218,19 @@ TEST(Serve, ImagesGetTopKAndBadRequestsGet4xxWhileTheServerStaysUp) {
   expect_json_error(client.Post("/v1/predict", npy_bytes(dir, nan, "nan.npy"), "application/x-npy"), 400,
                     "NaN or infinity");
   expect_json_error(client.Post("/v1/predict", std::string(300000, 'x'), "image/png"), 413, "larger than");
+  // A chunked body has no Content-Length for the limit to see in advance: still 413.
+  const auto chunked = client.Post(
+      "/v1/predict",
+      [](size_t offset, httplib::DataSink& sink) {
+        if (offset >= 300000) {
+          sink.done();
+          return true;
+        }
+        const std::string piece(10000, 'x');
+        return sink.write(piece.data(), piece.size());
+      },
+      "image/png");
+  expect_json_error(chunked, 413, "larger than");
   expect_json_error(client.Post("/v1/predict", "{\"x\": 1}", "application/json"), 415, "Content-Type");
   expect_json_error(client.Post("/v1/predict", "", "image/png"), 400, "empty");
   expect_json_error(client.Post("/v1/embed?pool=max", good, "application/x-npy"), 400, "pool must be");
