@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
-#include <numeric>
 
 #include "cli/commands.h"
 #include "core/check.h"
 #include "data/image.h"
 #include "infer/inference.h"
+#include "infer/model_io.h"
 #include "infer/pretrained.h"
 #include "infer/quantize_file.h"
 #include "io/npy.h"
@@ -83,11 +83,16 @@ struct Model::Impl {
     VIT_CHECK(nchw != nullptr || batch == 0, op, "the input pointer is null");
     const Shape shape{batch, c.in_channels, c.image_size, c.image_size};
     if (batch == 0) return Tensor::empty(shape);
-    const int64_t n = batch * c.in_channels * c.image_size * c.image_size;
-    for (int64_t i = 0; i < n; ++i)
-      VIT_CHECK(std::isfinite(nchw[i]), op, "the input contains NaN or infinity (element {} of {})", i, n);
+    infer::check_finite_input(nchw, batch * c.in_channels * c.image_size * c.image_size, op, "the input");
     auto* data = const_cast<float*>(nchw);                                                         // only read
     return Tensor::from_blob(data, shape, DType::F32, std::shared_ptr<void>(data, [](void*) {}));  // borrowed
+  }
+  // The checkpoint's preprocessing: (C, S, S) floats.
+  std::vector<float> preprocessed(const data::Image& image) const {
+    const model::ViTConfig& c = config();
+    std::vector<float> out(static_cast<size_t>(c.in_channels * c.image_size * c.image_size));
+    infer::preprocess_into(image, loaded.preprocess, c.in_channels, out.data());
+    return out;
   }
   std::string pool_or_default(const std::string& pool) const {
     if (!pool.empty()) return pool;
@@ -137,22 +142,11 @@ std::vector<std::vector<Prediction>> Model::top_k(const std::vector<float>& logi
   VIT_CHECK(K > 0 && logits.size() % static_cast<size_t>(K) == 0, "top_k",
             "{} logits are not rows of the model's {} classes", logits.size(), K);
   VIT_CHECK(k > 0, "top_k", "k must be positive, got {}", k);
-  const int64_t B = static_cast<int64_t>(logits.size()) / K, n = std::min(k, K);
+  const int64_t B = static_cast<int64_t>(logits.size()) / K;
   std::vector<std::vector<Prediction>> out(static_cast<size_t>(B));
-  std::vector<double> probs(static_cast<size_t>(K));
-  std::vector<int64_t> order(static_cast<size_t>(K));
   for (int64_t b = 0; b < B; ++b) {
-    const float* row = logits.data() + b * K;
-    const double top = *std::max_element(row, row + K);
-    double sum = 0.0;
-    for (int64_t i = 0; i < K; ++i) sum += probs[i] = std::exp(static_cast<double>(row[i]) - top);
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + n, order.end(),
-                      [&](int64_t a, int64_t c) { return probs[a] > probs[c]; });
-    for (int64_t r = 0; r < n; ++r) {
-      const int64_t i = order[static_cast<size_t>(r)];
-      out[static_cast<size_t>(b)].push_back({i, class_names()[static_cast<size_t>(i)], probs[i] / sum});
-    }
+    for (const infer::ClassScore& s : infer::top_k_softmax(logits.data() + b * K, K, k))
+      out[static_cast<size_t>(b)].push_back({s.index, class_names()[static_cast<size_t>(s.index)], s.probability});
   }
   return out;
 }
@@ -178,18 +172,12 @@ std::vector<std::string> Model::skipped_keys() const {
 }
 
 std::vector<float> Model::load_image(const std::string& path) const {
-  const data::Image image = data::read_image(path);
-  std::vector<float> out(static_cast<size_t>(in_channels() * image_size() * image_size()));
-  infer::preprocess_into(image, impl_->loaded.preprocess, in_channels(), out.data());
-  return out;
+  return impl_->preprocessed(data::read_image(path));
 }
 
 std::vector<float> Model::decode_image(const void* bytes, size_t size, const std::string& name) const {
   VIT_CHECK(bytes != nullptr || size == 0, "image", "{}: null bytes", name);
-  const data::Image image = data::decode_image(static_cast<const uint8_t*>(bytes), size, name);
-  std::vector<float> out(static_cast<size_t>(in_channels() * image_size() * image_size()));
-  infer::preprocess_into(image, impl_->loaded.preprocess, in_channels(), out.data());
-  return out;
+  return impl_->preprocessed(data::decode_image(static_cast<const uint8_t*>(bytes), size, name));
 }
 
 QuantizeReport quantize(const std::string& in, const std::string& out, const LoadOptions& options, bool overwrite) {

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "data/image.h"
+#include "infer/model_io.h"
 #include "io/npy.h"
 
 namespace vit::cli {
@@ -97,9 +98,7 @@ Tensor read_input_npy(const std::string& path, const model::ViTConfig& c, const 
                 input.size(3) == c.image_size,
             op, "{}: input {} but the model takes (B, {}, {}, {})", path, shape_str(input.shape()), c.in_channels,
             c.image_size, c.image_size);
-  const float* p = input.data<float>();
-  for (int64_t i = 0; i < input.numel(); ++i)
-    VIT_CHECK(std::isfinite(p[i]), op, "{}: the input contains NaN or infinity (element {})", path, i);
+  infer::check_finite_input(input.data<float>(), input.numel(), op, path + ": the input");
   return input;
 }
 

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/validators.h"
 #include "infer/inference.h"
+#include "infer/model_io.h"
 #include "io/npy.h"
 
 namespace vit::cli {
@@ -84,17 +84,12 @@ void add_predict_command(CLI::App& app) {
       }
       if (ok.empty()) continue;
       const Tensor logits = session.forward(batch.slice(0, 0, static_cast<int64_t>(ok.size())));
-      const Tensor probs = softmax(Variable(logits), 1).data().contiguous();
-      const int64_t K = c.num_classes, k = std::min(o->top_k, K);
+      const int64_t K = c.num_classes;
       for (size_t j = 0; j < ok.size(); ++j) {
-        const float* row = probs.data<float>() + static_cast<int64_t>(j) * K;
-        std::vector<int64_t> order(K);
-        std::iota(order.begin(), order.end(), 0);
-        std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                          [row](int64_t a, int64_t b) { return row[a] > row[b]; });
         std::printf("%s\n", o->images[ok[j]].c_str());
-        for (int64_t r = 0; r < k; ++r) {
-          std::printf("  %6.2f%%  %s\n", 100.0 * row[order[r]], m.class_names[static_cast<size_t>(order[r])].c_str());
+        for (const infer::ClassScore& s :
+             infer::top_k_softmax(logits.data<float>() + static_cast<int64_t>(j) * K, K, o->top_k)) {
+          std::printf("  %6.2f%%  %s\n", 100.0 * s.probability, m.class_names[static_cast<size_t>(s.index)].c_str());
         }
       }
       std::fflush(stdout);

@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "data/image.h"
 #include "infer/inference.h"
+#include "infer/model_io.h"
 #include "infer/preprocess.h"
 #include "io/npy.h"
 #include "serve/metrics.h"
@@ -104,9 +105,7 @@ struct Server::Impl {
                 "serve", "the .npy body is {} but the model takes (B, {}, {}, {}) with B >= 1", shape_str(t.shape()),
                 c.in_channels, c.image_size, c.image_size);
       const Tensor f = t.to(DType::F32).contiguous();
-      const float* p = f.data<float>();
-      for (int64_t i = 0; i < f.numel(); ++i)
-        VIT_CHECK(std::isfinite(p[i]), "serve", "the .npy body contains NaN or infinity (element {})", i);
+      infer::check_finite_input(f.data<float>(), f.numel(), "serve", "the .npy body");
       return f;
     }
     const data::Image decoded = data::decode_image(
@@ -161,21 +160,11 @@ struct Server::Impl {
         if (!image) {
           reply(res, 200, {{"logits", rows_json(logits)}});
         } else {
-          const int64_t K = logits.size(1), n = std::min(k, K);
-          const float* row = logits.data<float>();
-          const double top = *std::max_element(row, row + K);
-          std::vector<double> p(static_cast<size_t>(K));
-          double sum = 0;
-          for (int64_t i = 0; i < K; ++i) sum += p[i] = std::exp(static_cast<double>(row[i]) - top);
-          std::vector<int64_t> order(static_cast<size_t>(K));
-          for (int64_t i = 0; i < K; ++i) order[i] = i;
-          std::partial_sort(order.begin(), order.begin() + n, order.end(),
-                            [&](int64_t a, int64_t b) { return p[a] > p[b]; });
           json predictions = json::array();
-          for (int64_t r = 0; r < n; ++r) {
-            const int64_t i = order[r];
-            predictions.push_back(
-                {{"index", i}, {"label", model.class_names[static_cast<size_t>(i)]}, {"probability", p[i] / sum}});
+          for (const infer::ClassScore& s : infer::top_k_softmax(logits.data<float>(), logits.size(1), k)) {
+            predictions.push_back({{"index", s.index},
+                                   {"label", model.class_names[static_cast<size_t>(s.index)]},
+                                   {"probability", s.probability}});
           }
           reply(res, 200, {{"predictions", predictions}});
         }

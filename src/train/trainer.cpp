@@ -864,7 +864,8 @@ TrainResult train_job(TrainConfig config, dist::Comm& comm) {
         comm.barrier(true);  // the lead has saved
         throw Interrupted(interrupted_message(run, signals), stop);
       }
-      if (c.on_epoch && !c.on_epoch(run.last_report) && epoch + 1 < c.epochs) {
+      // Under mpirun every rank runs the callback; the ranks stop together if any of them asks.
+      if (c.on_epoch && comm.max(c.on_epoch(run.last_report) ? 0.0 : 1.0) > 0 && epoch + 1 < c.epochs) {
         std::printf("stopping after epoch %ld of %ld as the epoch callback asked; continue with --resume %s\n",
                     epoch + 1, c.epochs, c.out_dir.c_str());
         std::fflush(stdout);

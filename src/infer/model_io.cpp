@@ -1,0 +1,34 @@
+// Model input checks and class scores (see model_io.h).
+#include "infer/model_io.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/check.h"
+
+namespace vit::infer {
+
+void check_finite_input(const float* values, int64_t n, const char* op, const std::string& subject) {
+  for (int64_t i = 0; i < n; ++i)
+    VIT_CHECK(std::isfinite(values[i]), op, "{} contains NaN or infinity (element {} of {})", subject, i, n);
+}
+
+std::vector<ClassScore> top_k_softmax(const float* logits, int64_t num_classes, int64_t k) {
+  VIT_CHECK(num_classes >= 1 && k >= 1, "top_k", "needs at least one class and k >= 1, got {} classes, k {}",
+            num_classes, k);
+  const int64_t K = num_classes, n = std::min(k, K);
+  const double top = *std::max_element(logits, logits + K);
+  std::vector<double> p(static_cast<size_t>(K));
+  double sum = 0.0;
+  for (int64_t i = 0; i < K; ++i) sum += p[i] = std::exp(static_cast<double>(logits[i]) - top);
+  std::vector<int64_t> order(static_cast<size_t>(K));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                    [&](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  std::vector<ClassScore> out;
+  for (int64_t r = 0; r < n; ++r) out.push_back({order[r], p[order[r]] / sum});
+  return out;
+}
+
+}  // namespace vit::infer
