@@ -205,6 +205,8 @@ Server::Server(infer::LoadedModel model, ServerOptions options) : impl_(std::mak
   Impl& s = *impl_;
   s.model = std::move(model);
   s.options = std::move(options);
+  VIT_CHECK(!s.options.host.empty(), "serve",
+            "--host is empty: give the address to listen on (127.0.0.1, or 0.0.0.0 for every interface)");
   VIT_CHECK(s.options.request_timeout > 0 && std::isfinite(s.options.request_timeout), "serve",
             "--request-timeout must be positive, got {}", s.options.request_timeout);
   VIT_CHECK(s.options.max_body_bytes >= 1024, "serve", "--max-body must be at least 1024 bytes, got {}",

@@ -345,6 +345,9 @@ TEST(Serve, BadFlagsAndBusyPortsAreRefusedByName) {
   const testing::CommandResult r = testing::vit("serve --checkpoint " + kTimm + " --heads 4 --max-batch 0");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.out.find("--max-batch"), std::string::npos) << r.out;
+  testing::expect_error(testing::vit("serve --checkpoint " + kTimm + " --heads 4 --host ''"), "[serve] --host is empty");
+  testing::expect_error(testing::vit("serve --checkpoint " + kTimm + " --heads 4 --host not.an.address --port 0"),
+                        "[serve] cannot listen on not.an.address");
   testing::expect_error(testing::vit("serve --checkpoint " + dir.file("none.safetensors")),
                         "[safetensors] " + dir.file("none.safetensors"));
 }
