@@ -51,6 +51,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(kPositive);
   cmd->callback([o] {
+    // httplib writes to sockets without MSG_NOSIGNAL: a client that goes away mid-answer must cost
+    // that answer (EPIPE), never the server (SIGPIPE's default is to end the process).
+    signal(SIGPIPE, SIG_IGN);
     // Signals go to one watcher thread (blocked everywhere else, before any thread starts).
     sigset_t signals;
     sigemptyset(&signals);

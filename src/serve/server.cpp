@@ -225,7 +225,12 @@ Server::Server(infer::LoadedModel model, ServerOptions options) : impl_(std::mak
   httplib::Server& http = s.http;
   const int threads = s.options.http_threads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  http.set_payload_max_length(static_cast<size_t>(s.options.max_body_bytes));
+  // A body over --max-body is still read, and dropped, for up to kDrainBytes more: a client that
+  // sends its whole body before reading the answer then gets the 413 instead of a reset connection.
+  // Beyond that (a Content-Length past it, or a stream that goes on) the connection is closed.
+  constexpr size_t kDrainBytes = size_t{16} << 20;
+  const auto limit = static_cast<size_t>(s.options.max_body_bytes);
+  http.set_payload_max_length(limit + kDrainBytes);
   const auto timeout = std::chrono::duration<double>(s.options.request_timeout);
   http.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
   http.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
@@ -233,26 +238,29 @@ Server::Server(infer::LoadedModel model, ServerOptions options) : impl_(std::mak
   // application/x-www-form-urlencoded (curl --data-binary's default type) as a form and refuses
   // it beyond 8 KiB; an image sent that way is still an image here.
   for (const char* path : {"/v1/predict", "/v1/embed"}) {
-    http.Post(path,
-              [&s, path](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
-                std::string body;
-                bool too_large = false;
-                const auto limit = static_cast<size_t>(s.options.max_body_bytes);
-                const bool whole = read([&](const char* data, size_t n) {
-                  // httplib holds a Content-Length to the limit; a chunked body is held here.
-                  too_large = body.size() + n > limit;
-                  if (!too_large) body.append(data, n);
-                  return !too_large;
-                });
-                if (!whole || too_large) {  // too large (413) or the client went away / sent a broken body (400)
-                  const int status = too_large ? 413 : res.status >= 400 ? res.status : 400;
-                  reply(res, status, {{"error", reason(status)}});
-                  s.metrics.request(path, status, 0.0);
-                  ++s.answered;
-                  return;
-                }
-                s.handle(req, body, res, path);
-              });
+    http.Post(path, [&s, path, limit](const httplib::Request& req, httplib::Response& res,
+                                      const httplib::ContentReader& read) {
+      std::string body;
+      size_t received = 0;
+      const bool whole = read([&](const char* data, size_t n) {
+        received += n;  // a chunked body has no Content-Length for httplib to hold: counted here
+        if (received <= limit) {
+          body.append(data, n);
+        } else {
+          std::string().swap(body);  // dropped (and freed) while the rest drains
+        }
+        return received <= limit + kDrainBytes;
+      });
+      const bool too_large = received > limit || res.status == 413;
+      if (!whole || too_large) {  // too large (413) or the client went away / sent a broken body (400)
+        const int status = too_large ? 413 : res.status >= 400 ? res.status : 400;
+        reply(res, status, {{"error", reason(status)}});
+        s.metrics.request(path, status, 0.0);
+        ++s.answered;
+        return;
+      }
+      s.handle(req, body, res, path);
+    });
   }
   for (const char* path : {"/v1/predict", "/v1/embed"}) {
     http.Get(path, [path](const httplib::Request&, httplib::Response& res) {
