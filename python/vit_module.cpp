@@ -33,9 +33,8 @@ py::array_t<float> to_numpy(std::vector<float>&& values, const std::vector<int64
 const float* batch_of(const vit::Model& m, const FloatArray& x, int64_t& batch) {
   if (x.ndim() != 4 || x.shape(1) != m.in_channels() || x.shape(2) != m.image_size() ||
       x.shape(3) != m.image_size()) {
-    std::string shape = "(";
-    for (py::ssize_t i = 0; i < x.ndim(); ++i) shape += (i ? ", " : "") + std::to_string(x.shape(i));
-    throw vit::Error("[predict] input " + shape + (x.ndim() == 1 ? ",)" : ")") + " but the model takes (B, " +
+    const vit::Shape shape(x.shape(), x.shape() + x.ndim());
+    throw vit::Error("[predict] input " + vit::shape_str(shape) + " but the model takes (B, " +
                      std::to_string(m.in_channels()) + ", " + std::to_string(m.image_size()) + ", " +
                      std::to_string(m.image_size()) + ")");
   }
@@ -49,17 +48,14 @@ std::string flag_name(const std::string& key) {
   return name;
 }
 
-// vit.train(**flags): data="d", epochs=3, hflip=True, qkv_bias=False -> --data d --epochs 3 --hflip --no-qkv-bias
+// vit.train(**flags): data="d", epochs=3, hflip=False -> --data d --epochs 3 --hflip=false (CLI11 takes a
+// flag's value after "="; an explicit False turns off what a recipe turns on). None: not given.
 std::vector<std::string> train_flags(const py::kwargs& kwargs) {
   std::vector<std::string> flags;
   for (const auto& [k, v] : kwargs) {
     const std::string name = flag_name(py::str(k));
     if (py::isinstance<py::bool_>(v)) {
-      if (v.cast<bool>()) {
-        flags.push_back(name);
-      } else if (name == "--qkv-bias" || name == "--dist-token" || name == "--pre-norm" || name == "--qk-norm") {
-        flags.push_back("--no-" + name.substr(2));
-      }
+      flags.push_back(name + (v.cast<bool>() ? "=true" : "=false"));
       continue;
     }
     if (v.is_none()) continue;

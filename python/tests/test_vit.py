@@ -205,6 +205,27 @@ def test_train_with_a_per_epoch_callback_that_can_stop_and_resume():
             vit.train(no_such_flag=3)
 
 
+def saved_config(checkpoint, key):
+    """A JSON entry of a vit checkpoint's metadata ("train_config", "model_config")."""
+    with open(checkpoint, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    return json.loads(json.loads(raw[8:8 + n])["__metadata__"][key])
+
+
+def test_train_keyword_false_turns_off_what_the_recipe_turns_on():
+    with tempfile.TemporaryDirectory() as d:
+        write_toy_digits(os.path.join(d, "data"))
+        flags = dict(data=os.path.join(d, "data"), out=os.path.join(d, "run"), dim=16, depth=1, heads=2, epochs=1,
+                     batch_size=32, plain=True, overwrite=True)
+        vit.train(**flags)  # the default recipe (Fashion-MNIST's) flips images
+        last = os.path.join(d, "run", "last.safetensors")
+        assert saved_config(last, "train_config")["augment"]["hflip"] is True
+        vit.train(**flags, hflip=False, qkv_bias=False)
+        assert saved_config(last, "train_config")["augment"]["hflip"] is False
+        assert saved_config(last, "model_config")["qkv_bias"] is False
+
+
 # ---- the seed notebooks' checks, through the module's tensors ----
 
 def test_notebook_layernorm_statistics():
