@@ -126,7 +126,7 @@ std::vector<float> Model::predict(const float* nchw, int64_t batch) const {
 std::vector<float> Model::embed(const float* nchw, int64_t batch, const std::string& pool) const {
   const Tensor x = impl_->input(nchw, batch, "embed");
   std::lock_guard lock(impl_->mutex);
-  const Tensor out = impl_->session->embed(x, impl_->pool_or_default(pool));
+  const Tensor out = impl_->session->embed(x, infer::parse_pool(impl_->pool_or_default(pool)));
   return std::vector<float>(out.data<float>(), out.data<float>() + out.numel());
 }
 

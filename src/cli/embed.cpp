@@ -44,9 +44,9 @@ void add_embed_command(CLI::App& app) {
     infer::InferenceSession session(*m.model, infer::InferenceSession::WeightPages::Release);
     std::vector<Tensor> parts;
     for (int64_t b = 0; b < input.size(0); b += o->batch) {
-      parts.push_back(session.embed(input.slice(0, b, std::min(input.size(0), b + o->batch)), pool));
+      parts.push_back(session.embed(input.slice(0, b, std::min(input.size(0), b + o->batch)), infer::parse_pool(pool)));
     }
-    const Tensor out = parts.empty() ? session.embed(input, pool) : cat(parts, 0);
+    const Tensor out = parts.empty() ? session.embed(input, infer::parse_pool(pool)) : cat(parts, 0);
     io::save_npy(o->out, out);
     std::string what = pool == "tokens" ? "every token after the final norm"
                                         : (pool == "cls" ? (c.dist_token ? "the mean of the class and distillation "

@@ -193,9 +193,8 @@ Tensor InferenceSession::forward_features(const Tensor& images) {
   return result;
 }
 
-Tensor InferenceSession::embed(const Tensor& images, const std::string& pool) {
-  VIT_CHECK(pool == "cls" || pool == "avg" || pool == "tokens", "embed", "pool must be cls, avg or tokens, got '{}'",
-            pool);
+Tensor InferenceSession::embed(const Tensor& images, Pool kind) {
+  const std::string pool = pool_name(kind);
   VIT_CHECK(pool != "cls" || model_.config().class_token(), "embed",
             "{} has no class token: pool it with avg (or take the tokens)", model_.config().name);
   Tensor result;

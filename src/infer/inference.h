@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "infer/request.h"
 #include "model/vision_transformer.h"
 
 namespace vit::infer {
@@ -45,7 +46,7 @@ class InferenceSession {
   // What `vit embed` writes: pool "tokens" gives the final token sequence (B, N, D) (after the
   // final norm); "cls" / "avg" (VisionTransformer::pool_tokens) the pooled features, through the
   // representation layer if any, and through the projection of a CLIP model (B, E).
-  Tensor embed(const Tensor& images, const std::string& pool);
+  Tensor embed(const Tensor& images, Pool pool);
 
  private:
   enum class Output { Logits, Features, Tokens, Embedding };

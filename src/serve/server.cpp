@@ -218,7 +218,7 @@ Server::Server(infer::LoadedModel model, ServerOptions options) : impl_(std::mak
   s.batcher = std::make_unique<Batcher>(
       s.options.batching,
       [&s](const std::string& kind, const Tensor& images) {
-        return kind == "logits" ? s.session->forward(images) : s.session->embed(images, kind);
+        return kind == "logits" ? s.session->forward(images) : s.session->embed(images, infer::parse_pool(kind));
       },
       [&s](int64_t images, int64_t requests) { s.metrics.batch(images, requests); });
 

@@ -117,16 +117,16 @@ TEST(InferenceSession, MatchesTheGraphForEveryDescendant) {
     if (c.has_head()) expect_close(session.forward(images), model(x).data(), "logits");
     expect_close(session.forward_features(images), model.forward_features(x).data(), "features");
     const Variable tokens = model.forward_tokens(x);
-    expect_close(session.embed(images, "tokens"), tokens.data(), "tokens");
+    expect_close(session.embed(images, infer::Pool::Tokens), tokens.data(), "tokens");
     for (const std::string pool : {"cls", "avg"}) {
       if (pool == "cls" && !c.class_token()) {
-        EXPECT_THROW(session.embed(images, pool), Error);
+        EXPECT_THROW(session.embed(images, infer::parse_pool(pool)), Error);
         continue;
       }
       Variable e = model.pool_tokens(tokens, pool);
       if (model.pre_logits) e = model.pre_logits->forward(e);
       if (c.projection) e = model.head->forward(e);
-      expect_close(session.embed(images, pool), e.data(), "embed " + pool);
+      expect_close(session.embed(images, infer::parse_pool(pool)), e.data(), "embed " + pool);
     }
   }
 }

@@ -83,8 +83,8 @@ Outputs session_outputs(model::VisionTransformer& m, const Tensor& x) {
   const model::ViTConfig& c = m.config();
   InferenceSession session(m);
   Outputs o;
-  o.tokens = session.embed(x, "tokens");
-  o.features = session.embed(x, c.pool == "cls" ? "cls" : "avg");
+  o.tokens = session.embed(x, infer::Pool::Tokens);
+  o.features = session.embed(x, c.pool == "cls" ? infer::Pool::Cls : infer::Pool::Avg);
   if (c.has_head() && !c.projection) o.logits = session.forward(x);
   return o;
 }
@@ -177,7 +177,7 @@ TEST(Variants, Dinov2ResamplesItsPositionGridToTheImageSize) {
         EXPECT_EQ(m.model->config().image_size, size);
         const Tensor x = c.expected.get(fmt::format("input_b3_at{}", size)).to(DType::F32);
         InferenceSession session(*m.model);
-        expect_match(session.embed(x, "cls"), c.expected.get(key + "." + layout),
+        expect_match(session.embed(x, infer::Pool::Cls), c.expected.get(key + "." + layout),
                      fmt::format("{}.{} at {}", name, layout, size));
       }
     }
@@ -203,7 +203,7 @@ TEST(Variants, ClipActivationCanBeOverridden) {
   InferenceSession session(*m.model);
   for (const int64_t batch : {1, 3}) {
     const Tensor x = c.expected.get(fmt::format("input_b{}", batch)).to(DType::F32);
-    expect_match(session.embed(x, "cls"), c.expected.get(fmt::format("features_gelu_b{}.timm", batch)),
+    expect_match(session.embed(x, infer::Pool::Cls), c.expected.get(fmt::format("features_gelu_b{}.timm", batch)),
                  "clip --act gelu");
   }
   o.act = "swish";

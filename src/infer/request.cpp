@@ -1,0 +1,27 @@
+// Request kinds (see request.h).
+#include "infer/request.h"
+
+#include "core/check.h"
+
+namespace vit::infer {
+
+Pool parse_pool(const std::string& name, const char* op) {
+  if (name == "cls") return Pool::Cls;
+  if (name == "avg") return Pool::Avg;
+  if (name == "tokens") return Pool::Tokens;
+  fail(op, "pool must be cls, avg or tokens, got '{}'", name);
+}
+
+const char* pool_name(Pool pool) {
+  switch (pool) {
+    case Pool::Cls:
+      return "cls";
+    case Pool::Avg:
+      return "avg";
+    case Pool::Tokens:
+      return "tokens";
+  }
+  return "?";
+}
+
+}  // namespace vit::infer

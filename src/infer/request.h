@@ -1,0 +1,21 @@
+// What a caller asks of a model: the request kinds every door (the `vit` commands, <vit/vit.h>,
+// the Python module, `vit serve`) hands to infer::Predictor and the inference session, as enums
+// parsed once at the door (never strings travelling down).
+#pragma once
+
+#include <string>
+
+namespace vit::infer {
+
+// Which embedding: the class token (DeiT: with the distillation token), the mean of the patch
+// tokens, or the whole final token sequence.
+enum class Pool { Cls, Avg, Tokens };
+
+// "cls" | "avg" | "tokens" -> Pool; throws "[op] pool must be cls, avg or tokens, got 'x'".
+Pool parse_pool(const std::string& name, const char* op = "embed");
+const char* pool_name(Pool pool);
+
+// What a batch is run for: logits of the classifier, or an embedding.
+enum class Output { Logits, Embedding };
+
+}  // namespace vit::infer
