@@ -29,18 +29,7 @@ py::array_t<float> to_numpy(std::vector<float>&& values, const std::vector<int64
   return py::array_t<float>(dims, owned->data(), free_when_done);
 }
 
-// (B, C, H, W) checked against the model; a C-contiguous float32 array is used in place.
-const float* batch_of(const vit::Model& m, const FloatArray& x, int64_t& batch) {
-  if (x.ndim() != 4 || x.shape(1) != m.in_channels() || x.shape(2) != m.image_size() ||
-      x.shape(3) != m.image_size()) {
-    const vit::Shape shape(x.shape(), x.shape() + x.ndim());
-    throw vit::Error("[predict] input " + vit::shape_str(shape) + " but the model takes (B, " +
-                     std::to_string(m.in_channels()) + ", " + std::to_string(m.image_size()) + ", " +
-                     std::to_string(m.image_size()) + ")");
-  }
-  batch = x.shape(0);
-  return x.data();
-}
+std::vector<int64_t> shape_of(const FloatArray& x) { return std::vector<int64_t>(x.shape(), x.shape() + x.ndim()); }
 
 std::string flag_name(const std::string& key) {
   std::string name = "--" + key;
@@ -119,29 +108,26 @@ PYBIND11_MODULE(vit, m) {
       .def(
           "predict",
           [](const vit::Model& self, const FloatArray& x) {
-            int64_t batch = 0;
-            const float* p = batch_of(self, x, batch);
+            const std::vector<int64_t> shape = shape_of(x);
             std::vector<float> logits;
             {
               py::gil_scoped_release release;
-              logits = self.predict(p, batch);
+              logits = self.predict(x.data(), shape);
             }
-            return to_numpy(std::move(logits), {batch, self.num_classes()});
+            return to_numpy(std::move(logits), {shape[0], self.num_classes()});
           },
           py::arg("images"), "float32 (B, C, H, W) -> logits (B, K)")
       .def(
           "embed",
           [](const vit::Model& self, const FloatArray& x, std::optional<std::string> pool) {
-            int64_t batch = 0;
-            const float* p = batch_of(self, x, batch);
             const std::string pooling = pool.value_or("");
-            const std::vector<int64_t> shape = self.embed_shape(batch, pooling);
+            const std::vector<int64_t> in_shape = shape_of(x);
             std::vector<float> out;
             {
               py::gil_scoped_release release;
-              out = self.embed(p, batch, pooling);
+              out = self.embed(x.data(), in_shape, pooling);
             }
-            return to_numpy(std::move(out), shape);
+            return to_numpy(std::move(out), self.embed_shape(in_shape[0], pooling));
           },
           py::arg("images"), py::arg("pool") = py::none(),
           "float32 (B, C, H, W) -> embeddings (B, E) (pool 'cls'/'avg'; CLIP: projected) or (B, N, D) ('tokens')")

@@ -21,6 +21,10 @@
 
 namespace vit {
 
+namespace infer {
+class Predictor;
+}
+
 // The library's version ("0.2.0").
 std::string version();
 // Threads for every following call (0: all cores), as --threads does.
@@ -64,10 +68,16 @@ class Model {
   // nchw: `batch` images of in_channels() x image_size() x image_size() floats, row-major,
   // preprocessed (load_image / decode_image give them so). Returns the logits, row-major (B, K).
   // A model without a classifier head (DINOv2, a CLIP image tower) refuses: use embed().
+  // The pointer must hold batch x in_channels() x image_size()^2 floats: nothing can check that.
   std::vector<float> predict(const float* nchw, int64_t batch) const;
+  // The same for an array given with its shape, which is checked: "[predict] input (2, 3, 16, 16)
+  // but the model takes (B, 3, 32, 32)". values.size() must be the product of shape.
+  std::vector<float> predict(const std::vector<float>& values, const std::vector<int64_t>& shape) const;
+  std::vector<float> predict(const float* values, const std::vector<int64_t>& shape) const;
   // Embeddings, row-major: pool "cls" / "avg" give (B, embed_dim()) (CLIP: projected), "tokens"
   // (B, num_tokens(), dim); "" is the model's own pooling. embed_shape() tells the shape.
   std::vector<float> embed(const float* nchw, int64_t batch, const std::string& pool = "") const;
+  std::vector<float> embed(const float* values, const std::vector<int64_t>& shape, const std::string& pool = "") const;
   std::vector<int64_t> embed_shape(int64_t batch, const std::string& pool = "") const;
   // Softmax over each row of logits (B x num_classes()) and the k most probable classes.
   std::vector<std::vector<Prediction>> top_k(const std::vector<float>& logits, int64_t k) const;
@@ -92,6 +102,7 @@ class Model {
  private:
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
+  infer::Predictor& handle() const;  // throws vit::Error on a moved-from Model
   std::unique_ptr<Impl> impl_;
 };
 

@@ -11,9 +11,7 @@
 #include "cli/commands.h"
 #include "core/check.h"
 #include "data/image.h"
-#include "infer/inference.h"
-#include "infer/model_io.h"
-#include "infer/pretrained.h"
+#include "infer/predictor.h"
 #include "infer/quantize_file.h"
 #include "io/npy.h"
 #include "train/trainer.h"
@@ -71,33 +69,8 @@ infer::LoadOptions to_internal(const LoadOptions& o) {
 }  // namespace
 
 struct Model::Impl {
-  infer::LoadedModel loaded;
-  std::unique_ptr<infer::InferenceSession> session;
-  mutable std::mutex mutex;  // the session's buffers are one arena: one call at a time
-
-  const model::ViTConfig& config() const { return loaded.model->config(); }
-  // A (B, C, H, W) view of caller memory, checked; no copy.
-  Tensor input(const float* nchw, int64_t batch, const char* op) const {
-    const model::ViTConfig& c = config();
-    VIT_CHECK(batch >= 0, op, "batch must be >= 0, got {}", batch);
-    VIT_CHECK(nchw != nullptr || batch == 0, op, "the input pointer is null");
-    const Shape shape{batch, c.in_channels, c.image_size, c.image_size};
-    if (batch == 0) return Tensor::empty(shape);
-    infer::check_finite_input(nchw, batch * c.in_channels * c.image_size * c.image_size, op, "the input");
-    auto* data = const_cast<float*>(nchw);                                                         // only read
-    return Tensor::from_blob(data, shape, DType::F32, std::shared_ptr<void>(data, [](void*) {}));  // borrowed
-  }
-  // The checkpoint's preprocessing: (C, S, S) floats.
-  std::vector<float> preprocessed(const data::Image& image) const {
-    const model::ViTConfig& c = config();
-    std::vector<float> out(static_cast<size_t>(c.in_channels * c.image_size * c.image_size));
-    infer::preprocess_into(image, loaded.preprocess, c.in_channels, out.data());
-    return out;
-  }
-  std::string pool_or_default(const std::string& pool) const {
-    if (!pool.empty()) return pool;
-    return config().pool == "cls" ? "cls" : "avg";
-  }
+  infer::Predictor model;
+  explicit Impl(infer::Predictor m) : model(std::move(m)) {}
 };
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -105,79 +78,110 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-Model Model::load(const std::string& path, const LoadOptions& options) {
-  auto impl = std::make_unique<Impl>();
-  impl->loaded = infer::load_model(path, to_internal(options));
-  // Keep the mapped weights: the model may be inspected later (config, skipped keys).
-  impl->session = std::make_unique<infer::InferenceSession>(*impl->loaded.model);
-  return Model(std::move(impl));
+infer::Predictor& Model::handle() const {
+  VIT_CHECK(impl_ != nullptr, "model", "this vit::Model was moved from: it holds no model");
+  return impl_->model;
 }
 
+Model Model::load(const std::string& path, const LoadOptions& options) {
+  infer::Predictor p = infer::Predictor::load(path, to_internal(options));
+  p.prepare();  // the weights packed now, not at the first call
+  return Model(std::make_unique<Impl>(std::move(p)));
+}
+
+namespace {
+
+std::vector<float> values_of(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  return std::vector<float>(c.data<float>(), c.data<float>() + c.numel());
+}
+
+infer::Pool pool_or_default(const infer::Predictor& m, const std::string& pool) {
+  return pool.empty() ? m.default_pool() : infer::parse_pool(pool);
+}
+
+}  // namespace
+
 std::vector<float> Model::predict(const float* nchw, int64_t batch) const {
-  VIT_CHECK(has_classifier(), "predict", "{} has no classifier head ({}): it gives embeddings, with embed()",
-            impl_->config().name,
-            impl_->config().projection ? "its head is CLIP's image projection" : "a feature extractor");
-  const Tensor x = impl_->input(nchw, batch, "predict");
-  std::lock_guard lock(impl_->mutex);
-  const Tensor logits = impl_->session->forward(x);
-  return std::vector<float>(logits.data<float>(), logits.data<float>() + logits.numel());
+  infer::Predictor& m = handle();
+  m.require_classifier("predict", "", "it gives embeddings, with embed()");
+  return values_of(m.predict(m.borrow_input(nchw, batch, "predict")));
+}
+
+std::vector<float> Model::predict(const float* values, const std::vector<int64_t>& shape) const {
+  infer::Predictor& m = handle();
+  m.require_classifier("predict", "", "it gives embeddings, with embed()");
+  return values_of(m.predict(m.borrow_input(values, Shape(shape.begin(), shape.end()), "predict")));
+}
+
+std::vector<float> Model::predict(const std::vector<float>& values, const std::vector<int64_t>& shape) const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= std::max<int64_t>(d, 0);
+  VIT_CHECK(static_cast<int64_t>(values.size()) == n, "predict", "{} values given for an input of shape {}",
+            values.size(), shape_str(Shape(shape.begin(), shape.end())));
+  return predict(values.data(), shape);
+}
+
+std::vector<float> Model::embed(const float* values, const std::vector<int64_t>& shape, const std::string& pool) const {
+  infer::Predictor& m = handle();
+  const infer::Pool p = pool_or_default(m, pool);
+  m.check_pool(p, "embed");
+  return values_of(m.embed(m.borrow_input(values, Shape(shape.begin(), shape.end()), "embed"), p));
 }
 
 std::vector<float> Model::embed(const float* nchw, int64_t batch, const std::string& pool) const {
-  const Tensor x = impl_->input(nchw, batch, "embed");
-  std::lock_guard lock(impl_->mutex);
-  const Tensor out = impl_->session->embed(x, infer::parse_pool(impl_->pool_or_default(pool)));
-  return std::vector<float>(out.data<float>(), out.data<float>() + out.numel());
+  infer::Predictor& m = handle();
+  const infer::Pool p = pool_or_default(m, pool);
+  m.check_pool(p, "embed");
+  return values_of(m.embed(m.borrow_input(nchw, batch, "embed"), p));
 }
 
 std::vector<int64_t> Model::embed_shape(int64_t batch, const std::string& pool) const {
-  const std::string p = impl_->pool_or_default(pool);
-  VIT_CHECK(p == "cls" || p == "avg" || p == "tokens", "embed", "pool must be cls, avg or tokens, got '{}'", p);
-  if (p == "tokens") return {batch, num_tokens(), impl_->config().dim};
-  return {batch, embed_dim()};
+  const infer::Predictor& m = handle();
+  return m.embed_shape(batch, pool_or_default(m, pool));
 }
 
 std::vector<std::vector<Prediction>> Model::top_k(const std::vector<float>& logits, int64_t k) const {
-  const int64_t K = num_classes();
-  VIT_CHECK(K > 0 && logits.size() % static_cast<size_t>(K) == 0, "top_k",
-            "{} logits are not rows of the model's {} classes", logits.size(), K);
-  VIT_CHECK(k > 0, "top_k", "k must be positive, got {}", k);
-  const int64_t B = static_cast<int64_t>(logits.size()) / K;
-  std::vector<std::vector<Prediction>> out(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    for (const infer::ClassScore& s : infer::top_k_softmax(logits.data() + b * K, K, k))
-      out[static_cast<size_t>(b)].push_back({s.index, class_names()[static_cast<size_t>(s.index)], s.probability});
+  const infer::Predictor& m = handle();
+  const int64_t K = m.num_classes();
+  VIT_CHECK(K > 0, "top_k", "{} has no classifier head: its outputs are not class scores", m.config().name);
+  VIT_CHECK(logits.size() % static_cast<size_t>(K) == 0, "top_k", "{} logits are not rows of the model's {} classes",
+            logits.size(), K);
+  const auto B = static_cast<int64_t>(logits.size()) / K;
+  const Tensor t = Tensor::from_data(logits, {B, K});
+  std::vector<std::vector<Prediction>> out;
+  for (const auto& row : m.top_k(t, k)) {
+    std::vector<Prediction> predictions;
+    for (const infer::ClassScore& s : row) predictions.push_back({s.index, m.label(s.index), s.probability});
+    out.push_back(std::move(predictions));
   }
   return out;
 }
 
-int64_t Model::image_size() const { return impl_->config().image_size; }
-int64_t Model::in_channels() const { return impl_->config().in_channels; }
-int64_t Model::num_classes() const { return impl_->config().num_classes; }
-bool Model::has_classifier() const { return impl_->config().has_head() && !impl_->config().projection; }
-int64_t Model::embed_dim() const {
-  const model::ViTConfig& c = impl_->config();
-  if (c.projection) return c.num_classes;
-  return c.representation_size > 0 ? c.representation_size : c.dim;
-}
-int64_t Model::num_tokens() const { return impl_->config().num_tokens(); }
-const std::vector<std::string>& Model::class_names() const { return impl_->loaded.class_names; }
-std::string Model::layout() const { return impl_->loaded.layout; }
-std::string Model::family() const { return impl_->loaded.family; }
-std::string Model::config_json() const { return impl_->config().to_json(); }
+int64_t Model::image_size() const { return handle().config().image_size; }
+int64_t Model::in_channels() const { return handle().config().in_channels; }
+int64_t Model::num_classes() const { return handle().config().num_classes; }
+bool Model::has_classifier() const { return handle().has_classifier(); }
+int64_t Model::embed_dim() const { return handle().embed_dim(); }
+int64_t Model::num_tokens() const { return handle().config().num_tokens(); }
+const std::vector<std::string>& Model::class_names() const { return handle().loaded().class_names; }
+std::string Model::layout() const { return handle().loaded().layout; }
+std::string Model::family() const { return handle().loaded().family; }
+std::string Model::config_json() const { return handle().config().to_json(); }
 std::vector<std::string> Model::skipped_keys() const {
-  std::vector<std::string> keys = impl_->loaded.missing_keys;
-  keys.insert(keys.end(), impl_->loaded.unexpected_keys.begin(), impl_->loaded.unexpected_keys.end());
+  const infer::LoadedModel& m = handle().loaded();
+  std::vector<std::string> keys = m.missing_keys;
+  keys.insert(keys.end(), m.unexpected_keys.begin(), m.unexpected_keys.end());
   return keys;
 }
 
 std::vector<float> Model::load_image(const std::string& path) const {
-  return impl_->preprocessed(data::read_image(path));
+  return handle().preprocess(data::read_image(path));
 }
 
 std::vector<float> Model::decode_image(const void* bytes, size_t size, const std::string& name) const {
   VIT_CHECK(bytes != nullptr || size == 0, "image", "{}: null bytes", name);
-  return impl_->preprocessed(data::decode_image(static_cast<const uint8_t*>(bytes), size, name));
+  return handle().preprocess(data::decode_image(static_cast<const uint8_t*>(bytes), size, name));
 }
 
 QuantizeReport quantize(const std::string& in, const std::string& out, const LoadOptions& options, bool overwrite) {

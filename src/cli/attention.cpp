@@ -20,7 +20,7 @@ void add_attention_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "output image (.png, .jpg or .bmp)")->capture_default_str();
   cmd->add_option("--size", o->size, "panel size in pixels")->capture_default_str()->check(CLI::Range(16, 2048));
   cmd->callback([o] {
-    infer::LoadedModel m = load_for_inference(*o);
+    infer::LoadedModel m = load_model(*o);
     const data::Image image = data::read_image(o->image, o->max_pixels);
     const infer::AttentionMaps maps = infer::attention_maps(*m.model, image, m.preprocess);
     data::write_image(o->out, infer::render_attention(image, maps, o->size));

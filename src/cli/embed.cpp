@@ -8,7 +8,6 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/validators.h"
-#include "infer/inference.h"
 #include "io/npy.h"
 
 namespace vit::cli {
@@ -35,28 +34,21 @@ void add_embed_command(CLI::App& app) {
   cmd->callback([o] {
     VIT_CHECK(o->images.empty() != o->tensor.empty(), "embed", "give image files or --tensor FILE.npy (not both)");
     VIT_CHECK(!o->out.empty(), "embed", "--out must name a .npy file");
-    infer::LoadedModel m = load_for_inference(*o);
-    const model::ViTConfig& c = m.model->config();
-    const std::string pool = !o->pool.empty() ? o->pool : (c.pool == "cls" ? "cls" : "avg");
+    infer::Predictor model = load_predictor(*o, infer::Predictor::WeightPages::Release);
+    const model::ViTConfig& c = model.config();
+    const infer::Pool pool = o->pool.empty() ? model.default_pool() : infer::parse_pool(o->pool);
+    model.check_pool(pool, "embed");
     model::check_memory(c, std::min<int64_t>(o->batch, std::max<size_t>(o->images.size(), 1)), false);
     const Tensor input =
-        o->tensor.empty() ? read_input_images(o->images, m, o->max_pixels) : read_input_npy(o->tensor, c, "embed");
-    infer::InferenceSession session(*m.model, infer::InferenceSession::WeightPages::Release);
+        o->tensor.empty() ? model.read_images(o->images, o->max_pixels) : model.read_npy(o->tensor, "embed");
     std::vector<Tensor> parts;
     for (int64_t b = 0; b < input.size(0); b += o->batch) {
-      parts.push_back(session.embed(input.slice(0, b, std::min(input.size(0), b + o->batch)), infer::parse_pool(pool)));
+      parts.push_back(model.embed(input.slice(0, b, std::min(input.size(0), b + o->batch)), pool));
     }
-    const Tensor out = parts.empty() ? session.embed(input, infer::parse_pool(pool)) : cat(parts, 0);
+    const Tensor out = parts.empty() ? Tensor::empty(model.embed_shape(0, pool)) : cat(parts, 0);
     io::save_npy(o->out, out);
-    std::string what = pool == "tokens" ? "every token after the final norm"
-                                        : (pool == "cls" ? (c.dist_token ? "the mean of the class and distillation "
-                                                                           "tokens"
-                                                                         : "the class token")
-                                                         : "the mean of the patch tokens");
-    if (pool != "tokens" && c.representation_size > 0) what += ", through the representation layer";
-    if (pool != "tokens" && c.projection) what += ", projected by the image projection";
     std::printf("wrote %s: %s float32 (%s; %s, %s layout)\n", o->out.c_str(), shape_str(out.shape()).c_str(),
-                what.c_str(), m.family.c_str(), m.layout.c_str());
+                model.describe(pool).c_str(), model.loaded().family.c_str(), model.loaded().layout.c_str());
   });
 }
 

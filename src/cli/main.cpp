@@ -20,7 +20,7 @@ int run_command(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   vit::keep_freed_memory();  // tensors freed each step are reused, not faulted in again
   CLI::App app{"vit: Vision Transformers in C++ (train, evaluate, run)", "vit"};
-  app.set_version_flag("--version", "vit 0.1.0");
+  app.set_version_flag("--version", std::string("vit ") + VIT_VERSION);
   app.require_subcommand(1);
   vit::cli::add_train_command(app);
   vit::cli::add_eval_command(app);

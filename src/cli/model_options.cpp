@@ -3,14 +3,11 @@
 
 #include <fmt/ranges.h>
 
-#include <cmath>
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "data/image.h"
-#include "infer/model_io.h"
-#include "io/npy.h"
 
 namespace vit::cli {
 
@@ -48,8 +45,7 @@ void warn_no_checksum(const std::string& path) {
                path.c_str());
 }
 
-infer::LoadedModel load_for_inference(const ModelOptions& o) {
-  set_threads(o.threads);
+infer::LoadOptions load_options(const ModelOptions& o) {
   infer::LoadOptions options;
   if (!o.layout.empty()) options.layout = model::parse_layout(o.layout);
   options.num_heads = o.heads;
@@ -59,7 +55,17 @@ infer::LoadedModel load_for_inference(const ModelOptions& o) {
   options.strict = !o.no_strict;
   options.use_ema = o.ema;
   options.allow_nonfinite = o.allow_nonfinite;
-  infer::LoadedModel m = infer::load_model(o.checkpoint, options);
+  options.resize = o.resize;
+  options.crop = o.crop;
+  if (!o.interpolation.empty()) options.interpolation = infer::parse_filter(o.interpolation);
+  options.mean = o.mean;
+  options.std = o.std;
+  return options;
+}
+
+infer::LoadedModel load_model(const ModelOptions& o) {
+  set_threads(o.threads);
+  infer::LoadedModel m = infer::load_model(o.checkpoint, load_options(o));
   if (m.layout == "vit" && m.checksum.empty()) warn_no_checksum(o.checkpoint);
   if (o.no_strict) {
     for (const auto& k : m.missing_keys)
@@ -72,45 +78,11 @@ infer::LoadedModel load_for_inference(const ModelOptions& o) {
                    fmt::format("{}", fmt::join(m.ignored_keys, ", ")).c_str());
     }
   }
-  infer::Preprocess& p = m.preprocess;
-  if (o.resize > 0) p.resize = o.resize, p.square = false;
-  if (o.crop >= 0) p.crop = o.crop;
-  if (!o.interpolation.empty()) p.filter = infer::parse_filter(o.interpolation);
-  const auto channels = static_cast<size_t>(m.model->config().in_channels);
-  auto per_channel = [channels](const std::vector<double>& v, const char* name) {
-    VIT_CHECK(
-        v.size() == 1 || v.size() == channels, "predict",
-        "--{} needs {} (one value for all channels, or one per channel), got {}", name,
-        channels == 1 ? std::string("1 value (the model takes grey images)") : fmt::format("1 or {} values", channels),
-        v.size());
-    for (double x : v) VIT_CHECK(std::isfinite(x), "predict", "--{} values must be finite numbers, got {}", name, x);
-    return v.size() == 1 ? std::vector<double>(channels, v[0]) : v;
-  };
-  if (!o.mean.empty()) p.mean = per_channel(o.mean, "mean");
-  if (!o.std.empty()) p.std = per_channel(o.std, "std");
-  for (double s : p.std) VIT_CHECK(s > 0, "predict", "--std values must be positive");
   return m;
 }
 
-Tensor read_input_npy(const std::string& path, const model::ViTConfig& c, const char* op) {
-  const Tensor input = io::load_npy(path).to(DType::F32).contiguous();
-  VIT_CHECK(input.dim() == 4 && input.size(1) == c.in_channels && input.size(2) == c.image_size &&
-                input.size(3) == c.image_size,
-            op, "{}: input {} but the model takes (B, {}, {}, {})", path, shape_str(input.shape()), c.in_channels,
-            c.image_size, c.image_size);
-  infer::check_finite_input(input.data<float>(), input.numel(), op, path + ": the input");
-  return input;
-}
-
-Tensor read_input_images(const std::vector<std::string>& paths, const infer::LoadedModel& m, int64_t max_pixels) {
-  const model::ViTConfig& c = m.model->config();
-  const int64_t C = c.in_channels, S = c.image_size;
-  Tensor batch = Tensor::empty({static_cast<int64_t>(paths.size()), C, S, S});
-  for (size_t i = 0; i < paths.size(); ++i) {
-    const data::Image image = data::read_image(paths[i], max_pixels);
-    infer::preprocess_into(image, m.preprocess, C, batch.data<float>() + static_cast<int64_t>(i) * C * S * S);
-  }
-  return batch;
+infer::Predictor load_predictor(const ModelOptions& o, infer::Predictor::WeightPages pages) {
+  return infer::Predictor(load_model(o), pages);
 }
 
 }  // namespace vit::cli

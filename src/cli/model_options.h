@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "infer/pretrained.h"
+#include "infer/predictor.h"
 
 namespace vit::cli {
 
@@ -24,15 +24,15 @@ struct ModelOptions {
 // Registers --checkpoint, --layout, --heads, --eps, --image-size, --no-strict, --ema,
 // --allow-nonfinite, --resize, --crop, --interpolation, --mean, --std, --threads, --max-pixels.
 void add_model_options(CLI::App* cmd, ModelOptions& o);
-// Loads the model and applies the preprocessing overrides; prints what was not loaded with
-// --no-strict, and a warning for a vit checkpoint without a checksum (written before them).
-infer::LoadedModel load_for_inference(const ModelOptions& o);
+// The load options these flags say (the preprocessing overrides included).
+infer::LoadOptions load_options(const ModelOptions& o);
+// Sets --threads, loads the model, and prints what was not loaded with --no-strict, and a warning
+// for a vit checkpoint without a checksum.
+infer::LoadedModel load_model(const ModelOptions& o);
+// load_model behind the handle every door wraps.
+infer::Predictor load_predictor(const ModelOptions& o,
+                                infer::Predictor::WeightPages pages = infer::Predictor::WeightPages::Keep);
 // "warning: FILE has no checksum ..." on stderr.
 void warn_no_checksum(const std::string& path);
-// A float32 (B, C, H, W) .npy the model takes, checked: shape and finite values ("[op] FILE: ...").
-Tensor read_input_npy(const std::string& path, const model::ViTConfig& c, const char* op);
-// Images decoded and preprocessed as the checkpoint says, (B, C, H, W); the first file that
-// cannot be read is the error.
-Tensor read_input_images(const std::vector<std::string>& paths, const infer::LoadedModel& m, int64_t max_pixels);
 
 }  // namespace vit::cli

@@ -8,8 +8,6 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/validators.h"
-#include "infer/inference.h"
-#include "infer/model_io.h"
 #include "io/npy.h"
 
 namespace vit::cli {
@@ -33,27 +31,24 @@ void add_predict_command(CLI::App& app) {
   cmd->callback([o] {
     VIT_CHECK(o->images.empty() != o->tensor.empty(), "predict", "give image files or --tensor FILE.npy (not both)");
     VIT_CHECK(o->out.empty() || !o->tensor.empty(), "predict", "--out writes logits of a --tensor input");
-    infer::LoadedModel m = load_for_inference(*o);
-    const model::ViTConfig& c = m.model->config();
-    VIT_CHECK(c.has_head() && !c.projection, "predict",
-              "{}: {} has no classifier head ({}): it gives embeddings, with vit embed", o->checkpoint, c.name,
-              c.projection ? "its head is CLIP's image projection" : "a feature extractor");
-    model::check_memory(c, std::min<int64_t>(o->batch, std::max<size_t>(o->images.size(), 1)), false);
-    NoGradGuard no_grad;
     // The graph-free path; the model is only read from here on, so the mapped copy of every
     // packed weight can be dropped (resident memory ~1x the weights).
-    infer::InferenceSession session(*m.model, infer::InferenceSession::WeightPages::Release);
+    infer::Predictor model = load_predictor(*o, infer::Predictor::WeightPages::Release);
+    const model::ViTConfig& c = model.config();
+    model.require_classifier("predict", o->checkpoint, "it gives embeddings, with vit embed");
+    model::check_memory(c, std::min<int64_t>(o->batch, std::max<size_t>(o->images.size(), 1)), false);
+    NoGradGuard no_grad;
     if (!o->tensor.empty()) {
-      const Tensor input = read_input_npy(o->tensor, c, "predict");
+      const Tensor input = model.read_npy(o->tensor, "predict");
       std::vector<Tensor> parts;
       for (int64_t b = 0; b < input.size(0); b += o->batch) {
-        parts.push_back(session.forward(input.slice(0, b, std::min(input.size(0), b + o->batch))));
+        parts.push_back(model.predict(input.slice(0, b, std::min(input.size(0), b + o->batch))));
       }
       const Tensor logits = parts.empty() ? Tensor::empty({0, c.num_classes}) : cat(parts, 0);
       if (!o->out.empty()) {
         io::save_npy(o->out, logits);
         std::printf("wrote %s: logits %s (%s layout)\n", o->out.c_str(), shape_str(logits.shape()).c_str(),
-                    m.layout.c_str());
+                    model.loaded().layout.c_str());
       } else {
         std::printf("%s\n", logits.to_string().c_str());
       }
@@ -73,8 +68,7 @@ void add_predict_command(CLI::App& app) {
           if (o->invert) {
             for (auto& px : image.pixels) px = static_cast<uint8_t>(255 - px);
           }
-          infer::preprocess_into(image, m.preprocess, C,
-                                 batch.data<float>() + static_cast<int64_t>(ok.size()) * C * S * S);
+          model.preprocess_into(image, batch.data<float>() + static_cast<int64_t>(ok.size()) * C * S * S);
           ok.push_back(i);
         } catch (const Error& e) {
           if (o->images.size() == 1) throw;  // one image: its error is the command's
@@ -83,13 +77,12 @@ void add_predict_command(CLI::App& app) {
         }
       }
       if (ok.empty()) continue;
-      const Tensor logits = session.forward(batch.slice(0, 0, static_cast<int64_t>(ok.size())));
-      const int64_t K = c.num_classes;
+      const Tensor logits = model.predict(batch.slice(0, 0, static_cast<int64_t>(ok.size())));
+      const std::vector<std::vector<infer::ClassScore>> top = model.top_k(logits, o->top_k);
       for (size_t j = 0; j < ok.size(); ++j) {
         std::printf("%s\n", o->images[ok[j]].c_str());
-        for (const infer::ClassScore& s :
-             infer::top_k_softmax(logits.data<float>() + static_cast<int64_t>(j) * K, K, o->top_k)) {
-          std::printf("  %6.2f%%  %s\n", 100.0 * s.probability, m.class_names[static_cast<size_t>(s.index)].c_str());
+        for (const infer::ClassScore& s : top[j]) {
+          std::printf("  %6.2f%%  %s\n", 100.0 * s.probability, model.label(s.index).c_str());
         }
       }
       std::fflush(stdout);

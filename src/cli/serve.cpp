@@ -60,9 +60,9 @@ void add_serve_command(CLI::App& app) {
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    infer::LoadedModel m = load_for_inference(*o);
-    const model::ViTConfig c = m.model->config();
-    const std::string family = m.family, layout = m.layout;
+    infer::Predictor m = load_predictor(*o);
+    const model::ViTConfig c = m.config();
+    const std::string family = m.loaded().family, layout = m.loaded().layout;
     o->server.max_pixels = o->max_pixels;
     serve::Server server(std::move(m), o->server);
     const int port = server.bind();

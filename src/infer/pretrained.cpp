@@ -155,6 +155,27 @@ CheckpointInfo checkpoint_info(const LoadedModel& m) {
   return info;
 }
 
+void apply_preprocess_overrides(Preprocess& p, const LoadOptions& o, int64_t channels) {
+  const char* op = "preprocess";
+  VIT_CHECK(o.resize >= 0, op, "--resize must be positive, got {}", o.resize);
+  VIT_CHECK(o.crop >= -1, op, "--crop must be >= 0 (0: no crop), got {}", o.crop);
+  if (o.resize > 0) p.resize = o.resize, p.square = false;
+  if (o.crop >= 0) p.crop = o.crop;
+  if (o.interpolation) p.filter = *o.interpolation;
+  const auto n = static_cast<size_t>(channels);
+  auto per_channel = [n, op](const std::vector<double>& v, const char* name) {
+    VIT_CHECK(v.size() == 1 || v.size() == n, op,
+              "--{} needs {} (one value for all channels, or one per channel), got {}", name,
+              n == 1 ? std::string("1 value (the model takes grey images)") : fmt::format("1 or {} values", n),
+              v.size());
+    for (double x : v) VIT_CHECK(std::isfinite(x), op, "--{} values must be finite numbers, got {}", name, x);
+    return v.size() == 1 ? std::vector<double>(n, v[0]) : v;
+  };
+  if (!o.mean.empty()) p.mean = per_channel(o.mean, "mean");
+  if (!o.std.empty()) p.std = per_channel(o.std, "std");
+  for (double s : p.std) VIT_CHECK(s > 0, op, "--std values must be positive, got {}", s);
+}
+
 LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   const io::SafetensorsFile file = io::load_safetensors(path);
   LoadedModel out;
@@ -285,6 +306,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   for (auto k = static_cast<int64_t>(out.class_names.size()); k < config.num_classes; ++k) {
     out.class_names.push_back(std::to_string(k));
   }
+  apply_preprocess_overrides(out.preprocess, options, config.in_channels);
   return out;
 }
 

@@ -25,7 +25,17 @@ struct LoadOptions {
   bool strict = true;                   // refuse missing / unexpected keys
   bool use_ema = false;                 // our checkpoints: the EMA weights
   bool allow_nonfinite = false;         // load weights holding NaN/Inf (refused by default)
+  // Preprocessing over the checkpoint's own evaluation transform (vit predict's --resize, --crop,
+  // --interpolation, --mean, --std): checked against the model's channels when it is loaded.
+  int64_t resize = 0;                   // > 0: resize the shorter side to this
+  int64_t crop = -1;                    // >= 0: center crop to this (0: no crop)
+  std::optional<Filter> interpolation;  // bilinear or bicubic
+  std::vector<double> mean, std;        // one value for every channel, or one per channel
 };
+
+// Applies the preprocessing overrides of `options` to `p` for a model of `channels` channels:
+// "[preprocess] --std needs 1 or 3 values (...)", "--mean values must be finite numbers, got inf".
+void apply_preprocess_overrides(Preprocess& p, const LoadOptions& options, int64_t channels);
 
 struct LoadedModel {
   std::unique_ptr<model::VisionTransformer> model;

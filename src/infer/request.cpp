@@ -24,4 +24,9 @@ const char* pool_name(Pool pool) {
   return "?";
 }
 
+std::string request_name(const Request& request) {
+  if (request.output == Output::Logits) return "logits";
+  return std::string("embed ") + pool_name(request.pool);
+}
+
 }  // namespace vit::infer

@@ -15,7 +15,16 @@ enum class Pool { Cls, Avg, Tokens };
 Pool parse_pool(const std::string& name, const char* op = "embed");
 const char* pool_name(Pool pool);
 
-// What a batch is run for: logits of the classifier, or an embedding.
+// What a batch is run for: logits of the classifier, or an embedding with its pooling.
 enum class Output { Logits, Embedding };
+struct Request {
+  Output output = Output::Logits;
+  Pool pool = Pool::Cls;  // with Output::Embedding
+  bool operator==(const Request& other) const {
+    return output == other.output && (output == Output::Logits || pool == other.pool);
+  }
+};
+// "logits", "embed cls", ... (metrics, messages)
+std::string request_name(const Request& request);
 
 }  // namespace vit::infer

@@ -26,7 +26,7 @@ Batcher::~Batcher() {
   if (worker_.joinable()) worker_.join();
 }
 
-Batcher::Ticket Batcher::submit(const std::string& kind, Tensor images) {
+Batcher::Ticket Batcher::submit(const Kind& kind, Tensor images) {
   auto job = std::make_unique<Job>();
   job->kind = kind;
   job->images = std::move(images);
@@ -67,7 +67,7 @@ void Batcher::work() {
     }
     // The oldest request sets the kind and the deadline; same-kind requests join until the
     // batch is full or the deadline passes (at once when draining: nobody else is coming).
-    const std::string kind = queue_.front()->kind;
+    const Kind kind = queue_.front()->kind;
     const auto deadline = queue_.front()->arrived + std::chrono::microseconds(options_.max_delay_us);
     auto images_of_kind = [&] {
       int64_t n = 0;

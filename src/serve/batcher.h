@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/tensor.h"
+#include "infer/request.h"
 
 namespace vit::serve {
 
@@ -29,9 +30,10 @@ struct BatcherOptions {
   int64_t max_queue = 64;  // requests waiting (not counting the batch being run)
 };
 
-// What a batch is run through: (B, C, H, W) -> (B, ...) for `kind` ("logits", or "cls" /
-// "avg" / "tokens" embeddings).
-using RunBatch = std::function<Tensor(const std::string& kind, const Tensor& images)>;
+// What a batch is run through: (B, C, H, W) -> (B, ...) for a kind of request (logits, or an
+// embedding with its pooling: infer/request.h).
+using Kind = infer::Request;
+using RunBatch = std::function<Tensor(const Kind& kind, const Tensor& images)>;
 
 class QueueFull : public std::runtime_error {  // HTTP 429
  public:
@@ -56,14 +58,14 @@ class Batcher {
   };
   // Queues images (B, C, H, W); throws QueueFull when max_queue requests already wait, and
   // ShuttingDown once drain() has begun.
-  Ticket submit(const std::string& kind, Tensor images);
+  Ticket submit(const Kind& kind, Tensor images);
   int64_t queue_depth() const;  // requests waiting
   // Stops taking requests (submit throws) and runs what is queued; returns when it is done.
   void drain();
 
  private:
   struct Job {
-    std::string kind;
+    Kind kind;
     Tensor images;
     std::promise<Tensor> result;
     std::shared_ptr<std::atomic<bool>> cancelled;

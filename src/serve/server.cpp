@@ -11,9 +11,6 @@
 
 #include "core/check.h"
 #include "data/image.h"
-#include "infer/inference.h"
-#include "infer/model_io.h"
-#include "infer/preprocess.h"
 #include "io/npy.h"
 #include "serve/metrics.h"
 
@@ -70,9 +67,8 @@ json rows_json(const Tensor& t) {
 }  // namespace
 
 struct Server::Impl {
-  infer::LoadedModel model;
+  infer::Predictor model;
   ServerOptions options;
-  std::unique_ptr<infer::InferenceSession> session;
   Metrics metrics;
   std::unique_ptr<Batcher> batcher;
   httplib::Server http;
@@ -81,8 +77,8 @@ struct Server::Impl {
   int port = 0;
   socket_t listen_fd = INVALID_SOCKET;  // the last socket httplib made to bind (the bound one when it succeeds)
 
-  const model::ViTConfig& config() const { return model.model->config(); }
-  bool has_classifier() const { return config().has_head() && !config().projection; }
+  explicit Impl(infer::Predictor m) : model(std::move(m)) {}
+  const model::ViTConfig& config() const { return model.config(); }
 
   // The request body as a (B, C, H, W) float32 batch, checked; `image` tells which kind it was.
   Tensor input(const httplib::Request& req, const std::string& body, bool& image) const {
@@ -100,23 +96,20 @@ struct Server::Impl {
       const Tensor t = io::parse_npy(bytes, body.size(), "the .npy body");
       VIT_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::F64, "serve", "the .npy body holds {}, not float32",
                 dtype_name(t.dtype()));
-      VIT_CHECK(t.dim() == 4 && t.size(0) >= 1 && t.size(1) == c.in_channels && t.size(2) == c.image_size &&
-                    t.size(3) == c.image_size,
-                "serve", "the .npy body is {} but the model takes (B, {}, {}, {}) with B >= 1", shape_str(t.shape()),
-                c.in_channels, c.image_size, c.image_size);
       const Tensor f = t.to(DType::F32).contiguous();
-      infer::check_finite_input(f.data<float>(), f.numel(), "serve", "the .npy body");
+      model.check_input(f, "serve", "the .npy body");
+      VIT_CHECK(f.size(0) >= 1, "serve", "the .npy body holds no images (B = 0)");
       return f;
     }
     const data::Image decoded = data::decode_image(
         bytes, body.size(), "the request body", options.max_pixels > 0 ? options.max_pixels : data::kDefaultMaxPixels);
-    Tensor x = Tensor::empty({1, c.in_channels, c.image_size, c.image_size});
-    infer::preprocess_into(decoded, model.preprocess, c.in_channels, x.data<float>());
+    Tensor x = Tensor::empty(model.input_shape(1));
+    model.preprocess_into(decoded, x.data<float>());
     return x;
   }
 
   // Through the batcher, within the timeout.
-  Tensor run(const std::string& kind, Tensor x) {
+  Tensor run(const infer::Request& kind, Tensor x) {
     Batcher::Ticket ticket;
     try {
       ticket = batcher->submit(kind, std::move(x));
@@ -134,56 +127,67 @@ struct Server::Impl {
     return ticket.result.get();
   }
 
-  void handle(const httplib::Request& req, const std::string& body, httplib::Response& res,
+  // POST /v1/predict: an image -> top-k classes; a .npy -> logits.
+  void predict(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+    if (!model.has_classifier()) {
+      try {
+        model.require_classifier("serve", "", "POST /v1/embed");
+      } catch (const Error& e) {
+        throw HttpError{400, e.what()};
+      }
+    }
+    int64_t k = options.top_k;
+    if (req.has_param("top_k")) {
+      const std::string v = req.get_param_value("top_k");
+      VIT_CHECK(!v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos, "serve",
+                "top_k must be a positive whole number, got '{}'", v);
+      k = std::stoll(v);
+      VIT_CHECK(k >= 1, "serve", "top_k must be >= 1, got {}", k);
+    }
+    bool image = false;
+    Tensor x = input(req, body, image);
+    const Tensor logits = run({infer::Output::Logits}, std::move(x));  // (B, K)
+    if (!image) {
+      reply(res, 200, {{"logits", rows_json(logits)}});
+      return;
+    }
+    json predictions = json::array();
+    const std::vector<std::vector<infer::ClassScore>> top =
+        model.top_k(logits, k);  // kept: a row of a temporary dangles
+    for (const infer::ClassScore& s : top[0]) {
+      predictions.push_back({{"index", s.index}, {"label", model.label(s.index)}, {"probability", s.probability}});
+    }
+    reply(res, 200, {{"predictions", predictions}});
+  }
+
+  // POST /v1/embed: an image -> one embedding; a .npy -> a row per image.
+  void embed(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+    const infer::Pool pool = req.has_param("pool") && !req.get_param_value("pool").empty()
+                                 ? infer::parse_pool(req.get_param_value("pool"), "serve")
+                                 : model.default_pool();
+    model.check_pool(pool, "serve");
+    bool image = false;
+    Tensor x = input(req, body, image);
+    const Tensor e = run({infer::Output::Embedding, pool}, std::move(x));
+    const Shape row(e.shape().begin() + 1, e.shape().end());
+    if (image) {
+      reply(res, 200, {{"embedding", rows_json(e.slice(0, 0, 1).reshape(row))}, {"shape", row}});
+    } else {
+      reply(res, 200, {{"embeddings", rows_json(e)}, {"shape", e.shape()}});
+    }
+  }
+
+  // The one error wrapper (llama.cpp's ex_wrapper): every model endpoint's failure becomes a JSON
+  // error with its status, and is counted in the metrics.
+  using Handler = void (Impl::*)(const httplib::Request&, const std::string&, httplib::Response&);
+  void handle(Handler handler, const httplib::Request& req, const std::string& body, httplib::Response& res,
               const std::string& endpoint) {
     const auto start = Clock::now();
     ++inflight;
     int status = 200;
     try {
       if (draining) throw HttpError{503, "the server is shutting down"};
-      bool image = false;
-      Tensor x = input(req, body, image);
-      if (endpoint == "/v1/predict") {
-        if (!has_classifier())
-          throw HttpError{
-              400, fmt::format("{} has no classifier head ({}): POST /v1/embed", config().name,
-                               config().projection ? "its head is CLIP's image projection" : "a feature extractor")};
-        int64_t k = options.top_k;
-        if (req.has_param("top_k")) {
-          const std::string v = req.get_param_value("top_k");
-          VIT_CHECK(!v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos, "serve",
-                    "top_k must be a positive whole number, got '{}'", v);
-          k = std::stoll(v);
-          VIT_CHECK(k >= 1, "serve", "top_k must be >= 1, got {}", k);
-        }
-        const Tensor logits = run("logits", std::move(x));  // (B, K)
-        if (!image) {
-          reply(res, 200, {{"logits", rows_json(logits)}});
-        } else {
-          json predictions = json::array();
-          for (const infer::ClassScore& s : infer::top_k_softmax(logits.data<float>(), logits.size(1), k)) {
-            predictions.push_back({{"index", s.index},
-                                   {"label", model.class_names[static_cast<size_t>(s.index)]},
-                                   {"probability", s.probability}});
-          }
-          reply(res, 200, {{"predictions", predictions}});
-        }
-      } else {
-        std::string pool = req.has_param("pool") ? req.get_param_value("pool") : "";
-        if (pool.empty()) pool = config().pool == "cls" ? "cls" : "avg";
-        VIT_CHECK(pool == "cls" || pool == "avg" || pool == "tokens", "serve",
-                  "pool must be cls, avg or tokens, got '{}'", pool);
-        VIT_CHECK(pool != "cls" || config().class_token(), "serve", "{} has no class token: pool=avg or pool=tokens",
-                  config().name);
-        const Tensor e = run(pool, std::move(x));
-        if (image) {
-          reply(res, 200,
-                {{"embedding", rows_json(e.slice(0, 0, 1).reshape(Shape(e.shape().begin() + 1, e.shape().end())))},
-                 {"shape", Shape(e.shape().begin() + 1, e.shape().end())}});
-        } else {
-          reply(res, 200, {{"embeddings", rows_json(e)}, {"shape", e.shape()}});
-        }
-      }
+      (this->*handler)(req, body, res);
     } catch (const HttpError& e) {
       status = e.status;
       reply(res, e.status, {{"error", e.message}});
@@ -199,11 +203,34 @@ struct Server::Impl {
     ++answered;
     --inflight;
   }
+
+  // The model endpoints (the route table): POST with an image or a .npy body.
+  struct Route {
+    const char* path;
+    Handler handler;
+  };
+  static std::vector<Route> routes() { return {{"/v1/predict", &Impl::predict}, {"/v1/embed", &Impl::embed}}; }
+
+  void healthz(httplib::Response& res) const {
+    if (draining) {
+      reply(res, 503, {{"status", "draining"}});
+      return;
+    }
+    const model::ViTConfig& c = config();
+    reply(res, 200,
+          {{"status", "ok"},
+           {"model", c.name},
+           {"layout", model.loaded().layout},
+           {"family", model.loaded().family},
+           {"image_size", c.image_size},
+           {"channels", c.in_channels},
+           {"classes", model.num_classes()},
+           {"max_batch", options.batching.max_batch}});
+  }
 };
 
-Server::Server(infer::LoadedModel model, ServerOptions options) : impl_(std::make_unique<Impl>()) {
+Server::Server(infer::Predictor model, ServerOptions options) : impl_(std::make_unique<Impl>(std::move(model))) {
   Impl& s = *impl_;
-  s.model = std::move(model);
   s.options = std::move(options);
   VIT_CHECK(!s.options.host.empty(), "serve",
             "--host is empty: give the address to listen on (127.0.0.1, or 0.0.0.0 for every interface)");
@@ -214,12 +241,9 @@ Server::Server(infer::LoadedModel model, ServerOptions options) : impl_(std::mak
   VIT_CHECK(s.options.http_threads >= 1 && s.options.http_threads <= 4096, "serve",
             "--http-threads must be in [1, 4096], got {}", s.options.http_threads);
   VIT_CHECK(s.options.top_k >= 1, "serve", "--top-k must be >= 1, got {}", s.options.top_k);
-  s.session = std::make_unique<infer::InferenceSession>(*s.model.model);
+  s.model.prepare();  // the weights packed before the first request
   s.batcher = std::make_unique<Batcher>(
-      s.options.batching,
-      [&s](const std::string& kind, const Tensor& images) {
-        return kind == "logits" ? s.session->forward(images) : s.session->embed(images, infer::parse_pool(kind));
-      },
+      s.options.batching, [&s](const infer::Request& kind, const Tensor& images) { return s.model.run(kind, images); },
       [&s](int64_t images, int64_t requests) { s.metrics.batch(images, requests); });
 
   httplib::Server& http = s.http;
@@ -237,9 +261,11 @@ Server::Server(infer::LoadedModel model, ServerOptions options) : impl_(std::mak
   // The bodies are read through a content reader: httplib's own reading parses a body sent as
   // application/x-www-form-urlencoded (curl --data-binary's default type) as a form and refuses
   // it beyond 8 KiB; an image sent that way is still an image here.
-  for (const char* path : {"/v1/predict", "/v1/embed"}) {
-    http.Post(path, [&s, path, limit](const httplib::Request& req, httplib::Response& res,
-                                      const httplib::ContentReader& read) {
+  for (const Impl::Route& route : Impl::routes()) {
+    const char* path = route.path;
+    const auto handler = route.handler;
+    http.Post(path, [&s, path, handler, limit](const httplib::Request& req, httplib::Response& res,
+                                               const httplib::ContentReader& read) {
       std::string body;
       size_t received = 0;
       const bool whole = read([&](const char* data, size_t n) {
@@ -259,31 +285,17 @@ Server::Server(infer::LoadedModel model, ServerOptions options) : impl_(std::mak
         ++s.answered;
         return;
       }
-      s.handle(req, body, res, path);
+      s.handle(handler, req, body, res, path);
     });
   }
-  for (const char* path : {"/v1/predict", "/v1/embed"}) {
+  for (const Impl::Route& route : Impl::routes()) {
+    const char* path = route.path;
     http.Get(path, [path](const httplib::Request&, httplib::Response& res) {
       reply(res, 405, {{"error", fmt::format("{} takes POST (an image or a .npy body)", path)}});
       res.set_header("Allow", "POST");
     });
   }
-  http.Get("/healthz", [&s](const httplib::Request&, httplib::Response& res) {
-    const model::ViTConfig& c = s.config();
-    if (s.draining) {
-      reply(res, 503, {{"status", "draining"}});
-      return;
-    }
-    reply(res, 200,
-          {{"status", "ok"},
-           {"model", c.name},
-           {"layout", s.model.layout},
-           {"family", s.model.family},
-           {"image_size", c.image_size},
-           {"channels", c.in_channels},
-           {"classes", s.has_classifier() ? c.num_classes : 0},
-           {"max_batch", s.options.batching.max_batch}});
-  });
+  http.Get("/healthz", [&s](const httplib::Request&, httplib::Response& res) { s.healthz(res); });
   http.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
     res.set_content(s.metrics.text(s.batcher->queue_depth(), s.inflight.load()), "text/plain; version=0.0.4");
   });

@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "infer/pretrained.h"
+#include "infer/predictor.h"
 #include "serve/batcher.h"
 
 namespace vit::serve {
@@ -35,7 +35,7 @@ struct ServerOptions {
 
 class Server {
  public:
-  Server(infer::LoadedModel model, ServerOptions options);
+  Server(infer::Predictor model, ServerOptions options);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

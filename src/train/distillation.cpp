@@ -40,10 +40,9 @@ infer::LoadedModel load_teacher(const std::string& path, const model::ViTConfig&
 
 }  // namespace
 
-Teacher::Teacher(const std::string& path, const model::ViTConfig& student) : loaded_(load_teacher(path, student)) {
-  const model::ViTConfig& t = loaded_.model->config();
-  VIT_CHECK(t.has_head() && !t.projection, "train", "--teacher {}: the model has no classifier head ({})", path,
-            t.projection ? "its head is CLIP's image projection" : "a feature extractor");
+Teacher::Teacher(const std::string& path, const model::ViTConfig& student) : model_(load_teacher(path, student)) {
+  const model::ViTConfig& t = model_.config();
+  model_.require_classifier("train", "--teacher " + path, "a teacher must predict the student's classes");
   VIT_CHECK(t.num_classes == student.num_classes, "train",
             "--teacher {}: the teacher has {} classes, the student {} (they must predict the same classes)", path,
             t.num_classes, student.num_classes);
@@ -51,9 +50,9 @@ Teacher::Teacher(const std::string& path, const model::ViTConfig& student) : loa
             "--teacher {}: the teacher takes {} channels, the student {}", path, t.in_channels, student.in_channels);
   VIT_CHECK(t.image_size == student.image_size, "train",
             "--teacher {}: the teacher runs at {} pixels, the student at {}", path, t.image_size, student.image_size);
-  session_ = std::make_unique<infer::InferenceSession>(*loaded_.model);
+  model_.prepare();
 }
 
-Tensor Teacher::logits(const Tensor& images) { return session_->forward(images); }
+Tensor Teacher::logits(const Tensor& images) { return model_.run({infer::Output::Logits}, images); }
 
 }  // namespace vit::train

@@ -14,8 +14,7 @@
 #include <string>
 
 #include "autograd/variable.h"
-#include "infer/inference.h"
-#include "infer/pretrained.h"
+#include "infer/predictor.h"
 #include "model/vit_config.h"
 
 namespace vit::train {
@@ -43,11 +42,10 @@ class Teacher {
   Teacher(const std::string& path, const model::ViTConfig& student);
   // (B, C, H, W) -> (B, K) logits, no graph.
   Tensor logits(const Tensor& images);
-  const infer::LoadedModel& loaded() const { return loaded_; }
+  const infer::LoadedModel& loaded() const { return model_.loaded(); }
 
  private:
-  infer::LoadedModel loaded_;
-  std::unique_ptr<infer::InferenceSession> session_;
+  infer::Predictor model_;
 };
 
 }  // namespace vit::train

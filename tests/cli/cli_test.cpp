@@ -39,6 +39,12 @@ class Cli : public ::testing::Test {
 TempDir* Cli::dir_ = nullptr;
 std::string Cli::train_output_;
 
+TEST(CliVersion, VersionIsTheProjects) {
+  const CommandResult r = vit("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, std::string("vit ") + VIT_VERSION + "\n");
+}
+
 TEST_F(Cli, TrainPrintsPlainEpochLinesWhenNotATerminal) {
   EXPECT_NE(train_output_.find("epoch 1/2  train loss"), std::string::npos) << train_output_;
   EXPECT_NE(train_output_.find("epoch 2/2"), std::string::npos);

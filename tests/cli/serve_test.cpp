@@ -215,7 +215,7 @@ TEST(Serve, ImagesGetTopKAndBadRequestsGet4xxWhileTheServerStaysUp) {
                     "[npy] the .npy body");
   expect_json_error(
       client.Post("/v1/predict", npy_bytes(dir, Tensor::zeros({2, 3, 16, 16}), "small.npy"), "application/x-npy"), 400,
-      "the .npy body is (2, 3, 16, 16) but the model takes (B, 3, 32, 32)");
+      "the .npy body: input (2, 3, 16, 16) but the model takes (B, 3, 32, 32)");
   Tensor nan = images(1, 2);
   nan.data<float>()[5] = NAN;
   expect_json_error(client.Post("/v1/predict", npy_bytes(dir, nan, "nan.npy"), "application/x-npy"), 400,

@@ -14,18 +14,22 @@
 namespace vit::serve {
 namespace {
 
+const Kind kLogits{infer::Output::Logits};
+const Kind kCls{infer::Output::Embedding, infer::Pool::Cls};
+const Kind kFail{infer::Output::Embedding, infer::Pool::Tokens};  // the recorder's failing kind
+
 // A "model" that returns, per image, (first pixel, batch size it was called with), and remembers
 // each call's kind and size.
 struct Recorder {
   std::mutex mutex;
   std::vector<std::pair<std::string, int64_t>> calls;
   std::chrono::milliseconds delay{0};
-  Tensor operator()(const std::string& kind, const Tensor& images) {
+  Tensor operator()(const Kind& kind, const Tensor& images) {
     std::this_thread::sleep_for(delay);
-    VIT_CHECK(kind != "fail", "test", "this kind fails");
+    VIT_CHECK(!(kind == kFail), "test", "this kind fails");
     {
       std::lock_guard lock(mutex);
-      calls.emplace_back(kind, images.size(0));
+      calls.emplace_back(infer::request_name(kind), images.size(0));
     }
     Tensor out = Tensor::empty({images.size(0), 2});
     for (int64_t i = 0; i < images.size(0); ++i) {
@@ -47,9 +51,9 @@ TEST(Batcher, RequestsWithinTheDelayShareOneCallAndGetTheirOwnRows) {
   int64_t batches = 0;
   Batcher batcher(
       {.max_batch = 8, .max_delay_us = 200'000, .max_queue = 16},
-      [&](const std::string& k, const Tensor& x) { return model(k, x); }, [&](int64_t, int64_t) { ++batches; });
+      [&](const Kind& k, const Tensor& x) { return model(k, x); }, [&](int64_t, int64_t) { ++batches; });
   std::vector<Batcher::Ticket> tickets;
-  for (int r = 0; r < 4; ++r) tickets.push_back(batcher.submit("logits", marked(2, 10.0f * r)));
+  for (int r = 0; r < 4; ++r) tickets.push_back(batcher.submit(kLogits, marked(2, 10.0f * r)));
   for (int r = 0; r < 4; ++r) {
     const Tensor rows = tickets[r].result.get();
     ASSERT_EQ(rows.shape(), (Shape{2, 2}));
@@ -63,10 +67,10 @@ TEST(Batcher, RequestsWithinTheDelayShareOneCallAndGetTheirOwnRows) {
 TEST(Batcher, KindsDoNotMixAndMaxBatchIsHeld) {
   Recorder model;
   Batcher batcher({.max_batch = 3, .max_delay_us = 50'000, .max_queue = 16},
-                  [&](const std::string& k, const Tensor& x) { return model(k, x); });
+                  [&](const Kind& k, const Tensor& x) { return model(k, x); });
   std::vector<Batcher::Ticket> tickets;
-  for (int r = 0; r < 4; ++r) tickets.push_back(batcher.submit(r % 2 ? "cls" : "logits", marked(1, 0)));
-  tickets.push_back(batcher.submit("logits", marked(5, 0)));  // larger than max_batch: runs alone
+  for (int r = 0; r < 4; ++r) tickets.push_back(batcher.submit(r % 2 ? kCls : kLogits, marked(1, 0)));
+  tickets.push_back(batcher.submit(kLogits, marked(5, 0)));  // larger than max_batch: runs alone
   for (auto& t : tickets) t.result.get();
   std::lock_guard lock(model.mutex);
   int64_t images = 0;
@@ -82,13 +86,13 @@ TEST(Batcher, AFullQueueRefusesAndCancelledRequestsAreNotRun) {
   Recorder model;
   model.delay = std::chrono::milliseconds(100);
   Batcher batcher({.max_batch = 1, .max_delay_us = 0, .max_queue = 2},
-                  [&](const std::string& k, const Tensor& x) { return model(k, x); });
-  auto running = batcher.submit("logits", marked(1, 1));
+                  [&](const Kind& k, const Tensor& x) { return model(k, x); });
+  auto running = batcher.submit(kLogits, marked(1, 1));
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // taken by the worker
-  auto cancelled = batcher.submit("logits", marked(1, 2));
-  auto waiting = batcher.submit("logits", marked(1, 3));
+  auto cancelled = batcher.submit(kLogits, marked(1, 2));
+  auto waiting = batcher.submit(kLogits, marked(1, 3));
   EXPECT_EQ(batcher.queue_depth(), 2);
-  EXPECT_THROW(batcher.submit("logits", marked(1, 4)), QueueFull);
+  EXPECT_THROW(batcher.submit(kLogits, marked(1, 4)), QueueFull);
   cancelled.cancelled->store(true);
   EXPECT_EQ(running.result.get().data<float>()[0], 1.0f);
   EXPECT_THROW(cancelled.result.get(), Error);
@@ -100,29 +104,29 @@ TEST(Batcher, AFullQueueRefusesAndCancelledRequestsAreNotRun) {
 TEST(Batcher, AFailingCallFailsItsRequestsAndTheWorkerGoesOn) {
   Recorder model;
   Batcher batcher({.max_batch = 4, .max_delay_us = 0, .max_queue = 4},
-                  [&](const std::string& k, const Tensor& x) { return model(k, x); });
-  auto bad = batcher.submit("fail", marked(1, 0));
+                  [&](const Kind& k, const Tensor& x) { return model(k, x); });
+  auto bad = batcher.submit(kFail, marked(1, 0));
   EXPECT_THROW(bad.result.get(), Error);
-  EXPECT_EQ(batcher.submit("logits", marked(1, 5)).result.get().data<float>()[0], 5.0f);
+  EXPECT_EQ(batcher.submit(kLogits, marked(1, 5)).result.get().data<float>()[0], 5.0f);
 }
 
 TEST(Batcher, DrainRunsWhatIsQueuedThenRefuses) {
   Recorder model;
   model.delay = std::chrono::milliseconds(20);
   Batcher batcher({.max_batch = 1, .max_delay_us = 0, .max_queue = 8},
-                  [&](const std::string& k, const Tensor& x) { return model(k, x); });
+                  [&](const Kind& k, const Tensor& x) { return model(k, x); });
   std::vector<Batcher::Ticket> tickets;
-  for (int r = 0; r < 5; ++r) tickets.push_back(batcher.submit("logits", marked(1, static_cast<float>(r))));
+  for (int r = 0; r < 5; ++r) tickets.push_back(batcher.submit(kLogits, marked(1, static_cast<float>(r))));
   batcher.drain();
   for (auto& t : tickets) {
     EXPECT_EQ(t.result.wait_for(std::chrono::seconds(0)), std::future_status::ready);
     t.result.get();
   }
-  EXPECT_THROW(batcher.submit("logits", marked(1, 0)), ShuttingDown);
+  EXPECT_THROW(batcher.submit(kLogits, marked(1, 0)), ShuttingDown);
 }
 
 TEST(Batcher, BadOptionsAreRefused) {
-  auto run = [](const std::string&, const Tensor& x) { return x; };
+  auto run = [](const Kind&, const Tensor& x) { return x; };
   EXPECT_THROW(Batcher({.max_batch = 0}, run), Error);
   EXPECT_THROW(Batcher({.max_batch = 1, .max_delay_us = -1}, run), Error);
   EXPECT_THROW(Batcher({.max_batch = 1, .max_delay_us = 0, .max_queue = 0}, run), Error);
