@@ -1,7 +1,8 @@
 // Hugging Face's layout, one source per model family, picked by marker keys:
 //   DINOv2 (Dinov2Model, Dinov2WithRegistersModel): a dinov2. prefix, layer_scale1, mask_token;
 //   DeiT (DeiTForImageClassificationWithTeacher): a deit. prefix, distillation_token;
-//   CLIP (CLIPVisionModel[WithProjection]): a vision_model. prefix, visual_projection;
+//   CLIP (CLIPVisionModel[WithProjection]): a vision_model. prefix, visual_projection,
+//     embeddings.class_embedding;
 //   ViT (ViTModel, ViTForImageClassification): the rest.
 // Each renames by its table of rules (q, k, v stacked into qkv), then fixes what renaming cannot:
 // CLIP's class and position embedding shapes, DINOv2-with-registers' class position.
@@ -149,7 +150,8 @@ Converted convert_dinov2(const NamedTensors& tensors, const std::string& source)
 
 bool clip(const NamedTensors& tensors) {
   return any_key(tensors, [](const std::string& key) {
-    return has_prefix(key, "vision_model.") || key == "visual_projection.weight";
+    return has_prefix(key, "vision_model.") || key == "visual_projection.weight" ||
+           key == "embeddings.class_embedding";  // vision_model's own state dict has no prefix
   });
 }
 
