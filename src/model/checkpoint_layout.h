@@ -59,10 +59,12 @@ struct Converted {
   std::string act = "gelu";
   bool projection = false;
 };
-// Renames (and for Hugging Face concatenates q/k/v into qkv, reshapes CLIP's class and position
-// embeddings, and folds DINOv2-with-registers' class position into its class token) into timm's
-// names. A timm-layout file with norm_pre and no patch-embedding bias is OpenAI CLIP (QuickGELU,
-// eps 1e-5; a head with an all-zero bias is its projection).
+// Converts into timm's names by one converter per source (model/layouts/): the layout's source
+// is picked once by marker keys (timm: OpenAI CLIP, DeiT, DINOv2, ViT; Hugging Face: DINOv2, DeiT,
+// CLIP, ViT; torchvision: one), then renamed by its rules (Hugging Face's q/k/v concatenated into
+// qkv, CLIP's class and position embeddings reshaped, DINOv2-with-registers' class position folded
+// into its class token). A timm-layout file with norm_pre and no patch-embedding bias is OpenAI
+// CLIP (QuickGELU, eps 1e-5; a head with an all-zero bias is its projection).
 Converted to_timm(const NamedTensors& tensors, Layout layout, const std::string& source);
 
 // One tensor's key in each layout: nullptr where a layout has no such tensor, or (Hugging Face's

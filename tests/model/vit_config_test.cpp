@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "core/check.h"
 
 namespace vit::model {
@@ -106,6 +108,31 @@ TEST(ViTConfigJson, BadJsonNamesTheKey) {
   EXPECT_EQ(error_of(valid + R"(,"stem_layers":1,"stem_channels":5000})"),
             "[vit_config] stem_channels 5000 with stem_layers 1: a stem needs 1..4096 channels, no stem needs 0");
   EXPECT_EQ(ViTConfig::from_json(valid + R"(,"stem_layers":1,"stem_channels":8})").embed_channels(), 8);
+}
+
+// The presets are one table: each name once, each preset called by its name, each described;
+// an unknown name is refused listing the known ones.
+TEST(ViTConfigPresets, OneTableNamesDescribesAndBuildsEach) {
+  const std::vector<std::string> names = preset_names();
+  EXPECT_EQ(names.size(), 20u);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  for (const std::string& name : names) {
+    const ViTConfig c = preset(name);
+    EXPECT_EQ(c.name, name);
+    EXPECT_NO_THROW(c.validate()) << name;
+    EXPECT_FALSE(preset_description(name).empty()) << name;
+  }
+  const std::string e = [] {
+    try {
+      preset("vit_gigantic");
+    } catch (const Error& err) {
+      return std::string(err.what());
+    }
+    return std::string("(no error)");
+  }();
+  EXPECT_EQ(e.rfind("[vit_config] unknown preset 'vit_gigantic' (known: vit_tiny_patch16_224, ", 0), 0u) << e;
+  EXPECT_NE(e.find("vit_notebook"), std::string::npos) << e;
+  EXPECT_THROW(preset_description("vit_gigantic"), Error);
 }
 
 }  // namespace

@@ -1,0 +1,169 @@
+// What a checkpoint's tensor shapes tell of its model: the config inferred from timm-named
+// weights, the standard head count of a width, and the position table resampled to a new grid
+// (see checkpoint_layout.h).
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "kernels/interpolate.h"
+#include "model/checkpoint_layout.h"
+#include "model/layouts/sources.h"
+
+namespace vit::model {
+
+using layouts::find;
+
+Tensor resample_pos_embed(const Tensor& pos_embed, int64_t prefix_tokens, int64_t new_grid_h, int64_t new_grid_w,
+                          bool align_corners, bool antialias) {
+  VIT_CHECK(pos_embed.dim() == 3 && pos_embed.size(0) == 1, "pos_embed", "expected (1, N, D), got {}",
+            shape_str(pos_embed.shape()));
+  const int64_t D = pos_embed.size(2), patches = pos_embed.size(1) - prefix_tokens;
+  const auto grid = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(patches))));
+  VIT_CHECK(patches > 0 && grid * grid == patches, "pos_embed", "{} patch positions are not a square grid", patches);
+  VIT_CHECK(new_grid_h > 0 && new_grid_w > 0, "pos_embed", "invalid target grid {}x{}", new_grid_h, new_grid_w);
+  const Tensor pos = pos_embed.to(DType::F32).contiguous();
+  // (1, gh*gw, D) -> (D, gh, gw) planes, resample, back to tokens.
+  const Tensor planes =
+      pos.slice(1, prefix_tokens, pos.size(1)).reshape({grid, grid, D}).permute({2, 0, 1}).contiguous();
+  Tensor resampled = Tensor::empty({D, new_grid_h, new_grid_w});
+  if (antialias) {
+    VIT_CHECK(!align_corners, "pos_embed", "antialiased resampling has no align_corners form");
+    kernels::bicubic_resize_antialias<float>(planes.data<float>(), D, grid, grid, resampled.data<float>(), new_grid_h,
+                                             new_grid_w);
+  } else {
+    kernels::bicubic_resize<float>(planes.data<float>(), D, grid, grid, resampled.data<float>(), new_grid_h, new_grid_w,
+                                   align_corners);
+  }
+  const Tensor tokens = resampled.permute({1, 2, 0}).reshape({1, new_grid_h * new_grid_w, D});
+  return prefix_tokens > 0 ? cat({pos.slice(1, 0, prefix_tokens), tokens}, 1) : tokens.contiguous();
+}
+
+int64_t default_num_heads(int64_t dim) {
+  switch (dim) {
+    case 192:
+      return 3;
+    case 384:
+      return 6;
+    case 768:
+      return 12;
+    case 1024:
+      return 16;
+    case 1280:
+      return 16;
+    default:
+      return 0;  // not a standard width: the head count cannot be told
+  }
+}
+
+double default_eps(Layout layout) { return layout == Layout::HuggingFace ? 1e-12 : 1e-6; }
+
+ViTConfig infer_config(const NamedTensors& w, Layout layout, int64_t num_heads, const std::string& source) {
+  auto need = [&](const std::string& key) -> const Tensor& {
+    const Tensor* t = find(w, key);
+    VIT_CHECK(t != nullptr, "checkpoint", "{}: missing '{}' (needed to infer the model shape)", source, key);
+    return *t;
+  };
+  ViTConfig c;
+  c.name = fmt::format("{}-checkpoint", layout_name(layout));
+  const Tensor& proj = need("patch_embed.proj.weight");
+  VIT_CHECK(proj.dim() == 4 && proj.size(2) == proj.size(3), "checkpoint",
+            "{}: patch_embed.proj.weight {} is not (D, C, P, P)", source, shape_str(proj.shape()));
+  c.dim = proj.size(0);
+  c.in_channels = proj.size(1);
+  c.patch_size = proj.size(2);
+  // vit's hybrid: stem.{0,2,..}.weight (S, C, 3, 3) convolutions before the patch embedding.
+  while (const Tensor* conv = find(w, fmt::format("stem.{}.weight", 2 * c.stem_layers))) {
+    VIT_CHECK(conv->dim() == 4 && conv->size(2) == 3 && conv->size(3) == 3, "checkpoint",
+              "{}: stem.{}.weight {} is not (S, C, 3, 3)", source, 2 * c.stem_layers, shape_str(conv->shape()));
+    if (c.stem_layers == 0) c.in_channels = conv->size(1);
+    c.stem_channels = conv->size(0);
+    ++c.stem_layers;
+  }
+  // The tokens in front of the patches, and how many rows of the position table they take.
+  const bool has_cls = find(w, "cls_token") != nullptr;
+  c.dist_token = find(w, "dist_token") != nullptr;
+  if (const Tensor* reg = find(w, "reg_token")) {
+    VIT_CHECK(reg->dim() == 3 && reg->size(0) == 1 && reg->size(2) == c.dim, "checkpoint",
+              "{}: reg_token {} is not (1, R, {})", source, shape_str(reg->shape()), c.dim);
+    c.reg_tokens = reg->size(1);
+  }
+  for (const char* token : {"cls_token", "dist_token"}) {
+    const Tensor* t = find(w, token);
+    VIT_CHECK(t == nullptr || (t->dim() == 3 && t->size(0) == 1 && t->size(1) == 1 && t->size(2) == c.dim),
+              "checkpoint", "{}: {} {} is not (1, 1, {})", source, token, shape_str(t->shape()), c.dim);
+  }
+  c.pool = has_cls ? "cls" : "mean";
+  if (find(w, "fc_norm.weight")) c.pool = has_cls ? "avg" : "mean";
+  const Tensor& pos = need("pos_embed");
+  VIT_CHECK(pos.dim() == 3 && pos.size(0) == 1 && pos.size(2) == c.dim, "checkpoint",
+            "{}: pos_embed {} is not (1, N, {})", source, shape_str(pos.shape()), c.dim);
+  const int64_t prefix = c.prefix_tokens();
+  auto square = [](int64_t n) {
+    const auto g = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(std::max<int64_t>(n, 0)))));
+    return n > 0 && g * g == n ? g : int64_t{0};
+  };
+  // The table covers the prefix tokens too (timm's default), or the patches only (no_embed_class).
+  int64_t grid = square(pos.size(1) - prefix);
+  if (grid == 0 && prefix > 0 && square(pos.size(1)) > 0) {
+    grid = square(pos.size(1));
+    c.no_embed_class = true;
+  }
+  if (grid == 0) {
+    std::vector<std::string> tokens;
+    for (const char* token : {"cls_token", "dist_token", "reg_token"}) {
+      if (const Tensor* t = find(w, token)) tokens.push_back(fmt::format("{} {}", token, shape_str(t->shape())));
+    }
+    fail("checkpoint",
+         "{}: pos_embed {} does not fit the {} prefix token{} ({}) and a square grid of patches, with or without "
+         "rows for the prefix",
+         source, shape_str(pos.shape()), prefix, prefix == 1 ? "" : "s",
+         tokens.empty() ? std::string("none") : fmt::format("{}", fmt::join(tokens, ", ")));
+  }
+  c.image_size = grid * c.patch_size;
+  c.pre_norm = find(w, "norm_pre.weight") != nullptr;
+  const bool patch_bias = find(w, "patch_embed.proj.bias") != nullptr;
+  VIT_CHECK(patch_bias != c.pre_norm, "checkpoint",
+            "{}: {} (a model with norm_pre has no patch-embedding bias; one without has one)", source,
+            c.pre_norm ? "norm_pre and patch_embed.proj.bias together" : "no norm_pre and no patch_embed.proj.bias");
+  c.depth = 0;
+  while (find(w, fmt::format("blocks.{}.attn.qkv.weight", c.depth))) ++c.depth;
+  VIT_CHECK(c.depth > 0, "checkpoint", "{}: no encoder blocks found", source);
+  const Tensor& fc1 = need("blocks.0.mlp.fc1.weight");
+  c.mlp_layers = find(w, "blocks.0.mlp.fc2.weight") != nullptr ? 2 : 1;
+  c.mlp_dim = fc1.size(0);
+  c.mlp_ratio = static_cast<double>(c.mlp_dim) / static_cast<double>(c.dim);
+  c.qkv_bias = find(w, "blocks.0.attn.qkv.bias") != nullptr;
+  c.qk_norm = find(w, "blocks.0.attn.q_norm.weight") != nullptr;
+  if (find(w, "blocks.0.ls1.gamma") != nullptr) c.layer_scale = 1.0;  // the value is the checkpoint's
+  const Tensor& norm1 = need("blocks.0.norm1.weight");
+  c.norm_tokens = norm1.dim() == 2;
+  c.final_norm = find(w, "norm.weight") != nullptr || find(w, "fc_norm.weight") != nullptr;
+  if (const Tensor* pre = find(w, "pre_logits.fc.weight")) c.representation_size = pre->size(0);
+  if (const Tensor* head = find(w, "head.weight")) {
+    c.num_classes = head->size(0);
+    c.head_bias = find(w, "head.bias") != nullptr;
+  } else {
+    c.num_classes = 0;  // a feature extractor (DINOv2, CLIP without its projection)
+  }
+  c.num_heads = num_heads > 0 ? num_heads : default_num_heads(c.dim);
+  VIT_CHECK(c.num_heads > 0, "checkpoint",
+            "{}: width {} is not a standard ViT width (192, 384, 768, 1024, 1280); its "
+            "number of attention heads cannot be inferred: pass --heads",
+            source, c.dim);
+  // q, k and v of all heads: 3 x heads x head_dim rows.
+  const Tensor& qkv = need("blocks.0.attn.qkv.weight");
+  VIT_CHECK(qkv.dim() == 2 && qkv.size(0) % 3 == 0 && qkv.size(1) == c.dim, "checkpoint",
+            "{}: blocks.0.attn.qkv.weight {} is not (3 x heads x head_dim, {})", source, shape_str(qkv.shape()), c.dim);
+  const int64_t attn_width = qkv.size(0) / 3;
+  VIT_CHECK(attn_width % c.num_heads == 0, "checkpoint",
+            "{}: the attention width {} (blocks.0.attn.qkv.weight {}) is not divisible by {} heads (--heads)", source,
+            attn_width, shape_str(qkv.shape()), c.num_heads);
+  if (attn_width != c.dim || c.dim % c.num_heads != 0) c.dim_head = attn_width / c.num_heads;
+  c.eps = default_eps(layout);
+  c.validate();
+  return c;
+}
+
+}  // namespace vit::model
