@@ -81,12 +81,12 @@ void linear_packed(benchmark::State& state) {
   const Tensor x = random({M, K}), w = random({N, K}), bias = random({N});
   const auto packed = vit::kernels::PackedMatrix::from_weight(w.data<float>(), N, K);
   Tensor y = Tensor::empty({M, N});
-  vit::kernels::GemmEpilogue e;
-  e.bias = bias.data<float>();
+  vit::kernels::Epilogue e;
   e.act = static_cast<vit::kernels::Activation>(state.range(3));  // 0 none, 1 GELU, 2 GELU (tanh)
   e.beta = static_cast<float>(state.range(4));                    // 1: accumulate (residual)
   for (auto _ : state) {
-    vit::kernels::packed_gemm(false, x.data<float>(), K, M, packed.data(), K, N, y.data<float>(), N, e);
+    vit::kernels::packed_gemm(false, x.data<float>(), K, M, packed.data(), K, N, y.data<float>(), N, bias.data<float>(),
+                              e);
     benchmark::DoNotOptimize(y.data<float>());
   }
   gemm_counters(state, 2.0 * M * N * K);

@@ -1,7 +1,11 @@
 // The inference path: a VisionTransformer's forward pass (eval mode) without the autograd
 // graph. Same numbers as model(x) in eval mode (to float32 rounding), but
-//  - no Variable/Node bookkeeping and no allocation per op: activations live in one arena,
-//    sized on the first call and reused by later calls of the same or smaller batch;
+//  - no Variable/Node bookkeeping and no allocation per op: activations live in one arena
+//    (vit_stages.h: Activations), sized on the first call and reused by later calls of the same
+//    or smaller batch;
+//  - the forward written as named stages (vit_stages.h: embed_image_patches,
+//    vit_transformer_layer, ffw_vit, pooling, head) over weights resolved once
+//    (session_weights.h: one struct per layer, the MLP activation an enum);
 //  - a convolutional stem (if any) as im2row + GEMM with bias and GELU fused;
 //  - fused passes: bias + GELU, bias + residual (the GEMM accumulates into the residual
 //    stream), position embedding + bias + CLS assembly, LayerNorm on only the pooled rows;
@@ -20,8 +24,6 @@
 #pragma once
 
 #include <memory>
-#include <string>
-#include <vector>
 
 #include "core/tensor.h"
 #include "infer/request.h"
@@ -29,11 +31,14 @@
 
 namespace vit::infer {
 
+struct SessionWeights;
+struct Activations;
+
 class InferenceSession {
  public:
-  // The model must outlive the session. Its Linear weights are packed here: a session sees the
-  // weights as they were when it was created (make a new one after changing them); the other
-  // parameters are read at every call.
+  // The model must outlive the session. Its weights are resolved (Linears packed) here: a session
+  // sees the model as it was when it was created (make a new one after changing or reloading
+  // its parameters); the other parameters are read in place at every call.
   enum class WeightPages { Keep, Release };
   explicit InferenceSession(const model::VisionTransformer& model, WeightPages pages = WeightPages::Keep);
   ~InferenceSession();
@@ -49,13 +54,12 @@ class InferenceSession {
   Tensor embed(const Tensor& images, Pool pool);
 
  private:
-  enum class Output { Logits, Features, Tokens, Embedding };
-  void run(const Tensor& images, Output output, const std::string& pool, Tensor& result);
-  float* buffer(size_t index, size_t floats);
-  struct Packed;  // the packed weights, by the model's weight pointer (inference.cpp)
+  enum class Result { Logits, Features, Tokens, Embedding };
+  Tensor run(const Tensor& images, Result result, Pool pool);
   const model::VisionTransformer& model_;
-  std::shared_ptr<const Packed> packed_;
-  std::vector<std::vector<float>> buffers_;  // the arena: one vector per role, grown on demand
+  Pool model_pool_;  // the config's pooling (cls, or the patch mean)
+  std::shared_ptr<const SessionWeights> weights_;
+  std::unique_ptr<Activations> activations_;
 };
 
 }  // namespace vit::infer

@@ -2,39 +2,28 @@
 #include "kernels/int8_gemm.h"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <new>
 #include <vector>
 
 #include "core/check.h"
-#include "kernels/vmath.h"
+#include "kernels/cpu_features.h"
+#include "kernels/gemm_driver.h"
 
 namespace vit::kernels {
 namespace {
 
-constexpr int64_t kMr = 4;                   // rows of A per micro-panel
-constexpr int64_t kNr = 16;                  // weight channels per panel
-constexpr int64_t kGroup = 4;                // k per group (one vpmaddubsw + vpmaddwd)
-constexpr int64_t kBlockBytes = 192 << 10;   // an A block (rows x depth bytes) kept in L2
-constexpr int64_t kParallelFlops = 1 << 18;  // below this many multiply-adds, one thread
+constexpr int64_t kMr = 4;                  // rows of A per micro-panel
+constexpr int64_t kNr = 16;                 // weight channels per panel
+constexpr int64_t kGroup = 4;               // k per group (one vpmaddubsw + vpmaddwd)
+constexpr int64_t kBlockBytes = 192 << 10;  // an A block (rows x depth bytes) kept in L2
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-template <typename T>
-T* aligned_array(size_t count) {
-  const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + 63) / 64 * 64);
-  auto* p = static_cast<T*>(std::aligned_alloc(64, bytes));
-  if (!p) throw std::bad_alloc();
-  std::memset(p, 0, bytes);
-  return p;
-}
 
 // The row's parameters from its extremes (the scheme's definition, shared by both paths).
 RowQuantization row_parameters(float mn, float mx, bool finite) {
@@ -123,9 +112,14 @@ __attribute__((target("avx2,fma"))) RowQuantization quantize_row_avx2(const floa
   return rq;
 }
 
-// The 4 x 16 micro-kernel: t (4 x 16 int32) = Ap (groups x 4 rows x 4 bytes) . Bp (groups x 16 x 4).
-__attribute__((target("avx2,fma"))) void micro_kernel(const uint8_t* __restrict Ap, const int8_t* __restrict Bp,
-                                                      int64_t groups, int32_t* __restrict t) {
+// The micro-kernels: t (panels x 4 x 16 int32) = Ap (groups x 4 rows x 4 bytes) . Bp (per panel:
+// groups x 16 x 4, panels panel_bytes apart), for 1 .. its panels-per-call panels.
+using MicroKernel = void (*)(const uint8_t* Ap, const int8_t* Bp, int64_t panel_bytes, int64_t groups, int64_t panels,
+                             int32_t* t);
+
+// AVX2, one panel: 8 accumulators.
+__attribute__((target("avx2,fma"))) void micro_kernel_avx2(const uint8_t* __restrict Ap, const int8_t* __restrict Bp,
+                                                           int64_t, int64_t groups, int64_t, int32_t* __restrict t) {
   __m256i c0[kMr], c1[kMr];
   for (int r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm256_setzero_si256();
   const __m256i ones = _mm256_set1_epi16(1);
@@ -153,10 +147,9 @@ __attribute__((target("avx2,fma"))) void micro_kernel(const uint8_t* __restrict 
 // panels at once (4 x 16P tile, 4P accumulators: enough independent chains to hide the latency);
 // tile p goes to t + p * 64.
 template <int P>
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void micro_kernel_vnni(const uint8_t* __restrict Ap,
-                                                                              const int8_t* __restrict Bp,
-                                                                              int64_t panel_bytes, int64_t groups,
-                                                                              int32_t* __restrict t) {
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_tile(const uint8_t* __restrict Ap,
+                                                                      const int8_t* __restrict Bp, int64_t panel_bytes,
+                                                                      int64_t groups, int32_t* __restrict t) {
   __m512i c[kMr][P];
   for (int r = 0; r < kMr; ++r) {
     for (int p = 0; p < P; ++p) c[r][p] = _mm512_setzero_si512();
@@ -177,25 +170,35 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void micro_kernel_vnni(co
   }
 }
 
-bool vnni_supported() {
-  static const bool supported =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
-  return supported;
+void micro_kernel_vnni(const uint8_t* Ap, const int8_t* Bp, int64_t panel_bytes, int64_t groups, int64_t panels,
+                       int32_t* t) {
+  if (panels == 3) return vnni_tile<3>(Ap, Bp, panel_bytes, groups, t);
+  if (panels == 2) return vnni_tile<2>(Ap, Bp, panel_bytes, groups, t);
+  vnni_tile<1>(Ap, Bp, panel_bytes, groups, t);
 }
 
-template <Epilogue E>
-inline float finish(float v) {
-  if constexpr (E == Epilogue::Gelu) {
-    return gelu_fast(v);
-  } else if constexpr (E == Epilogue::GeluTanh) {
-    return gelu_tanh_fast(v);
-  } else {
-    return v;
+// The dispatch table, best first: the first entry the active ISA allows runs; below the last,
+// the plain path (run_reference). An AVX-512 (non-VNNI) or AMX kernel is one more line here.
+struct MicroKernelEntry {
+  Isa isa;
+  int64_t panels;  // weight panels per call
+  MicroKernel kernel;
+};
+constexpr MicroKernelEntry kMicroKernels[] = {
+    {Isa::Avx512Vnni, 3, micro_kernel_vnni},
+    {Isa::Avx2, 1, micro_kernel_avx2},
+};
+
+const MicroKernelEntry* pick_micro_kernel() {
+  for (const MicroKernelEntry& e : kMicroKernels) {
+    if (isa_enabled(e.isa)) return &e;
   }
+  return nullptr;
 }
 
-// The store of one tile (rows x cols of 4 x 16): dequantise, bias, activation or accumulation.
-template <Epilogue E>
+// The store of one tile (rows x cols of 4 x 16): dequantise, then the epilogue (bias, activation,
+// or the residual's accumulation).
+template <bool Accumulate, Activation Act>
 __attribute__((target("avx2,fma"))) void store_tile(const int32_t* __restrict t, int64_t rows, int64_t cols,
                                                     const RowQuantization* rq, const float* __restrict wscale,
                                                     const int32_t* __restrict colsum, const float* bias, float* C,
@@ -209,9 +212,9 @@ __attribute__((target("avx2,fma"))) void store_tile(const int32_t* __restrict t,
     for (int64_t j = 0; j < kNr; ++j) {
       x[j] = static_cast<float>(t[r * kNr + j] - z * colsum[j]) * (sa * wscale[j]) + b[j];
     }
-    for (int64_t j = 0; j < kNr; ++j) x[j] = finish<E>(x[j]);
+    for (int64_t j = 0; j < kNr; ++j) x[j] = activate<Act>(x[j]);
     float* c = C + r * ldc;
-    if constexpr (E == Epilogue::Accumulate) {
+    if constexpr (Accumulate) {
       for (int64_t j = 0; j < cols; ++j) c[j] += x[j];
     } else {
       std::memcpy(c, x, static_cast<size_t>(cols) * sizeof(float));
@@ -222,18 +225,9 @@ __attribute__((target("avx2,fma"))) void store_tile(const int32_t* __restrict t,
 using StoreFn = void (*)(const int32_t*, int64_t, int64_t, const RowQuantization*, const float*, const int32_t*,
                          const float*, float*, int64_t);
 
-StoreFn store_for(Epilogue e) {
-  switch (e) {
-    case Epilogue::Store:
-      return store_tile<Epilogue::Store>;
-    case Epilogue::Accumulate:
-      return store_tile<Epilogue::Accumulate>;
-    case Epilogue::Gelu:
-      return store_tile<Epilogue::Gelu>;
-    case Epilogue::GeluTanh:
-      return store_tile<Epilogue::GeluTanh>;
-  }
-  return store_tile<Epilogue::Store>;
+StoreFn store_for(const Epilogue& e) {
+  if (e.beta != 0.0f) return store_tile<true, Activation::None>;
+  return with_activation(e.act, []<Activation A>() -> StoreFn { return store_tile<false, A>; });
 }
 
 // Where a finished tile goes: through the epilogue into C, or raw into acc (int8_accumulators).
@@ -270,10 +264,10 @@ void quantize_rows(const float* A, int64_t M, int64_t K, int64_t lda, int64_t de
 
 // Rows [m_begin, m_end) (multiples of 4, but m_end may be M) x panels [j_begin, j_end).
 void run_block(const Quantized& q, int64_t M, const Int8Matrix& W, int64_t m_begin, int64_t m_end, int64_t j_begin,
-               int64_t j_end, const Sink& sink, bool vnni) {
+               int64_t j_end, const Sink& sink, const MicroKernelEntry& kernel) {
   const int64_t depth = W.depth(), groups = depth / kGroup, panel_bytes = depth * kNr;
   const int64_t block_rows = std::max(kMr, kBlockBytes / std::max<int64_t>(depth, 1) / kMr * kMr);
-  const int64_t step = vnni ? 3 : 1;  // panels per kernel call
+  const int64_t step = kernel.panels;  // panels per kernel call
   for (int64_t m0 = m_begin; m0 < m_end; m0 += block_rows) {
     const int64_t m1 = std::min(m_end, m0 + block_rows);
     for (int64_t j = j_begin; j < j_end; j += step) {
@@ -282,15 +276,7 @@ void run_block(const Quantized& q, int64_t M, const Int8Matrix& W, int64_t m_beg
       for (int64_t m = m0; m < m1; m += kMr) {
         alignas(64) int32_t t[3 * kMr * kNr];
         const uint8_t* ap = q.bytes.data() + (m / kMr) * depth * kMr;
-        if (!vnni) {
-          micro_kernel(ap, bp, groups, t);
-        } else if (panels == 3) {
-          micro_kernel_vnni<3>(ap, bp, panel_bytes, groups, t);
-        } else if (panels == 2) {
-          micro_kernel_vnni<2>(ap, bp, panel_bytes, groups, t);
-        } else {
-          micro_kernel_vnni<1>(ap, bp, panel_bytes, groups, t);
-        }
+        kernel.kernel(ap, bp, panel_bytes, groups, panels, t);
         const int64_t rows = std::min(kMr, M - m);
         for (int64_t p = 0; p < panels; ++p) {
           const int64_t n0 = (j + p) * kNr, cols = std::min(kNr, W.cols() - n0);
@@ -310,31 +296,24 @@ void run_block(const Quantized& q, int64_t M, const Int8Matrix& W, int64_t m_beg
   }
 }
 
-void run_simd(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const Sink& sink, bool vnni) {
-  const int64_t depth = W.depth(), micro = (M + kMr - 1) / kMr, panels = W.panels();
+// The fast path: each thread quantizes its share of the rows, then the shared driver cuts C.
+void run_simd(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const Sink& sink,
+              const MicroKernelEntry& kernel) {
+  const int64_t depth = W.depth(), rows = (M + kMr - 1) / kMr * kMr;
   Quantized& q = scratch();
-  q.bytes.resize(static_cast<size_t>(std::max<int64_t>(1, micro * depth * kMr)));
-  q.rows.resize(static_cast<size_t>(micro * kMr));
-  const int threads = omp_in_parallel() || M * W.cols() * K < kParallelFlops ? 1 : omp_get_max_threads();
-  const bool split_n = panels >= 4 * threads || M < 2 * kMr * threads;
-#pragma omp parallel num_threads(threads)
-  {
-#pragma omp for schedule(static)
-    for (int64_t m = 0; m < micro * kMr; ++m) quantize_rows(A, M, K, lda, depth, q, m);
-    const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-    if (split_n) {
-      const int64_t j0 = panels * t / T, j1 = panels * (t + 1) / T;
-      if (j0 < j1) run_block(q, M, W, 0, M, j0, j1, sink, vnni);
-    } else {
-      const int64_t m0 = micro * t / T * kMr, m1 = std::min(M, micro * (t + 1) / T * kMr);
-      if (m0 < m1) run_block(q, M, W, m0, m1, 0, panels, sink, vnni);
-    }
-  }
+  q.bytes.resize(static_cast<size_t>(std::max<int64_t>(1, rows * depth)));
+  q.rows.resize(static_cast<size_t>(rows));
+  run_gemm_grid(
+      M, W.panels(), kMr, M * W.cols() * K,
+      [&](int64_t t, int64_t T) {
+        for (int64_t m = rows * t / T; m < rows * (t + 1) / T; ++m) quantize_rows(A, M, K, lda, depth, q, m);
+      },
+      [&](int64_t m0, int64_t m1, int64_t j0, int64_t j1) { run_block(q, M, W, m0, m1, j0, j1, sink, kernel); });
 }
 
 // The plain path: the same integers by loops, the epilogue in scalar code.
-void run_reference(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const Sink& sink, Epilogue e,
-                   RowQuantization* rows_out) {
+void run_reference(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const Sink& sink,
+                   const Epilogue& e, RowQuantization* rows_out) {
   const int64_t N = W.cols();
 #pragma omp parallel for schedule(static) if (M * N * K >= kParallelFlops && !omp_in_parallel())
   for (int64_t m = 0; m < M; ++m) {
@@ -351,19 +330,10 @@ void run_reference(const float* A, int64_t M, int64_t K, int64_t lda, const Int8
       const int32_t corrected = acc - rq.zero_point * W.column_sums()[n];
       float v = static_cast<float>(corrected) * (rq.scale * W.scales()[n]) + (sink.bias ? sink.bias[n] : 0.0f);
       float& c = sink.C[m * sink.ldc + n];
-      switch (e) {
-        case Epilogue::Store:
-          c = v;
-          break;
-        case Epilogue::Accumulate:
-          c += v;
-          break;
-        case Epilogue::Gelu:
-          c = gelu_fast(v);
-          break;
-        case Epilogue::GeluTanh:
-          c = gelu_tanh_fast(v);
-          break;
+      if (e.beta != 0.0f) {
+        c += v;
+      } else {
+        c = with_activation(e.act, [v]<Activation Act>() { return activate<Act>(v); });
       }
     }
   }
@@ -413,9 +383,9 @@ Int8Matrix Int8Matrix::from_quantized(const int8_t* q, const float* scale, int64
   m.n_ = N;
   m.kp_ = round_up(K, kGroup);
   const int64_t panels = m.panels();
-  m.data_.reset(aligned_array<int8_t>(static_cast<size_t>(panels * m.kp_ * kNr)));
-  m.scale_.reset(aligned_array<float>(static_cast<size_t>(panels * kNr)));
-  m.colsum_.reset(aligned_array<int32_t>(static_cast<size_t>(panels * kNr)));
+  m.data_ = aligned_array<int8_t>(static_cast<size_t>(panels * m.kp_ * kNr), true);
+  m.scale_ = aligned_array<float>(static_cast<size_t>(panels * kNr), true);
+  m.colsum_ = aligned_array<int32_t>(static_cast<size_t>(panels * kNr), true);
   // The range check rides on the packing pass: each row notes its largest |q|, checked after.
   std::vector<int32_t> row_max(static_cast<size_t>(N), 0);
 #pragma omp parallel for schedule(static) if (N * K > (1 << 16) && !omp_in_parallel())
@@ -450,39 +420,37 @@ size_t Int8Matrix::bytes() const {
   return static_cast<size_t>(panels() * kp_ * kNr) + static_cast<size_t>(panels() * kNr) * 8;
 }
 
-bool int8_vnni_supported() { return vnni_supported(); }
-
-bool int8_gemm_supported() {
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return supported;
-}
-
 void linear_int8(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const float* bias, float* C,
-                 int64_t ldc, Epilogue epilogue, Int8Path path) {
+                 int64_t ldc, const Epilogue& epilogue) {
   check_operands(M, K, lda, W);
   VIT_CHECK(ldc >= W.cols(), "linear_int8", "ldc {} < {} outputs", ldc, W.cols());
+  VIT_CHECK(
+      epilogue.alpha == 1.0f && (epilogue.beta == 0.0f || (epilogue.beta == 1.0f && epilogue.act == Activation::None)),
+      "linear_int8",
+      "epilogue alpha {} beta {} act {}: the int8 kernel takes alpha 1, beta 0 or 1 (then no "
+      "activation)",
+      epilogue.alpha, epilogue.beta, activation_name(epilogue.act));
   if (M == 0 || W.cols() == 0) return;
   Sink sink;
   sink.store = store_for(epilogue);
   sink.bias = bias;
   sink.C = C;
   sink.ldc = ldc;
-  if (path == Int8Path::Reference || !int8_gemm_supported())
-    return run_reference(A, M, K, lda, W, sink, epilogue, nullptr);
-  run_simd(A, M, K, lda, W, sink, path == Int8Path::Auto && vnni_supported());
+  const MicroKernelEntry* kernel = pick_micro_kernel();
+  if (!kernel) return run_reference(A, M, K, lda, W, sink, epilogue, nullptr);
+  run_simd(A, M, K, lda, W, sink, *kernel);
 }
 
 void int8_accumulators(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, int32_t* acc,
-                       RowQuantization* rows, Int8Path path) {
+                       RowQuantization* rows) {
   check_operands(M, K, lda, W);
   if (M == 0) return;
   Sink sink;
   sink.acc = acc;
   sink.N = W.cols();
-  if (path == Int8Path::Reference || !int8_gemm_supported() || W.cols() == 0) {
-    return run_reference(A, M, K, lda, W, sink, Epilogue::Store, rows);
-  }
-  run_simd(A, M, K, lda, W, sink, path == Int8Path::Auto && vnni_supported());
+  const MicroKernelEntry* kernel = pick_micro_kernel();
+  if (!kernel || W.cols() == 0) return run_reference(A, M, K, lda, W, sink, Epilogue::Store, rows);
+  run_simd(A, M, K, lda, W, sink, *kernel);
   const Quantized& q = scratch();
   std::copy(q.rows.begin(), q.rows.begin() + M, rows);
 }

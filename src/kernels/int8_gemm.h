@@ -28,16 +28,19 @@
 // quantized row by row into micro-panels of 4 rows with the same 4-k grouping, once per call (in
 // parallel), then the 4 x 16 micro-kernel: per group, two loads of W, four 4-byte broadcasts of
 // A, eight vpmaddubsw + vpmaddwd (pairs, then quads, into int32) + vpaddd; 8 accumulators.
-// Threads split the weight panels (or the rows when there are few panels). On CPUs with AVX-512
-// VNNI, vpdpbusd does a group of 4 k for 16 channels in one instruction (three panels at a time:
-// a 4 x 48 tile). Without AVX2 a plain C++ path computes the same integers.
+// Threads split the weight panels (or the rows when there are few panels): kernels/gemm_driver.h,
+// the float32 GEMM's skeleton. On CPUs with AVX-512 VNNI, vpdpbusd does a group of 4 k for 16
+// channels in one instruction (three panels at a time: a 4 x 48 tile). The micro-kernel comes
+// from a table by ISA (kernels/cpu_features.h); below AVX2 (or with the ISA capped to
+// Isa::Scalar, as the tests force it) a plain C++ path computes the same integers. The store is
+// the GEMM epilogue (kernels/epilogue.h) after dequantisation: here alpha is 1 and beta 0 or 1
+// (the residual, then without activation), added as C += (dequantised + bias).
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 
-#include "kernels/linear.h"
+#include "kernels/aligned.h"
+#include "kernels/epilogue.h"
 
 namespace vit::kernels {
 
@@ -73,33 +76,20 @@ class Int8Matrix {
   size_t bytes() const;
 
  private:
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
   int64_t k_ = 0, n_ = 0, kp_ = 0;
-  std::unique_ptr<int8_t[], Free> data_;
-  std::unique_ptr<float[], Free> scale_;
-  std::unique_ptr<int32_t[], Free> colsum_;
+  AlignedArray<int8_t> data_;
+  AlignedArray<float> scale_;
+  AlignedArray<int32_t> colsum_;
 };
-
-// True where the AVX2 kernel runs.
-bool int8_gemm_supported();
-
-// Auto: the AVX-512 VNNI kernel where it runs, else the AVX2 one, else the plain path (all give
-// the same integers). Avx2 skips VNNI (tests compare the paths on one machine); Reference forces
-// the plain path.
-enum class Int8Path { Auto, Avx2, Reference };
-// True where Auto takes the AVX-512 VNNI kernel.
-bool int8_vnni_supported();
 
 // C (M, N) = epilogue(...) as above; bias may be null; lda / ldc are row strides; A and C must
 // not overlap. Runs on the calling thread when called inside a parallel region.
 void linear_int8(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const float* bias, float* C,
-                 int64_t ldc, Epilogue epilogue, Int8Path path = Int8Path::Auto);
+                 int64_t ldc, const Epilogue& epilogue);
 
 // The integer part alone (tests and the golden check): acc (M, N) = sum_k qa[m,k] qw[n,k], before
 // the zero point's compensation, and each row's quantization.
 void int8_accumulators(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, int32_t* acc,
-                       RowQuantization* rows, Int8Path path = Int8Path::Auto);
+                       RowQuantization* rows);
 
 }  // namespace vit::kernels

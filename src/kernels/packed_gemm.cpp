@@ -3,38 +3,26 @@
 
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/mman.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
-#include <new>
 #include <vector>
 
 #include "core/check.h"
-#include "kernels/vmath.h"
+#include "kernels/cpu_features.h"
+#include "kernels/gemm_driver.h"
 
 namespace vit::kernels {
 namespace {
 
-constexpr int64_t kMr = 6;                   // rows of A per micro-panel
-constexpr int64_t kNr = kPanelWidth;         // columns of B per panel (two AVX2 registers)
-constexpr int64_t kKc = 256;                 // depth of a block: a B panel is kKc x 16 floats = 16 KiB (L1)
-constexpr int64_t kMc = 33 * kMr;            // rows of an A block: 198 x 256 floats = 198 KiB (L2); 197 tokens fit
-constexpr int64_t kParallelFlops = 1 << 18;  // below this many multiply-adds, one thread
+constexpr int64_t kMr = 6;            // rows of A per micro-panel
+constexpr int64_t kNr = kPanelWidth;  // columns of B per panel (two AVX2 registers)
+constexpr int64_t kKc = 256;          // depth of a block: a B panel is kKc x 16 floats = 16 KiB (L1)
+constexpr int64_t kMc = 33 * kMr;     // rows of an A block: 198 x 256 floats = 198 KiB (L2); 197 tokens fit
 
 // How the old C enters the first store of a tile.
 enum class Init { Overwrite, Scale, Add };
-
-template <Activation A>
-inline float activate(float x) {
-  if constexpr (A == Activation::Gelu) {
-    return gelu_fast(x);
-  } else if constexpr (A == Activation::GeluTanh) {
-    return gelu_tanh_fast(x);
-  } else {
-    return x;
-  }
-}
 
 // C tile (rows x cols) from the accumulated tile t (6 x 16). Not first: C += alpha t. First: C =
 // alpha t (+ beta C). Last: then + bias and the activation.
@@ -82,14 +70,9 @@ void finish_tile(const float* t, int64_t rows, int64_t cols, float* C, int64_t l
   auto go = [&]<Init I>() {
     if (!tail.last)
       return store_tile<I, false, Activation::None>(t, rows, cols, C, ldc, tail.alpha, tail.beta, nullptr);
-    switch (tail.act) {
-      case Activation::None:
-        return store_tile<I, true, Activation::None>(t, rows, cols, C, ldc, tail.alpha, tail.beta, tail.bias);
-      case Activation::Gelu:
-        return store_tile<I, true, Activation::Gelu>(t, rows, cols, C, ldc, tail.alpha, tail.beta, tail.bias);
-      case Activation::GeluTanh:
-        return store_tile<I, true, Activation::GeluTanh>(t, rows, cols, C, ldc, tail.alpha, tail.beta, tail.bias);
-    }
+    with_activation(tail.act, [&]<Activation A>() {
+      store_tile<I, true, A>(t, rows, cols, C, ldc, tail.alpha, tail.beta, tail.bias);
+    });
   };
   switch (tail.init) {
     case Init::Overwrite:
@@ -101,9 +84,23 @@ void finish_tile(const float* t, int64_t rows, int64_t cols, float* C, int64_t l
   }
 }
 
-// The 6 x 16 micro-kernel: tile = Ap (kc x 6, k-major) ^T @ Bp (kc x 16).
-__attribute__((target("avx2,fma"))) void micro_kernel(const float* __restrict Ap, const float* __restrict Bp,
-                                                      int64_t kc, float* __restrict t) {
+// The 6 x 16 micro-kernels: tile = Ap (kc x 6, k-major) ^T @ Bp (kc x 16). Each element is a
+// chain of fused multiply-adds in k order, so every entry gives the same bits.
+using MicroKernel = void (*)(const float* Ap, const float* Bp, int64_t kc, float* t);
+
+// The plain one, for reading and for CPUs without AVX2 (std::fma: one rounding, as vfmadd).
+void micro_kernel_scalar(const float* __restrict Ap, const float* __restrict Bp, int64_t kc, float* __restrict t) {
+  for (int64_t i = 0; i < kMr * kNr; ++i) t[i] = 0.0f;
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int64_t r = 0; r < kMr; ++r) {
+      for (int64_t j = 0; j < kNr; ++j) t[r * kNr + j] = std::fma(Ap[k * kMr + r], Bp[k * kNr + j], t[r * kNr + j]);
+    }
+  }
+}
+
+// AVX2: 12 accumulators in registers, per k two loads of B, six broadcasts of A, twelve FMAs.
+__attribute__((target("avx2,fma"))) void micro_kernel_avx2(const float* __restrict Ap, const float* __restrict Bp,
+                                                           int64_t kc, float* __restrict t) {
   __m256 c0[kMr], c1[kMr];
 #pragma GCC unroll 6
   for (int r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
@@ -122,6 +119,24 @@ __attribute__((target("avx2,fma"))) void micro_kernel(const float* __restrict Ap
     _mm256_store_ps(t + r * kNr, c0[r]);
     _mm256_store_ps(t + r * kNr + 8, c1[r]);
   }
+}
+
+// The dispatch table, best first: the first entry the active ISA allows runs. (An AVX-512 or
+// bf16 micro-kernel is one more function and one more line here.)
+struct MicroKernelEntry {
+  Isa isa;
+  MicroKernel kernel;
+};
+constexpr MicroKernelEntry kMicroKernels[] = {
+    {Isa::Avx2, micro_kernel_avx2},
+    {Isa::Scalar, micro_kernel_scalar},
+};
+
+MicroKernel pick_micro_kernel() {
+  for (const MicroKernelEntry& e : kMicroKernels) {
+    if (isa_enabled(e.isa)) return e.kernel;
+  }
+  return micro_kernel_scalar;
 }
 
 // Rows m0 .. m0+mc, depth k0 .. k0+kc of op(A) into micro-panels of 6 rows (zero past mc).
@@ -162,7 +177,9 @@ struct Problem {
   int64_t K, N;
   float* C;
   int64_t ldc;
-  GemmEpilogue e;
+  const float* bias;
+  Epilogue e;
+  MicroKernel kernel;
 };
 
 // Rows [m_begin, m_end) x panels [j_begin, j_end) of C; abuf holds kMc x kKc floats.
@@ -182,7 +199,7 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
         const float* bp = p.B + j * p.K * kNr + k0 * kNr;
         const float* next = j + 1 < j_end ? bp + p.K * kNr : nullptr;
         const int64_t n0 = j * kNr, cols = std::min(kNr, p.N - n0);
-        tail.bias = p.e.bias ? p.e.bias + n0 : nullptr;
+        tail.bias = p.bias ? p.bias + n0 : nullptr;
         // The next B panel comes from memory (a model's weights do not fit in cache): each
         // micro-panel call first asks for its share of the panel's lines, so the fetch is spread
         // over this panel's whole sweep instead of stalling the next one.
@@ -193,7 +210,7 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
             for (int64_t l = lines * i / micro; l < lines * (i + 1) / micro; ++l)
               _mm_prefetch(reinterpret_cast<const char*>(next) + 64 * l, _MM_HINT_T1);
           }
-          micro_kernel(abuf + i * kMr * kc, bp, kc, t);
+          p.kernel(abuf + i * kMr * kc, bp, kc, t);
           const int64_t rows = std::min(kMr, mc - i * kMr);
           finish_tile(t, rows, cols, p.C + (m0 + i * kMr) * p.ldc + n0, p.ldc, tail);
         }
@@ -216,12 +233,12 @@ float* a_buffer() {
 }
 
 // K = 0: C = act(beta C + bias).
-void epilogue_only(int64_t M, int64_t N, float* C, int64_t ldc, const GemmEpilogue& e) {
+void epilogue_only(int64_t M, int64_t N, float* C, int64_t ldc, const float* bias, const Epilogue& e) {
   const float zeros[kMr * kNr] = {};
   for (int64_t m = 0; m < M; m += kMr) {
     for (int64_t n = 0; n < N; n += kNr) {
       const Tail tail{
-          e.beta == 0.0f ? Init::Overwrite : Init::Scale, true, e.alpha, e.beta, e.bias ? e.bias + n : nullptr, e.act};
+          e.beta == 0.0f ? Init::Overwrite : Init::Scale, true, e.alpha, e.beta, bias ? bias + n : nullptr, e.act};
       finish_tile(zeros, std::min(kMr, M - m), std::min(kNr, N - n), C + m * ldc + n, ldc, tail);
     }
   }
@@ -256,10 +273,7 @@ __attribute__((target("avx2,fma"))) int64_t transpose_panel(const float* B, int6
 
 }  // namespace
 
-bool packed_gemm_supported() {
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return supported;
-}
+bool packed_gemm_supported() { return isa_enabled(Isa::Avx2); }
 
 size_t packed_size(int64_t K, int64_t N) { return static_cast<size_t>(((N + kNr - 1) / kNr) * K * kNr); }
 
@@ -297,9 +311,7 @@ void pack_b(const float* B, int64_t K, int64_t N, int64_t ldb, bool transposed, 
 PackedMatrix::PackedMatrix(int64_t k, int64_t n) : k_(k), n_(n) {
   // (Transparent huge pages were tried: with this kernel's synchronous defrag they made packing a
   // model vary from 0.1 to 0.8 s, and rounding each matrix to 2 MiB cost ~18% more memory.)
-  const size_t bytes = std::max<size_t>(64, (packed_size(k, n) * sizeof(float) + 63) / 64 * 64);
-  data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-  if (!data_) throw std::bad_alloc();
+  data_ = aligned_array<float>(packed_size(k, n), false);
 }
 
 PackedMatrix PackedMatrix::from_weight(const float* W, int64_t N, int64_t K) {
@@ -317,41 +329,26 @@ PackedMatrix PackedMatrix::from_rows(const float* B, int64_t K, int64_t N, int64
 }
 
 void packed_gemm(bool trans_a, const float* A, int64_t lda, int64_t M, const float* packed_b, int64_t K, int64_t N,
-                 float* C, int64_t ldc, const GemmEpilogue& e) {
+                 float* C, int64_t ldc, const float* bias, const Epilogue& e) {
   VIT_CHECK(M >= 0 && K >= 0 && N >= 0 && ldc >= N && lda >= (trans_a ? M : K), "packed_gemm",
             "invalid sizes M={} K={} N={} lda={} ldc={}", M, K, N, lda, ldc);
   if (M == 0 || N == 0) return;
-  if (K == 0) return epilogue_only(M, N, C, ldc, e);
-  const Problem p{trans_a, A, lda, M, packed_b, K, N, C, ldc, e};
-  const int64_t panels = (N + kNr - 1) / kNr;
-  const int threads = omp_in_parallel() || M * N * K < kParallelFlops ? 1 : omp_get_max_threads();
-  if (threads == 1) return run_block(p, 0, M, 0, panels, a_buffer());
-  // Split the panels of B when there are enough of them (each thread streams its own weights
-  // once), else the rows of A in whole micro-panels.
-  const bool split_n = panels >= 4 * threads || M < 2 * kMr * threads;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-    if (split_n) {
-      const int64_t j0 = panels * t / T, j1 = panels * (t + 1) / T;
-      if (j0 < j1) run_block(p, 0, M, j0, j1, a_buffer());
-    } else {
-      const int64_t micro = (M + kMr - 1) / kMr;
-      const int64_t m0 = micro * t / T * kMr, m1 = std::min(M, micro * (t + 1) / T * kMr);
-      if (m0 < m1) run_block(p, m0, m1, 0, panels, a_buffer());
-    }
-  }
+  if (K == 0) return epilogue_only(M, N, C, ldc, bias, e);
+  const Problem p{trans_a, A, lda, M, packed_b, K, N, C, ldc, bias, e, pick_micro_kernel()};
+  run_gemm_grid(
+      M, (N + kNr - 1) / kNr, kMr, M * N * K, [](int64_t, int64_t) {},
+      [&](int64_t m0, int64_t m1, int64_t j0, int64_t j1) { run_block(p, m0, m1, j0, j1, a_buffer()); });
 }
 
 void gemm_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float* C, int64_t ldc, const GemmEpilogue& e) {
+                 const float* B, int64_t ldb, float* C, int64_t ldc, const float* bias, const Epilogue& e) {
   VIT_CHECK(M >= 0 && K >= 0 && N >= 0 && ldb >= (trans_b ? K : N), "packed_gemm", "invalid sizes K={} N={} ldb={}", K,
             N, ldb);
   if (M == 0 || N == 0) return;
   thread_local std::vector<float> storage;
   float* packed = aligned_scratch(storage, packed_size(K, N));
   pack_b(B, K, N, ldb, trans_b, packed);
-  packed_gemm(trans_a, A, lda, M, packed, K, N, C, ldc, e);
+  packed_gemm(trans_a, A, lda, M, packed, K, N, C, ldc, bias, e);
 }
 
 }  // namespace vit::kernels

@@ -6,22 +6,23 @@
 // panels of 6 rows (k-major: 6 contiguous floats per k); one 16-column panel of B (kKc x 16 =
 // 16 KiB, stays in L1); every 6-row micro-panel of the A block (in L2) against it in the 6 x 16
 // micro-kernel: 12 accumulators in registers, per k two loads of B, six broadcasts of A and
-// twelve FMAs. Bias, alpha, beta and GELU are applied when a tile is stored for the last time.
-// Threads split the panels of B (each weight byte is streamed once per call), or the rows of A
-// when B has few panels.
+// twelve FMAs. The epilogue (kernels/epilogue.h: alpha, beta, bias, GELU) is applied when a
+// tile is stored for the last time. The threads and the cut follow kernels/gemm_driver.h. The
+// micro-kernel is picked per call from a table by ISA (kernels/cpu_features.h): AVX2 + FMA, or a
+// plain C++ one (std::fma in the same order: bit-identical, and the reference the tests force).
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
+
+#include "kernels/aligned.h"
+#include "kernels/epilogue.h"
 
 namespace vit::kernels {
 
 inline constexpr int64_t kPanelWidth = 16;
 
-enum class Activation { None, Gelu, GeluTanh };
-
-// True where the packed kernel runs (a CPU with AVX2 and FMA).
+// True where the packed kernel has a vector micro-kernel (isa_enabled(Isa::Avx2)); elsewhere it
+// runs the plain one (correct, slow: callers then prefer BLAS).
 bool packed_gemm_supported();
 
 // A (K, N) operand packed into 16-column panels (see above); 64-byte aligned.
@@ -40,12 +41,9 @@ class PackedMatrix {
   int64_t panels() const { return (n_ + kPanelWidth - 1) / kPanelWidth; }
 
  private:
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
   PackedMatrix(int64_t k, int64_t n);
   int64_t k_ = 0, n_ = 0;
-  std::unique_ptr<float[], Free> data_;
+  AlignedArray<float> data_;
 };
 
 // Packs into caller storage of packed_size(K, N) floats (64-byte aligned); B^T given if
@@ -53,22 +51,15 @@ class PackedMatrix {
 size_t packed_size(int64_t K, int64_t N);
 void pack_b(const float* B, int64_t K, int64_t N, int64_t ldb, bool transposed, float* out);
 
-struct GemmEpilogue {
-  float alpha = 1.0f;
-  float beta = 0.0f;            // 0: C is not read (NaN in C is ignored, as BLAS does)
-  const float* bias = nullptr;  // (N), added after alpha and beta
-  Activation act = Activation::None;
-};
-
-// C = act(alpha * op(A) @ B + beta * C + bias) with B packed (packed_b: K x N as PackedMatrix
-// lays it out). op(A) = A (M, K) with row stride lda, or A^T when trans_a (A stored (K, M)).
-// Runs on the calling thread when called inside a parallel region.
+// C = act(alpha * op(A) @ B + beta * C + bias) (epilogue.h; bias (N) may be null) with B packed (packed_b: K x N as
+// PackedMatrix lays it out). op(A) = A (M, K) with row stride lda, or A^T when trans_a (A stored (K, M)). Runs on the
+// calling thread when called inside a parallel region.
 void packed_gemm(bool trans_a, const float* A, int64_t lda, int64_t M, const float* packed_b, int64_t K, int64_t N,
-                 float* C, int64_t ldc, const GemmEpilogue& epilogue);
+                 float* C, int64_t ldc, const float* bias, const Epilogue& epilogue);
 
 // The general form (B packed per call into a buffer of the calling thread): the same contract
 // as gemm<float> in gemm.h plus the epilogue's bias and activation.
 void gemm_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float* C, int64_t ldc, const GemmEpilogue& epilogue);
+                 const float* B, int64_t ldb, float* C, int64_t ldc, const float* bias, const Epilogue& epilogue);
 
 }  // namespace vit::kernels

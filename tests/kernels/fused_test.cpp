@@ -187,3 +187,82 @@ TEST(FusedBiasTanh, ReferenceKnownValues) {
 
 }  // namespace
 }  // namespace vit::kernels
+
+namespace vit::kernels {
+namespace {
+
+// QuickGELU and ReLU against their double references on awkward sizes (serial and threaded: n
+// past 2^15 runs in parallel) and extreme inputs (±300, ±inf, NaN, -0).
+TEST(FusedActivations, QuickGeluAndReluMatchTheirReferences) {
+  for (int64_t n : {1, 3, 7, 31, 33, 65, 197, 40000}) {
+    std::vector<float> x = random_vector<float>(n, static_cast<uint64_t>(n));
+    for (auto& v : x) v *= 6.0f;
+    const float extremes[] = {300.0f, -300.0f, 88.0f, -88.0f, -0.0f, 0.0f};
+    for (size_t i = 0; i < std::size(extremes) && i < x.size(); ++i) x[i] = extremes[i];
+    std::vector<float> q = x, r = x;
+    quick_gelu_inplace(q.data(), n);
+    relu_inplace(r.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want_q = quick_gelu_ref(x[i]), want_r = relu_ref(x[i]);
+      EXPECT_NEAR(q[i], want_q, 1e-6 * (1.0 + std::fabs(want_q))) << "n=" << n << " x=" << x[i];
+      EXPECT_EQ(r[i], static_cast<float>(want_r)) << "n=" << n << " x=" << x[i];
+    }
+  }
+  std::vector<float> nan = {std::numeric_limits<float>::quiet_NaN()};
+  quick_gelu_inplace(nan.data(), 1);
+  EXPECT_TRUE(std::isnan(nan[0]));
+  relu_inplace(nan.data(), 1);
+  EXPECT_TRUE(std::isnan(nan[0]));
+  EXPECT_TRUE(std::isnan(quick_gelu_ref(std::nan(""))));
+}
+
+TEST(FusedResiduals, AddScaledRowsRowsToPlanesAndEmbedTokensMatchPlainLoops) {
+  for (int64_t rows : {1, 7, 197}) {
+    for (int64_t D : {1, 33, 65}) {
+      const std::vector<float> branch = random_vector<float>(rows * D, 1), gamma = random_vector<float>(D, 2);
+      std::vector<float> x = random_vector<float>(rows * D, 3), want = x;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < D; ++i) want[r * D + i] += branch[r * D + i] * gamma[i];
+      }
+      add_scaled_rows(x.data(), branch.data(), gamma.data(), rows, D);
+      for (size_t i = 0; i < x.size(); ++i) {  // the kernel may fuse the multiply-add: one rounding apart
+        ASSERT_NEAR(x[i], want[i], 1e-6f * (1.0f + std::fabs(want[i]))) << rows << "x" << D << " at " << i;
+      }
+    }
+  }
+  // rows_to_planes: a plain transpose per image.
+  for (int64_t B : {1, 3}) {
+    const int64_t HW = 7, S = 5;
+    const std::vector<float> rows = random_vector<float>(B * HW * S, 9);
+    std::vector<float> planes(rows.size());
+    rows_to_planes(rows.data(), B, HW, S, planes.data());
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t s = 0; s < S; ++s) {
+        for (int64_t i = 0; i < HW; ++i) ASSERT_EQ(planes[(b * S + s) * HW + i], rows[(b * HW + i) * S + s]);
+      }
+    }
+  }
+  // Two images of 1 + 2 prefix rows and 4 patches, the position table with and without the prefix.
+  const int64_t B = 2, prefix = 3, N = prefix + 4, D = 5;
+  const std::vector<float> cls = random_vector<float>(D, 4), dist = random_vector<float>(D, 5),
+                           reg = random_vector<float>(D, 6), patches = random_vector<float>(B * (N - prefix) * D, 7),
+                           pos = random_vector<float>(N * D, 8);
+  const float* prefix_rows[] = {cls.data(), dist.data(), reg.data()};
+  for (bool covers : {true, false}) {
+    std::vector<float> x(static_cast<size_t>(B * N * D));
+    embed_tokens(prefix_rows, prefix, patches.data(), pos.data(), covers, B, N, D, x.data());
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t t = 0; t < N; ++t) {
+        for (int64_t i = 0; i < D; ++i) {
+          const float src = t < prefix ? prefix_rows[t][i] : patches[(b * (N - prefix) + t - prefix) * D + i];
+          const float p = covers ? pos[t * D + i] : (t < prefix ? 0.0f : pos[(t - prefix) * D + i]);
+          const float want = covers || t >= prefix ? src + p : src;
+          ASSERT_EQ(x[(b * N + t) * D + i], want) << "covers=" << covers << " b=" << b << " t=" << t << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vit::kernels

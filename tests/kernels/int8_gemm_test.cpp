@@ -11,9 +11,26 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu_features.h"
 
 namespace vit::kernels {
 namespace {
+
+// The three paths on one machine, by capping the ISA: the best (AVX-512 VNNI where it runs), AVX2,
+// and the plain one.
+constexpr Isa kPaths[] = {Isa::Avx512Vnni, Isa::Avx2, Isa::Scalar};
+
+void accumulators_at(Isa path, const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, int32_t* acc,
+                     RowQuantization* rows) {
+  const ScopedIsaLimit limit(path);
+  int8_accumulators(A, M, K, lda, W, acc, rows);
+}
+
+void linear_int8_at(Isa path, const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const float* bias,
+                    float* C, int64_t ldc, const Epilogue& e) {
+  const ScopedIsaLimit limit(path);
+  linear_int8(A, M, K, lda, W, bias, C, ldc, e);
+}
 
 std::vector<float> random_floats(int64_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -95,12 +112,12 @@ TEST(Int8Gemm, AccumulatorsAreExactOnAwkwardSizes) {
         }
         std::vector<int32_t> fast(static_cast<size_t>(M * N)), plain(static_cast<size_t>(M * N));
         std::vector<RowQuantization> rf(static_cast<size_t>(M)), rp(static_cast<size_t>(M));
-        int8_accumulators(A.data(), M, K, lda, w.packed, fast.data(), rf.data(), Int8Path::Auto);
-        int8_accumulators(A.data(), M, K, lda, w.packed, plain.data(), rp.data(), Int8Path::Reference);
+        accumulators_at(Isa::Avx512Vnni, A.data(), M, K, lda, w.packed, fast.data(), rf.data());
+        accumulators_at(Isa::Scalar, A.data(), M, K, lda, w.packed, plain.data(), rp.data());
         ASSERT_EQ(fast, plain) << M << "x" << N << "x" << K;
         std::vector<int32_t> avx2(static_cast<size_t>(M * N));
         std::vector<RowQuantization> ra(static_cast<size_t>(M));
-        int8_accumulators(A.data(), M, K, lda, w.packed, avx2.data(), ra.data(), Int8Path::Avx2);  // without VNNI
+        accumulators_at(Isa::Avx2, A.data(), M, K, lda, w.packed, avx2.data(), ra.data());  // without VNNI
         ASSERT_EQ(avx2, plain) << M << "x" << N << "x" << K;
         for (int64_t m = 0; m < M; ++m) {
           ASSERT_EQ(rf[m].scale, rp[m].scale) << m;
@@ -132,8 +149,8 @@ TEST(Int8Gemm, NoSaturationAtTheExtremes) {
   std::vector<float> A(static_cast<size_t>(M * K), 7.0f);  // all equal and positive: every byte 255
   std::vector<int32_t> acc(static_cast<size_t>(M * N));
   std::vector<RowQuantization> rows(static_cast<size_t>(M));
-  for (Int8Path path : {Int8Path::Auto, Int8Path::Avx2, Int8Path::Reference}) {
-    int8_accumulators(A.data(), M, K, K, w, acc.data(), rows.data(), path);
+  for (Isa path : kPaths) {
+    accumulators_at(path, A.data(), M, K, K, w, acc.data(), rows.data());
     for (int64_t m = 0; m < M; ++m) {
       EXPECT_EQ(rows[m].zero_point, 0);
       for (int64_t n = 0; n < N; ++n) {
@@ -143,7 +160,7 @@ TEST(Int8Gemm, NoSaturationAtTheExtremes) {
     }
     // And the float result: 7 * 63 * K * (7/255 * 1) / ... = the exact product of the dequantised values.
     std::vector<float> C(static_cast<size_t>(M * N));
-    linear_int8(A.data(), M, K, K, w, nullptr, C.data(), N, Epilogue::Store, path);
+    linear_int8_at(path, A.data(), M, K, K, w, nullptr, C.data(), N, Epilogue::Store);
     EXPECT_NEAR(C[0], 255.0f * (7.0f / 255.0f) * 63.0f * static_cast<float>(K), 1e-2f);
   }
 }
@@ -174,11 +191,12 @@ TEST(Int8Gemm, EpiloguesMatchThePlainPathAndTheFloatResult) {
   for (Epilogue e : {Epilogue::Store, Epilogue::Accumulate, Epilogue::Gelu, Epilogue::GeluTanh}) {
     const std::vector<float> start = random_floats(M * N, 10);
     std::vector<float> fast = start, avx2 = start, plain = start;
-    linear_int8(A.data(), M, K, K, w.packed, bias.data(), fast.data(), N, e, Int8Path::Auto);
-    linear_int8(A.data(), M, K, K, w.packed, bias.data(), avx2.data(), N, e, Int8Path::Avx2);
-    linear_int8(A.data(), M, K, K, w.packed, bias.data(), plain.data(), N, e, Int8Path::Reference);
+    linear_int8_at(Isa::Avx512Vnni, A.data(), M, K, K, w.packed, bias.data(), fast.data(), N, e);
+    linear_int8_at(Isa::Avx2, A.data(), M, K, K, w.packed, bias.data(), avx2.data(), N, e);
+    linear_int8_at(Isa::Scalar, A.data(), M, K, K, w.packed, bias.data(), plain.data(), N, e);
     for (size_t i = 0; i < fast.size(); ++i) {
-      ASSERT_NEAR(fast[i], plain[i], 1e-5f * (1.0f + std::fabs(plain[i]))) << static_cast<int>(e) << " at " << i;
+      ASSERT_NEAR(fast[i], plain[i], 1e-5f * (1.0f + std::fabs(plain[i])))
+          << activation_name(e.act) << " beta " << e.beta << " at " << i;
       ASSERT_EQ(fast[i], avx2[i]) << i;  // same integers, same epilogue code
     }
     if (e == Epilogue::Store) {  // activation quantization error only: small against the output's range
@@ -186,7 +204,7 @@ TEST(Int8Gemm, EpiloguesMatchThePlainPathAndTheFloatResult) {
     }
     if (e == Epilogue::Accumulate) {
       std::vector<float> stored = start;
-      linear_int8(A.data(), M, K, K, w.packed, bias.data(), stored.data(), N, Epilogue::Store, Int8Path::Auto);
+      linear_int8_at(Isa::Avx512Vnni, A.data(), M, K, K, w.packed, bias.data(), stored.data(), N, Epilogue::Store);
       for (size_t i = 0; i < fast.size(); ++i)
         ASSERT_NEAR(fast[i], start[i] + stored[i], 1e-5f * (1 + std::fabs(fast[i])));
     }
@@ -199,9 +217,9 @@ TEST(Int8Gemm, ANonFiniteRowGivesNaNInThatRowOnly) {
   std::vector<float> A = random_floats(M * K, 4);
   A[static_cast<size_t>(1 * K + 5)] = std::numeric_limits<float>::quiet_NaN();
   A[static_cast<size_t>(4 * K + 32)] = std::numeric_limits<float>::infinity();
-  for (Int8Path path : {Int8Path::Auto, Int8Path::Avx2, Int8Path::Reference}) {
+  for (Isa path : kPaths) {
     std::vector<float> C(static_cast<size_t>(M * N), 0.0f);
-    linear_int8(A.data(), M, K, K, w.packed, nullptr, C.data(), N, Epilogue::Gelu, path);
+    linear_int8_at(path, A.data(), M, K, K, w.packed, nullptr, C.data(), N, Epilogue::Gelu);
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t n = 0; n < N; ++n) {
         EXPECT_EQ(std::isnan(C[static_cast<size_t>(m * N + n)]), m == 1 || m == 4) << m << "," << n;
@@ -227,6 +245,10 @@ TEST(Int8Gemm, RefusesWeightsThatCouldSaturateAndBadScales) {
   const Int8Matrix w = Int8Matrix::from_quantized(q.data(), s.data(), 2, 2);
   std::vector<float> A(6), C(6);
   EXPECT_THROW(linear_int8(A.data(), 2, 3, 3, w, nullptr, C.data(), 2, Epilogue::Store), Error);
+  // Epilogues the int8 store does not implement: alpha, another beta, an activation on a residual.
+  EXPECT_THROW(linear_int8(A.data(), 2, 2, 2, w, nullptr, C.data(), 2, Epilogue{0.5f, 0.0f, Activation::None}), Error);
+  EXPECT_THROW(linear_int8(A.data(), 2, 2, 2, w, nullptr, C.data(), 2, Epilogue{1.0f, 0.5f, Activation::None}), Error);
+  EXPECT_THROW(linear_int8(A.data(), 2, 2, 2, w, nullptr, C.data(), 2, Epilogue{1.0f, 1.0f, Activation::Gelu}), Error);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu_features.h"
 #include "kernels/kernel_test_util.h"
 
 namespace vit::kernels {
@@ -28,11 +29,12 @@ void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, i
   std::vector<float> C = random_vector<float>(M * ldc, 4 + N);  // Accumulate adds to this
   const std::vector<float> before = C;
   const float* b = with_bias ? bias.data() : nullptr;
-  if (impl == Impl::Ref)
+  if (impl == Impl::Ref) {
     linear_forward_ref<float>(A.data(), M, K, lda, W.data(), N, b, C.data(), ldc, epilogue);
-  else
-    linear_forward<float>(A.data(), M, K, lda, W.data(), N, b, C.data(), ldc, epilogue,
-                          impl == Impl::Blas ? LinearPath::Blas : LinearPath::Auto);
+  } else {
+    const ScopedIsaLimit path(impl == Impl::Blas ? Isa::Scalar : isa_limit());  // Scalar: the BLAS fallback
+    linear_forward<float>(A.data(), M, K, lda, W.data(), N, b, C.data(), ldc, epilogue);
+  }
   double worst = 0;
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < ldc; ++n) {
@@ -54,8 +56,8 @@ void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, i
     }
   }
   EXPECT_LT(worst, test::kLinearKernelTol)
-      << "M=" << M << " K=" << K << " N=" << N << " epilogue " << static_cast<int>(epilogue) << " bias " << with_bias
-      << " impl " << static_cast<int>(impl);
+      << "M=" << M << " K=" << K << " N=" << N << " epilogue " << activation_name(epilogue.act) << " beta "
+      << epilogue.beta << " bias " << with_bias << " impl " << static_cast<int>(impl);
 }
 
 TEST(Linear, MatchesReferenceAroundPanelAndBlockEdges) {
@@ -84,17 +86,17 @@ TEST(Linear, DoubleMatchesReference) {
     linear_forward<double>(A.data(), M, K, K, W.data(), N, bias.data(), C.data(), N, e);
     linear_forward_ref<double>(A.data(), M, K, K, W.data(), N, bias.data(), R.data(), N, e);
     for (size_t i = 0; i < C.size(); ++i)
-      EXPECT_NEAR(C[i], R[i], test::kDoubleKernelTol) << "epilogue " << static_cast<int>(e);
+      EXPECT_NEAR(C[i], R[i], test::kDoubleKernelTol) << "epilogue " << activation_name(e.act) << " beta " << e.beta;
   }
 }
 
 TEST(Linear, EmptyBatchIsANoOpAndBadSizesAreRefused) {
   std::vector<float> W(12, 1.0f), C(4, 7.0f);
-  for (LinearPath path : {LinearPath::Auto, LinearPath::Blas}) {
-    linear_forward<float>(nullptr, 0, 3, 3, W.data(), 4, nullptr, C.data(), 4, Epilogue::Store, path);
+  for (Isa path : {Isa::Avx512Vnni, Isa::Scalar}) {  // the fast path where it runs, the BLAS fallback
+    const ScopedIsaLimit limit(path);
+    linear_forward<float>(nullptr, 0, 3, 3, W.data(), 4, nullptr, C.data(), 4, Epilogue::Store);
     EXPECT_EQ(C, std::vector<float>(4, 7.0f));
-    EXPECT_THROW(linear_forward<float>(C.data(), 1, 3, 2, W.data(), 4, nullptr, C.data(), 4, Epilogue::Store, path),
-                 Error);
+    EXPECT_THROW(linear_forward<float>(C.data(), 1, 3, 2, W.data(), 4, nullptr, C.data(), 4, Epilogue::Store), Error);
   }
 }
 

@@ -1,7 +1,8 @@
 // The packed GEMM (kernels/packed_gemm.h) against a double reference: sizes around its 6-row
 // micro-panels, 16-column panels, 256-deep K blocks and 198-row M blocks; both transposes;
 // alpha, beta (0 ignores NaN in C), bias and both GELUs; strided A and C (the padding is never
-// written); the threaded and the single-thread split; K = 0; the two ways to pack B.
+// written); the threaded and the single-thread split; K = 0; the two ways to pack B; the plain
+// micro-kernel (the ISA capped to Scalar) against the AVX2 one, bit for bit.
 #include "kernels/packed_gemm.h"
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu_features.h"
 #include "kernels/gemm_test_util.h"
 #include "kernels/kernel_test_util.h"
 
@@ -25,16 +27,13 @@ using Case = test::GemmCase;
 // checks every element of C, padding included.
 void check(const Case& c, bool single_thread = false) {
   test::GemmOperands o(c, 0);
-  GemmEpilogue e;
-  e.alpha = c.alpha;
-  e.beta = c.beta;
-  e.bias = c.bias ? o.bias.data() : nullptr;
-  e.act = c.act;
+  const Epilogue e{c.alpha, c.beta, c.act};
+  const float* bias = c.bias ? o.bias.data() : nullptr;
   if (single_thread) {
 #pragma omp parallel num_threads(1)
-    gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, o.C.data(), o.ldc, e);
+    gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, o.C.data(), o.ldc, bias, e);
   } else {
-    gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, o.C.data(), o.ldc, e);
+    gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, o.C.data(), o.ldc, bias, e);
   }
   test::expect_matches_reference(c, o);
 }
@@ -102,16 +101,39 @@ TEST(PackedGemm, PackedOnceEqualsPackedPerCall) {
   EXPECT_EQ(from_weight.cols(), N);
   EXPECT_EQ(from_weight.panels(), 3);
   std::vector<float> once(static_cast<size_t>(M * N)), per_call(once.size());
-  packed_gemm(false, A.data(), K, M, from_weight.data(), K, N, once.data(), N, {});
-  gemm_packed(false, true, M, N, K, A.data(), K, W.data(), K, per_call.data(), N, {});
+  packed_gemm(false, A.data(), K, M, from_weight.data(), K, N, once.data(), N, nullptr, {});
+  gemm_packed(false, true, M, N, K, A.data(), K, W.data(), K, per_call.data(), N, nullptr, {});
   EXPECT_EQ(once, per_call);  // the same packed panels through the same loops: bit for bit
+}
+
+TEST(PackedGemm, PlainMicroKernelMatchesReferenceAndTheFastOneBitForBit) {
+  const ScopedIsaLimit plain(Isa::Scalar);
+  EXPECT_FALSE(packed_gemm_supported());
+  check({13, 33, 300, false, true, 1.0f, 1.0f, true, Activation::None, 1});
+  check({7, 17, 64, true, false, 0.5f, 0.0f, true, Activation::Gelu});
+  const int64_t M = 29, N = 50, K = 270;
+  const std::vector<float> A = random_vector<float>(M * K, 9), W = random_vector<float>(N * K, 10),
+                           bias = random_vector<float>(N, 11);
+  const PackedMatrix packed = PackedMatrix::from_weight(W.data(), N, K);
+  for (Activation act : {Activation::None, Activation::Gelu, Activation::GeluTanh}) {
+    std::vector<float> slow(static_cast<size_t>(M * N)), fast(slow.size());
+    packed_gemm(false, A.data(), K, M, packed.data(), K, N, slow.data(), N, bias.data(), {1.0f, 0.0f, act});
+    {
+      const ScopedIsaLimit all(Isa::Avx512Vnni);
+      packed_gemm(false, A.data(), K, M, packed.data(), K, N, fast.data(), N, bias.data(), {1.0f, 0.0f, act});
+    }
+    EXPECT_EQ(slow, fast) << activation_name(act);  // the same FMA chains in the same order
+  }
 }
 
 TEST(PackedGemm, BadSizesAreRefused) {
   std::vector<float> A(12, 1.0f), C(12, 0.0f);
-  EXPECT_THROW(gemm_packed(false, false, 2, 3, 4, A.data(), 3, A.data(), 3, C.data(), 3, {}), Error);  // lda < K
-  EXPECT_THROW(gemm_packed(false, false, 2, 3, 2, A.data(), 2, A.data(), 2, C.data(), 3, {}), Error);  // ldb < N
-  EXPECT_THROW(gemm_packed(false, false, 2, 3, 2, A.data(), 2, A.data(), 3, C.data(), 2, {}), Error);  // ldc < N
+  EXPECT_THROW(gemm_packed(false, false, 2, 3, 4, A.data(), 3, A.data(), 3, C.data(), 3, nullptr, {}),
+               Error);  // lda < K
+  EXPECT_THROW(gemm_packed(false, false, 2, 3, 2, A.data(), 2, A.data(), 2, C.data(), 3, nullptr, {}),
+               Error);  // ldb < N
+  EXPECT_THROW(gemm_packed(false, false, 2, 3, 2, A.data(), 2, A.data(), 3, C.data(), 2, nullptr, {}),
+               Error);  // ldc < N
   EXPECT_THROW(PackedMatrix::from_rows(A.data(), 2, 4, 3), Error);
 }
 

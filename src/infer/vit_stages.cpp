@@ -1,0 +1,202 @@
+// The inference session's stages (see vit_stages.h).
+#include "infer/vit_stages.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/fused.h"
+#include "kernels/im2row.h"
+#include "kernels/layernorm.h"
+
+namespace vit::infer {
+
+VitDims::VitDims(const model::ViTConfig& c, int64_t batch)
+    : B(batch),
+      N(c.num_tokens()),
+      D(c.dim),
+      F(c.hidden_dim()),
+      H(c.num_heads),
+      A(c.attn_dim()),
+      HD(c.head_dim()),
+      prefix(c.prefix_tokens()),
+      rows(batch * c.num_tokens()),
+      norm_tokens(c.norm_tokens) {}
+
+float* Activations::sized(std::vector<float>& buffer, int64_t floats) {
+  if (buffer.size() < static_cast<size_t>(floats)) buffer.resize(static_cast<size_t>(floats));
+  return buffer.data();
+}
+
+namespace {
+
+// A block's LayerNorm of x into out: over each token's D channels, or (norm_tokens) over an
+// image's N x D values.
+void block_norm(const NormWeights& ln, const VitDims& d, const float* x, float* out) {
+  const int64_t n = d.norm_tokens ? d.N * d.D : d.D;
+  ln.forward(x, out, d.rows * d.D / n, n);
+}
+
+// x += branch: accumulated by the GEMM itself, or through a LayerScale gamma.
+void residual(const LinearWeights& l, const float* in, const float* gamma, const VitDims& d, Activations& act) {
+  float* x = act.x.data();
+  if (gamma == nullptr) {
+    l.forward(in, d.rows, x, kernels::Epilogue::Accumulate);  // (B N, D) +=
+    return;
+  }
+  float* branch = Activations::sized(act.branch, d.rows * d.D);
+  l.forward(in, d.rows, branch, kernels::Epilogue::Store);  // (B N, D)
+  kernels::add_scaled_rows(x, branch, gamma, d.rows, d.D);
+}
+
+}  // namespace
+
+void embed_image_patches(const SessionWeights& w, const model::ViTConfig& c, const VitDims& d, const float* images,
+                         Activations& act) {
+  const int64_t B = d.B, D = d.D, P = c.num_patches(), HW = c.image_size * c.image_size;
+  // The stem: per layer im2row + GEMM with bias and GELU fused, (B, HW, S) -> planes (B, S, H, W).
+  const float* pixels = images;
+  int64_t channels = c.in_channels;
+  for (const StemLayerWeights& layer : w.stem) {
+    const kernels::ConvShape ss{B, channels, c.image_size, c.image_size, 3, 3, 1, 1};
+    const int64_t S = layer.out_channels;
+    float* rows = Activations::sized(act.rows, B * HW * ss.row_length());  // (B HW, 9 C)
+    kernels::im2row<float>(ss, pixels, rows);
+    float* last = Activations::sized(act.stem_pixels, B * HW * S);  // (B, HW, S)
+    layer.conv.forward(rows, B * HW, last, layer.epilogue);
+    float* planes = Activations::sized(act.stem_planes, B * HW * S);  // (B, S, H, W)
+    kernels::rows_to_planes(last, B, HW, S, planes);
+    pixels = planes;
+    channels = S;
+  }
+  // The patch projection: im2row + GEMM, (B P, C P P) -> (B P, D).
+  const kernels::ConvShape cs{B, channels, c.image_size, c.image_size, c.patch_size, c.patch_size, c.patch_size, 0};
+  float* patch_rows = Activations::sized(act.rows, B * P * cs.row_length());  // (B P, C P P)
+  kernels::im2row<float>(cs, pixels, patch_rows);
+  float* patches = Activations::sized(act.h, d.rows * D);  // (B, P, D)
+  w.patch.forward(patch_rows, B * P, patches, kernels::Epilogue::Store);
+  // tokens = [prefix; patches + bias] + pos_embed (the table covers the prefix unless no_embed_class).
+  float* x = Activations::sized(act.x, d.rows * D);  // (B, N, D)
+  kernels::embed_tokens(w.prefix_rows.data(), d.prefix, patches, w.pos, !c.no_embed_class, B, d.N, D, x);
+  if (w.norm_pre) w.norm_pre.forward(x, x, d.rows, D);
+}
+
+void vit_transformer_layer(const LayerWeights& w, const VitDims& d, Activations& act) {
+  const int64_t rows = d.rows, A = d.A;
+  float* h = Activations::sized(act.h, rows * d.D);        // (B N, D)
+  float* qkv = Activations::sized(act.qkv, rows * 3 * A);  // (B N, 3A)
+  float* attn = Activations::sized(act.attn, rows * A);    // (B N, A)
+  block_norm(w.norm1, d, act.x.data(), h);
+  w.qkv.forward(h, rows, qkv, kernels::Epilogue::Store);
+  if (w.q_norm) {  // each head's q and k normalised over its HD channels, in place
+#pragma omp parallel for schedule(static) if (rows > 64)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* q = qkv + r * 3 * A;
+      w.q_norm.forward(q, q, d.H, d.HD);          // (NH, HD)
+      w.k_norm.forward(q + A, q + A, d.H, d.HD);  // (NH, HD)
+    }
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d.HD));
+  kernels::attention_inference({d.B, d.N, d.H, d.HD}, qkv, scale, attn);
+  residual(w.proj, attn, w.ls1, d, act);  // x += [ls1] proj(attn)
+  ffw_vit(w, d, act);
+}
+
+void ffw_vit(const LayerWeights& w, const VitDims& d, Activations& act) {
+  float* h = act.h.data();
+  block_norm(w.norm2, d, act.x.data(), h);  // (B N, D)
+  if (!w.fc2) {                             // one Linear(D, D) (the ViT notebook)
+    residual(w.fc1, h, w.ls2, d, act);
+    return;
+  }
+  float* hidden = Activations::sized(act.hidden, d.rows * d.F);  // (B N, F)
+  switch (w.activation) {
+    case MlpActivation::Gelu:
+      w.fc1.forward(h, d.rows, hidden, kernels::Epilogue::Gelu);
+      break;
+    case MlpActivation::GeluTanh:
+      w.fc1.forward(h, d.rows, hidden, kernels::Epilogue::GeluTanh);
+      break;
+    case MlpActivation::QuickGelu:
+      w.fc1.forward(h, d.rows, hidden, kernels::Epilogue::Store);
+      kernels::quick_gelu_inplace(hidden, d.rows * d.F);
+      break;
+    case MlpActivation::Relu:
+      w.fc1.forward(h, d.rows, hidden, kernels::Epilogue::Store);
+      kernels::relu_inplace(hidden, d.rows * d.F);
+      break;
+  }
+  residual(w.fc2, hidden, w.ls2, d, act);  // x += [ls2] fc2(hidden)
+}
+
+void final_tokens(const SessionWeights& w, const VitDims& d, const Activations& act, float* out) {
+  if (w.norm) {
+    w.norm.forward(act.x.data(), out, d.rows, d.D);  // (B, N, D)
+  } else {
+    std::memcpy(out, act.x.data(), static_cast<size_t>(d.rows * d.D) * sizeof(float));
+  }
+}
+
+Features pool_features(const SessionWeights& w, const VitDims& d, Pool pool, bool keep_distilled, Activations& act) {
+  const int64_t B = d.B, D = d.D, N = d.N, prefix = d.prefix;
+  const float* x = act.x.data();
+  // Rows per image read: the class row, and a distilled model's distillation row.
+  const int64_t taken = pool == Pool::Cls && w.dist_token ? 2 : 1;
+  float* pooled = Activations::sized(act.pooled, B * D * 2);  // (B, taken, D)
+  if (pool == Pool::Cls) {  // the class row(s) after the final norm (on those rows only)
+    for (int64_t b = 0; b < B; ++b) {
+      std::memcpy(pooled + b * taken * D, x + b * N * D, static_cast<size_t>(taken * D) * sizeof(float));
+    }
+    if (w.norm) w.norm.forward(pooled, pooled, B * taken, D);
+  } else {  // the mean of the patch tokens (each through the final norm, if any), then fc_norm
+#pragma omp parallel for schedule(static) if (B > 1)
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<float> row(static_cast<size_t>(D));
+      std::vector<double> sum(static_cast<size_t>(D), 0.0);
+      for (int64_t t = prefix; t < N; ++t) {
+        const float* xr = x + (b * N + t) * D;
+        if (w.norm) {  // a cls-pooled model asked for the mean: as pool_tokens on forward_tokens' output
+          w.norm.forward(xr, row.data(), 1, D);
+          xr = row.data();
+        }
+        for (int64_t i = 0; i < D; ++i) sum[i] += xr[i];
+      }
+      for (int64_t i = 0; i < D; ++i) pooled[b * D + i] = static_cast<float>(sum[i] / static_cast<double>(N - prefix));
+    }
+    if (w.fc_norm) w.fc_norm.forward(pooled, pooled, B, D);
+  }
+  if (keep_distilled) return {pooled, D};
+  if (taken == 2) {  // features of a distilled model: the mean of its class and distillation rows
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t i = 0; i < D; ++i) pooled[b * D + i] = 0.5f * (pooled[2 * b * D + i] + pooled[(2 * b + 1) * D + i]);
+    }
+  }
+  if (!w.pre_logits) return {pooled, D};
+  float* features = Activations::sized(act.features, B * w.pre_logits.out);  // (B, representation_size)
+  w.pre_logits.forward(pooled, B, features, kernels::Epilogue::Store);
+  kernels::bias_tanh_inplace(features, nullptr, B, w.pre_logits.out);
+  return {features, w.pre_logits.out};
+}
+
+void classifier_head(const SessionWeights& w, const VitDims& d, const Features& f, bool distilled, bool head_tanh,
+                     float* logits) {
+  const int64_t B = d.B, K = w.head.out;
+  if (!distilled) {
+    w.head.forward(f.data, B, logits, kernels::Epilogue::Store);  // (B, K)
+    if (head_tanh) kernels::bias_tanh_inplace(logits, nullptr, B, K);
+    return;
+  }
+  // logits = (head(x_cls) + head_dist(x_dist)) / 2; the class rows sit at even rows of the
+  // pooled (B, 2, D): each head runs on its own rows.
+  const int64_t D = f.width;
+  std::vector<float> cls_rows(static_cast<size_t>(B * D)), dist_rows(static_cast<size_t>(B * D));
+  for (int64_t b = 0; b < B; ++b) {
+    std::memcpy(cls_rows.data() + b * D, f.data + 2 * b * D, static_cast<size_t>(D) * sizeof(float));
+    std::memcpy(dist_rows.data() + b * D, f.data + (2 * b + 1) * D, static_cast<size_t>(D) * sizeof(float));
+  }
+  std::vector<float> second(static_cast<size_t>(B * K));
+  w.head.forward(cls_rows.data(), B, logits, kernels::Epilogue::Store);               // (B, K)
+  w.head_dist.forward(dist_rows.data(), B, second.data(), kernels::Epilogue::Store);  // (B, K)
+  for (int64_t i = 0; i < B * K; ++i) logits[i] = 0.5f * (logits[i] + second[i]);
+}
+
+}  // namespace vit::infer
