@@ -119,8 +119,6 @@ void build_model(Run& run, const infer::LoadedCheckpoint* resumed) {
   if (run.lead()) truncate_metrics(run.files.metrics, run.start_epoch);
 }
 
-}  // namespace
-
 // "2 threads", or "4 ranks x 2 threads (batch 32 per rank)" under mpirun.
 std::string workers_str(const Run& run) {
   if (!run.comm.distributed()) return fmt::format("{} threads", run.threads);
@@ -128,7 +126,8 @@ std::string workers_str(const Run& run) {
                      run.config.batch_size / run.comm.size());
 }
 
-// The learning-rate schedule's length in steps, and what the run is about to do.
+}  // namespace
+
 void plan(Run& run) {
   TrainConfig& c = run.config;
   run.steps_per_epoch =
