@@ -245,23 +245,13 @@ std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size
   return batches;
 }
 
-BatchLoader::BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, AugmentConfig augment,
-                         Normalization norm, bool train, uint64_t seed, int64_t epoch, size_t prefetch, size_t first,
-                         int64_t part, int64_t parts)
-    : data_(data),
-      batches_(std::move(batches)),
-      augment_(augment),
-      norm_(std::move(norm)),
-      train_(train),
-      seed_(seed),
-      epoch_(epoch),
-      prefetch_(std::max<size_t>(prefetch, 1)),
-      first_(std::min(first, batches_.size())),
-      part_(part),
-      parts_(parts),
-      consumed_(first_) {
-  VIT_CHECK(parts_ >= 1 && part_ >= 0 && part_ < parts_, "data", "part {} of {} is not a share of a batch", part_,
-            parts_);
+BatchLoader::BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, LoaderOptions options)
+    : data_(data), batches_(std::move(batches)), options_(std::move(options)) {
+  options_.prefetch = std::max<size_t>(options_.prefetch, 1);
+  options_.first = std::min(options_.first, batches_.size());
+  consumed_ = options_.first;
+  VIT_CHECK(options_.parts >= 1 && options_.part >= 0 && options_.part < options_.parts, "data",
+            "part {} of {} is not a share of a batch", options_.part, options_.parts);
   worker_ = std::thread([this] { work(); });
 }
 
@@ -276,13 +266,13 @@ BatchLoader::~BatchLoader() {
 
 void BatchLoader::work() {
   try {
-    for (size_t i = first_; i < batches_.size(); ++i) {
+    for (size_t i = options_.first; i < batches_.size(); ++i) {
       const auto size = static_cast<int64_t>(batches_[i].size());
-      Batch batch =
-          make_batch(data_, batches_[i], augment_, norm_, train_,
-                     mix_seed(seed_, static_cast<uint64_t>(epoch_) + 1, i + 1), BatchSlice::share(size, part_, parts_));
+      Batch batch = make_batch(data_, batches_[i], options_.augment, options_.norm, options_.train,
+                               mix_seed(options_.seed, static_cast<uint64_t>(options_.epoch) + 1, i + 1),
+                               BatchSlice::share(size, options_.part, options_.parts));
       std::unique_lock<std::mutex> lock(mutex_);
-      space_.wait(lock, [this] { return stop_ || queue_.size() < prefetch_; });
+      space_.wait(lock, [this] { return stop_ || queue_.size() < options_.prefetch; });
       if (stop_) return;
       queue_.push_back(std::move(batch));
       ++produced_;

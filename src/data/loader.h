@@ -91,6 +91,18 @@ Batch make_batch(const Dataset& data, const std::vector<int64_t>& indices, const
 std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size, bool shuffle, bool drop_last,
                                                 uint64_t seed, int64_t epoch);
 
+// How a BatchLoader prepares an epoch's batches (make_batch's settings, and the loader's own).
+struct LoaderOptions {
+  AugmentConfig augment;  // applied when `train`
+  Normalization norm;
+  bool train = false;  // augment (training) or not (evaluation)
+  uint64_t seed = 0;   // batch i's randomness is keyed by (seed, epoch, i)
+  int64_t epoch = 0;
+  size_t prefetch = 3;          // batches prepared ahead of the consumer (at least 1)
+  size_t first = 0;             // the epoch's first batches to skip (resuming mid-epoch)
+  int64_t part = 0, parts = 1;  // this rank's share of every batch (BatchSlice::share)
+};
+
 // Prepares the batches of one epoch on a background thread, `prefetch` ahead of the consumer.
 // `first` skips the epoch's first batches (resuming mid-epoch): batch i is the same whether the
 // epoch started at 0 or at `first`, since its randomness is keyed by (seed, epoch, i) and each
@@ -98,29 +110,20 @@ std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size
 // batch (BatchSlice::share): one rank's rows of the global batch.
 class BatchLoader {
  public:
-  BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, AugmentConfig augment, Normalization norm,
-              bool train, uint64_t seed, int64_t epoch, size_t prefetch = 3, size_t first = 0, int64_t part = 0,
-              int64_t parts = 1);
+  BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, LoaderOptions options);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
   // The next batch, or nullopt when the epoch is done. Rethrows an error from the worker.
   std::optional<Batch> next();
   size_t num_batches() const { return batches_.size(); }
-  size_t first_batch() const { return first_; }
+  size_t first_batch() const { return options_.first; }
 
  private:
   void work();
   const Dataset& data_;
   std::vector<std::vector<int64_t>> batches_;
-  AugmentConfig augment_;
-  Normalization norm_;
-  bool train_;
-  uint64_t seed_;
-  int64_t epoch_;
-  size_t prefetch_;
-  size_t first_;
-  int64_t part_, parts_;
+  LoaderOptions options_;  // prefetch >= 1, first <= the number of batches
   std::mutex mutex_;
   std::condition_variable ready_, space_;
   std::deque<Batch> queue_;

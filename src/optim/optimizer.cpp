@@ -120,16 +120,20 @@ double grad_norm(const NamedParameters& params) {
 }
 
 double clip_grad_norm(const NamedParameters& params, double max_norm) {
-  VIT_CHECK(max_norm > 0, "clip_grad_norm", "max_norm must be positive, got {}", max_norm);
   const double norm = grad_norm(params);
-  if (!std::isfinite(norm)) return norm;
+  clip_grad_norm(params, max_norm, norm);
+  return norm;
+}
+
+void clip_grad_norm(const NamedParameters& params, double max_norm, double norm) {
+  VIT_CHECK(max_norm > 0, "clip_grad_norm", "max_norm must be positive, got {}", max_norm);
+  if (!std::isfinite(norm)) return;
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
     for (const auto& [_, p] : params) {
       if (p.grad().defined()) kernels::scale_inplace(p.grad().data<float>(), p.numel(), static_cast<float>(coef));
     }
   }
-  return norm;
 }
 
 double warmup_cosine_lr(int64_t step, int64_t warmup_steps, int64_t total_steps, double base_lr, double min_lr) {

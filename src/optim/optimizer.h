@@ -68,6 +68,8 @@ class SGD : public Optimizer {
 // Scales all gradients so their global L2 norm is at most max_norm; returns the norm before
 // clipping (torch.nn.utils.clip_grad_norm_). A non-finite norm is returned unchanged.
 double clip_grad_norm(const NamedParameters& params, double max_norm);
+// The same with the gradients' global norm already computed (grad_norm): no second pass to find it.
+void clip_grad_norm(const NamedParameters& params, double max_norm, double norm);
 double grad_norm(const NamedParameters& params);
 
 // Linear warmup from 0 to base_lr over warmup_steps, then cosine decay to min_lr at total_steps.

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "infer/inference.h"
+#include "infer/model_io.h"
 
 namespace vit::train {
 
@@ -41,14 +42,10 @@ EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, 
     const float* p = probs.data<float>();
     for (int64_t b = 0; b < B; ++b) {
       const float* row = p + b * K;
-      std::vector<int64_t> order(K);
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + std::min<int64_t>(5, K), order.end(),
-                        [row](int64_t a, int64_t c) { return row[a] > row[c] || (row[a] == row[c] && a < c); });
+      const std::vector<int64_t> order = infer::top_k_indices(row, K, 5);  // infer's ranking (ties: lower index)
       const int64_t truth = batch.targets.data<int64_t>()[b];
       correct1 += order[0] == truth;
-      correct5 += std::find(order.begin(), order.begin() + std::min<int64_t>(5, K), truth) !=
-                  order.begin() + std::min<int64_t>(5, K);
+      correct5 += std::find(order.begin(), order.end(), truth) != order.end();
       r.confusion[truth][order[0]] += 1;
       r.predictions[indices[b]] = order[0];
       r.confidence[indices[b]] = row[order[0]];

@@ -17,10 +17,25 @@ std::string first_nonfinite(const optim::NamedParameters& params) {
   return "";
 }
 
-std::string first_nonfinite_grad(const optim::NamedParameters& params) {
-  for (auto it = params.rbegin(); it != params.rend(); ++it) {
-    const Tensor& g = it->second.grad();
-    if (g.defined() && !std::isfinite(kernels::sum_squares(g.contiguous().data<float>(), g.numel()))) return it->first;
+GradientNorms gradient_norms(const optim::NamedParameters& params) {
+  GradientNorms out;
+  out.squares.assign(params.size(), 0.0);
+  double sum = 0.0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& g = params[i].second.grad();
+    if (!g.defined()) continue;
+    out.squares[i] = kernels::sum_squares(g.contiguous().data<float>(), g.numel());
+    sum += out.squares[i];
+  }
+  out.norm = std::sqrt(sum);
+  return out;
+}
+
+std::string first_nonfinite_grad(const optim::NamedParameters& params, const GradientNorms& grads) {
+  VIT_CHECK(grads.squares.size() == params.size(), "train", "gradient norms of {} parameters for {}",
+            grads.squares.size(), params.size());
+  for (size_t i = params.size(); i-- > 0;) {
+    if (!std::isfinite(grads.squares[i])) return params[i].first;
   }
   return "";
 }
@@ -41,8 +56,8 @@ std::string largest_parameter(const optim::NamedParameters& params) {
   return fmt::format("'{}' (|w| up to {:.3g})", best, best_abs);
 }
 
-std::string step_problem(double loss, const optim::NamedParameters& params) {
-  const std::string bad_grad = first_nonfinite_grad(params);
+std::string step_problem(double loss, const optim::NamedParameters& params, const GradientNorms& grads) {
+  const std::string bad_grad = first_nonfinite_grad(params, grads);
   if (std::isfinite(loss) && bad_grad.empty()) return "";
   // (Weights are checked after every update, so here they are finite.)
   if (!std::isfinite(loss)) {

@@ -199,9 +199,15 @@ TEST(Batches, SlicesAreRowsOfTheWholeBatch) {
   aug.rotate_degrees = 10;
   aug.mixup_alpha = 0.4;
   const auto batches = epoch_batches(d.size(), 7, true, false, 3, 1);
-  BatchLoader whole(d, batches, aug, norm, true, 3, 1);
-  BatchLoader rank0(d, batches, aug, norm, true, 3, 1, 3, 0, 0, 3),
-      rank1(d, batches, aug, norm, true, 3, 1, 3, 0, 1, 3), rank2(d, batches, aug, norm, true, 3, 1, 3, 0, 2, 3);
+  const LoaderOptions options{.augment = aug, .norm = norm, .train = true, .seed = 3, .epoch = 1};
+  auto share = [&](int64_t part, int64_t parts) {
+    LoaderOptions o = options;
+    o.part = part;
+    o.parts = parts;
+    return o;
+  };
+  BatchLoader whole(d, batches, options);
+  BatchLoader rank0(d, batches, share(0, 3)), rank1(d, batches, share(1, 3)), rank2(d, batches, share(2, 3));
   while (auto w = whole.next()) {
     std::vector<double> joined;
     for (BatchLoader* rank : {&rank0, &rank1, &rank2}) {
@@ -212,7 +218,7 @@ TEST(Batches, SlicesAreRowsOfTheWholeBatch) {
     }
     EXPECT_EQ(joined, w->images.to_vector());
   }
-  EXPECT_THROW(BatchLoader(d, batches, aug, norm, true, 3, 1, 3, 0, 3, 3), Error);
+  EXPECT_THROW(BatchLoader(d, batches, share(3, 3)), Error);
 }
 
 TEST(Loader, BackgroundBatchesEqualDirectOnesAndErrorsPropagate) {
@@ -221,7 +227,8 @@ TEST(Loader, BackgroundBatchesEqualDirectOnesAndErrorsPropagate) {
   aug.rotate_degrees = 10;
   const Normalization norm{{0.1}, {0.3}};
   const auto batches = epoch_batches(d.size(), 16, true, false, 9, 2);
-  BatchLoader loader(d, batches, aug, norm, true, 9, 2, 2);
+  const LoaderOptions options{.augment = aug, .norm = norm, .train = true, .seed = 9, .epoch = 2, .prefetch = 2};
+  BatchLoader loader(d, batches, options);
   EXPECT_EQ(loader.num_batches(), 4u);
   for (size_t i = 0; i < batches.size(); ++i) {
     auto got = loader.next();
@@ -231,10 +238,14 @@ TEST(Loader, BackgroundBatchesEqualDirectOnesAndErrorsPropagate) {
     EXPECT_EQ(got->indices, batches[i]);
   }
   EXPECT_FALSE(loader.next().has_value());
-  BatchLoader bad(d, {{0, 1}, {1000}}, {}, norm, false, 0, 0);
+  BatchLoader bad(d, {{0, 1}, {1000}}, {.augment = {}, .norm = norm});
   EXPECT_TRUE(bad.next().has_value());
   EXPECT_THROW(bad.next(), Error);
-  { BatchLoader abandoned(d, batches, aug, norm, true, 9, 2, 1); }  // destroyed mid-epoch: joins cleanly
+  {
+    LoaderOptions one_ahead = options;
+    one_ahead.prefetch = 1;
+    BatchLoader abandoned(d, batches, one_ahead);
+  }  // destroyed mid-epoch: joins cleanly
 }
 
 }  // namespace

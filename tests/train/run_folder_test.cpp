@@ -12,6 +12,7 @@
 #include "data/image.h"
 #include "infer/checkpoint.h"
 #include "support/files.h"
+#include "support/tiny_train.h"
 #include "train/run_lock.h"
 #include "train/trainer.h"
 
@@ -20,25 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::TempDir;
-
-// A run of a few seconds at most: a tiny model on the toy stripes.
-TrainConfig tiny_run(const std::string& data, const std::string& out, int64_t epochs) {
-  TrainConfig c = digits_recipe();
-  c.data_dir = data;
-  c.out_dir = out;
-  c.epochs = epochs;
-  c.model.patch_size = 7;
-  c.model.dim = 16;
-  c.model.depth = 1;
-  c.model.num_heads = 2;
-  c.model.drop_path = 0.0;
-  c.ema_decay = 0.0;
-  c.batch_size = 32;
-  c.threads = 1;
-  c.progress = 0;
-  c.augment = {};
-  return c;
-}
+using testing::tiny_train_config;
 
 std::string error_of(const TrainConfig& c) {
   try {
@@ -58,7 +41,7 @@ TEST(RunFolder, ANewRunRefusesAFolderHoldingARunUnlessToldToReplaceIt) {
   TempDir dir;
   testing::write_toy_mnist(dir.file("data"), 64, 16);
   const std::string run = dir.file("run");
-  TrainConfig c = tiny_run(dir.file("data"), run, 1);
+  TrainConfig c = tiny_train_config(dir.file("data"), run, 1);
   train(c);
   const auto last = testing::read_bytes(run + "/last.safetensors");
   const std::string metrics = read_text(run + "/metrics.jsonl");
@@ -81,7 +64,7 @@ TEST(RunFolder, ANewRunRefusesAFolderHoldingARunUnlessToldToReplaceIt) {
   // An empty metrics.jsonl (a run stopped before its first epoch) holds nothing to lose.
   TempDir empty;
   std::ofstream(empty.file("metrics.jsonl")).close();
-  TrainConfig fresh = tiny_run(dir.file("data"), empty.path(), 1);
+  TrainConfig fresh = tiny_train_config(dir.file("data"), empty.path(), 1);
   EXPECT_EQ(train(fresh).epochs_run, 1);
   // --overwrite and --resume contradict each other.
   TrainConfig both = c;
@@ -95,12 +78,12 @@ TEST(RunFolder, OverwriteLeavesNothingOfTheOldRunToPassForTheNewOne) {
   TempDir dir;
   testing::write_toy_mnist(dir.file("data"), 64, 16);
   const std::string run = dir.file("run");
-  train(tiny_run(dir.file("data"), run, 1));
+  train(tiny_train_config(dir.file("data"), run, 1));
   ASSERT_TRUE(fs::exists(run + "/best.safetensors"));
   const auto last = testing::read_bytes(run + "/last.safetensors");
   // A replacing run that fails in its first epoch: the old best, metrics and report are gone (the
   // old best would otherwise pass for the new run's); last.safetensors is replaced only by a save.
-  TrainConfig exploding = tiny_run(dir.file("data"), run, 2);
+  TrainConfig exploding = tiny_train_config(dir.file("data"), run, 2);
   exploding.overwrite = true;
   exploding.lr = 1e39;  // infinite in float32: the first update fails
   EXPECT_NE(error_of(exploding).find("became non-finite in the update of epoch 1 step 0"), std::string::npos);
@@ -109,7 +92,7 @@ TEST(RunFolder, OverwriteLeavesNothingOfTheOldRunToPassForTheNewOne) {
   EXPECT_EQ(read_text(run + "/metrics.jsonl"), "");
   EXPECT_EQ(testing::read_bytes(run + "/last.safetensors"), last);
   // A replacing run that finishes: its own two epochs only.
-  TrainConfig again = tiny_run(dir.file("data"), run, 2);
+  TrainConfig again = tiny_train_config(dir.file("data"), run, 2);
   again.overwrite = true;
   EXPECT_EQ(train(again).epochs_run, 2);
   std::ifstream in(run + "/metrics.jsonl");
@@ -135,7 +118,7 @@ TEST(RunFolder, OneRunAtATimeNamingTheHolder) {
     }
     // A run refuses the locked folder before reading or writing anything in it.
     testing::write_toy_mnist(dir.file("data"), 64, 16);
-    EXPECT_NE(error_of(tiny_run(dir.file("data"), run, 1)).find(run + " is in use by another vit train (pid "),
+    EXPECT_NE(error_of(tiny_train_config(dir.file("data"), run, 1)).find(run + " is in use by another vit train (pid "),
               std::string::npos);
     EXPECT_FALSE(fs::exists(run + "/metrics.jsonl"));
   }
@@ -152,20 +135,20 @@ TEST(RunFolder, TheLockIsReleasedOnEveryWayOutAndStaleTemporariesAreRemoved) {
   testing::write_toy_mnist(dir.file("data"), 64, 16);
   const std::string run = dir.file("run");
   // A run that fails after taking the lock (its data is missing) releases it, and leaves no folder.
-  EXPECT_NE(error_of(tiny_run(dir.file("missing"), run, 1)).find("[data]"), std::string::npos);
+  EXPECT_NE(error_of(tiny_train_config(dir.file("missing"), run, 1)).find("[data]"), std::string::npos);
   EXPECT_FALSE(fs::exists(run));
   // A run that stops on a non-finite update releases it too.
-  TrainConfig exploding = tiny_run(dir.file("data"), run, 1);
+  TrainConfig exploding = tiny_train_config(dir.file("data"), run, 1);
   exploding.lr = 1e39;
   EXPECT_NE(error_of(exploding).find("became non-finite"), std::string::npos);
   EXPECT_TRUE(RunLock::acquire(run).held());
   // The temporary files of a run killed mid-save are removed by the next run in the folder.
-  train(tiny_run(dir.file("data"), dir.file("ok"), 1));
+  train(tiny_train_config(dir.file("data"), dir.file("ok"), 1));
   for (const char* stale :
        {"last.safetensors.tmp.4242.0", "metrics.jsonl.tmp.4242.1", "report.html.tmp", "best.safetensors.tmp"}) {
     testing::write_bytes(dir.file("ok/") + stale, {1, 2, 3});
   }
-  TrainConfig more = tiny_run(dir.file("data"), dir.file("ok"), 2);
+  TrainConfig more = tiny_train_config(dir.file("data"), dir.file("ok"), 2);
   more.resume = true;
   EXPECT_EQ(train(more).epochs_run, 2);
   std::vector<std::string> names;
@@ -180,14 +163,14 @@ TEST(RunFolder, ADataPathThatIsNotUtf8IsRefusedBeforeTheFirstStep) {
       "donn\xE9"
       "es");  // Latin-1 "données"
   testing::write_toy_mnist(data, 64, 16);
-  EXPECT_EQ(error_of(tiny_run(data, dir.file("run"), 1)),
+  EXPECT_EQ(error_of(tiny_train_config(data, dir.file("run"), 1)),
             "[train] --data " + dir.file("donn\\xE9es") +
                 ": the path is not valid UTF-8, and checkpoints record it (as JSON text) for --resume to find the data "
                 "again; rename the folder, or point --data at a symlink with a UTF-8 name");
   EXPECT_FALSE(fs::exists(dir.file("run")));
   // The symlink the message suggests works.
   fs::create_directory_symlink(data, dir.file("donnees"));
-  EXPECT_EQ(train(tiny_run(dir.file("donnees"), dir.file("run"), 1)).epochs_run, 1);
+  EXPECT_EQ(train(tiny_train_config(dir.file("donnees"), dir.file("run"), 1)).epochs_run, 1);
 }
 
 TEST(RunFolder, ClassNamesThatAreNotUtf8AreRecordedEscaped) {
@@ -204,7 +187,7 @@ TEST(RunFolder, ClassNamesThatAreNotUtf8AreRecordedEscaped) {
       }
     }
   }
-  TrainConfig c = tiny_run(dir.file("data"), dir.file("run"), 1);
+  TrainConfig c = tiny_train_config(dir.file("data"), dir.file("run"), 1);
   c.normalization = {};
   c.batch_size = 4;
   EXPECT_EQ(train(c).epochs_run, 1);
@@ -230,9 +213,9 @@ TEST(RunFolder, ClassNamesThatAreNotUtf8AreRecordedEscaped) {
 TEST(RunFolder, ACorruptMetricsFileIsNamedNotThrownRaw) {
   TempDir dir;
   testing::write_toy_mnist(dir.file("data"), 64, 16);
-  train(tiny_run(dir.file("data"), dir.file("run"), 1));
+  train(tiny_train_config(dir.file("data"), dir.file("run"), 1));
   testing::write_bytes(dir.file("run/metrics.jsonl"), {'{', 'o', 'o', 'p', 's', '\n'});
-  TrainConfig more = tiny_run(dir.file("data"), dir.file("run"), 2);
+  TrainConfig more = tiny_train_config(dir.file("data"), dir.file("run"), 2);
   more.resume = true;
   EXPECT_EQ(error_of(more).rfind("[train] " + dir.file("run/metrics.jsonl") + ": line 1 is not a JSON object (", 0),
             0u);
@@ -242,27 +225,27 @@ TEST(RunFolder, ResumeRefusesGivenFlagsThatDisagreeAndTakesMovedData) {
   TempDir dir;
   testing::write_toy_mnist(dir.file("data"), 64, 16);
   const std::string run = dir.file("run");
-  const TrainResult done = train(tiny_run(dir.file("data"), run, 1));
+  const TrainResult done = train(tiny_train_config(dir.file("data"), run, 1));
   // A finished run resumed: its real numbers, not zeros.
-  TrainConfig again = tiny_run(dir.file("data"), run, 0);
+  TrainConfig again = tiny_train_config(dir.file("data"), run, 0);
   again.resume = true;
   const TrainResult complete = train(again);
   EXPECT_EQ(complete.epochs_run, 1);
   EXPECT_EQ(complete.final_test_accuracy, done.final_test_accuracy);
   EXPECT_EQ(complete.best_test_accuracy, done.best_test_accuracy);
-  // A flag given explicitly that disagrees with the run is refused; one that agrees is fine.
-  TrainConfig lr = tiny_run(dir.file("data"), run, 2);
+  // A flag given explicitly that disagrees with the run (lr 3e-3) is refused; one that agrees is fine.
+  TrainConfig lr = tiny_train_config(dir.file("data"), run, 2);
   lr.resume = true;
   lr.lr = 0.5;
   lr.given_flags = {"--resume", "--epochs", "--lr"};
   EXPECT_EQ(
-      error_of(lr).rfind("[train] --resume " + run + ": --lr 0.5 (the run's 0.002) cannot change when resuming", 0),
+      error_of(lr).rfind("[train] --resume " + run + ": --lr 0.5 (the run's 0.003) cannot change when resuming", 0),
       0u);
   lr.given_flags = {"--resume", "--epochs"};  // not given: the run's own value, as before
   const auto before = testing::read_bytes(run + "/last.safetensors");
   // Moved data is taken (and recorded), other data is refused naming both paths.
   fs::rename(dir.file("data"), dir.file("moved"));
-  TrainConfig moved = tiny_run(dir.file("moved"), run, 2);
+  TrainConfig moved = tiny_train_config(dir.file("moved"), run, 2);
   moved.resume = true;
   moved.given_flags = {"--resume", "--data", "--epochs"};
   testing::write_toy_mnist(dir.file("other"), 48, 16);

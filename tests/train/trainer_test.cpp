@@ -11,31 +11,13 @@
 
 #include "infer/checkpoint.h"
 #include "support/files.h"
+#include "support/tiny_train.h"
 
 namespace vit::train {
 namespace {
 
 using testing::TempDir;
-
-TrainConfig toy_config(const std::string& data, const std::string& out, int64_t epochs) {
-  TrainConfig c = digits_recipe();
-  c.data_dir = data;
-  c.out_dir = out;
-  c.epochs = epochs;
-  c.model.patch_size = 7;
-  c.model.dim = 16;
-  c.model.depth = 1;
-  c.model.num_heads = 2;
-  c.model.pool = "mean";
-  c.model.drop_path = 0.0;
-  c.ema_decay = 0.0;  // 120 steps are too few for the recipe's EMA to catch up
-  c.batch_size = 32;
-  c.lr = 3e-3;
-  c.threads = 1;  // bit-reproducible
-  c.progress = 0;
-  c.augment = {};  // keep the toy task fast and exact
-  return c;
-}
+using testing::tiny_train_config;
 
 std::vector<nlohmann::json> metrics(const std::string& dir) {
   std::vector<nlohmann::json> rows;
@@ -47,7 +29,7 @@ std::vector<nlohmann::json> metrics(const std::string& dir) {
 TEST(Trainer, LearnsAndWritesMetricsReportAndCheckpoints) {
   TempDir dir;
   testing::write_toy_mnist(dir.file("data"), 320, 100);
-  TrainConfig c = toy_config(dir.file("data"), dir.file("run"), 6);
+  TrainConfig c = tiny_train_config(dir.file("data"), dir.file("run"), 6);
   c.batch_size = 16;
   const TrainResult r = train(c);
   EXPECT_EQ(r.epochs_run, 6);
@@ -92,7 +74,7 @@ TEST(Trainer, LearnsAndWritesMetricsReportAndCheckpoints) {
 TEST(Trainer, ResumeEndsWithBitIdenticalWeights) {
   TempDir dir;
   testing::write_toy_mnist(dir.file("data"), 160, 40);
-  TrainConfig straight = toy_config(dir.file("data"), dir.file("a"), 4);
+  TrainConfig straight = tiny_train_config(dir.file("data"), dir.file("a"), 4);
   straight.model.dropout = 0.1;  // dropout, drop-path and augmentation randomness must replay too
   straight.model.drop_path = 0.1;
   straight.augment.rotate_degrees = 5;
@@ -123,9 +105,9 @@ TEST(Trainer, ResumeEndsWithBitIdenticalWeights) {
 TEST(Trainer, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
   TempDir dir;
   testing::write_toy_mnist(dir.file("data"), 64, 16);
-  train(toy_config(dir.file("data"), dir.file("run"), 1));
+  train(tiny_train_config(dir.file("data"), dir.file("run"), 1));
   const std::vector<uint8_t> before = testing::read_bytes(dir.file("run/last.safetensors"));
-  TrainConfig exploding = toy_config(dir.file("data"), dir.file("run"), 3);
+  TrainConfig exploding = tiny_train_config(dir.file("data"), dir.file("run"), 3);
   exploding.overwrite = true;  // a new run in the same folder: last.safetensors stays until replaced
   exploding.lr = 1e30;
   exploding.min_lr = 0;
@@ -165,14 +147,14 @@ TEST(Trainer, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
 TEST(Trainer, SkipNonfiniteNeverSavesPoisonedWeights) {
   TempDir dir;
   testing::write_toy_mnist(dir.file("data"), 64, 16);
-  TrainConfig healthy = toy_config(dir.file("data"), dir.file("run"), 1);
+  TrainConfig healthy = tiny_train_config(dir.file("data"), dir.file("run"), 1);
   healthy.skip_nonfinite = true;
   train(healthy);
   EXPECT_EQ(metrics(dir.file("run")).back()["skipped_steps"].get<int64_t>(), 0);
   const std::vector<uint8_t> before = testing::read_bytes(dir.file("run/last.safetensors"));
   // A finite-loss step with lr 1e30 blows the weights up; later NaN steps are skipped, but the
   // epoch ends with unusable weights, so nothing is saved.
-  TrainConfig c = toy_config(dir.file("data"), dir.file("run"), 2);
+  TrainConfig c = tiny_train_config(dir.file("data"), dir.file("run"), 2);
   c.overwrite = true;
   c.lr = 1e30;
   c.min_lr = 0;
@@ -194,7 +176,7 @@ TEST(Trainer, SkipNonfiniteNeverSavesPoisonedWeights) {
 TEST(Trainer, ResumeRefusesMissingCheckpointAndDifferentModel) {
   TempDir dir;
   testing::write_toy_mnist(dir.file("data"), 64, 16);
-  TrainConfig c = toy_config(dir.file("data"), dir.file("run"), 1);
+  TrainConfig c = tiny_train_config(dir.file("data"), dir.file("run"), 1);
   c.resume = true;
   EXPECT_THROW(train(c), Error);
   c.resume = false;

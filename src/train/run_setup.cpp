@@ -1,0 +1,227 @@
+// Starting or resuming a run (see run_setup.h).
+#include "train/run_setup.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "kernels/gemm.h"
+#include "train/budget.h"
+#include "train/report.h"
+#include "train/resume.h"
+#include "train/utf8.h"
+
+namespace vit::train {
+namespace fs = std::filesystem;
+namespace {
+
+// --val-split N: N training images, drawn with a fixed seed (the same for every --seed, so runs
+// compare on one validation set), become the evaluation set; the test set is set aside unread.
+void hold_out(Run& run) {
+  const int64_t n = run.config.val_split, size = run.data.train.size();
+  VIT_CHECK(n < size, "train", "--val-split {}: the training set {} has only {} images (some must be left to train on)",
+            n, run.data.train.source, size);
+  std::vector<int64_t> order = data::epoch_batches(size, size, true, false, 0x7a11da7e, 0).front();
+  std::sort(order.end() - n, order.end());  // the validation images, in dataset order
+  std::sort(order.begin(), order.end() - n);
+  const std::vector<int64_t> train(order.begin(), order.end() - n), val(order.end() - n, order.end());
+  const data::Dataset all = std::move(run.data.train);
+  run.data.train = data::subset(all, train, fmt::format("{} ({} images left to train on)", all.source, size - n));
+  run.data.test = data::subset(all, val, fmt::format("{} ({} held-out validation images)", all.source, n));
+  std::printf("validation: %ld of the %ld training images held out (--val-split); the test set is not used\n", n, size);
+}
+
+// `resumed`: the checkpoint a resumed run continues from, else null.
+void load_data(Run& run, const infer::LoadedCheckpoint* resumed) {
+  const TrainConfig& c = run.config;
+  const model::ViTConfig& mc = c.model;
+  run.data.train = data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels);
+  run.data.test = data::load_dataset(c.data_dir, data::Split::Test, mc.in_channels, mc.image_size, c.max_pixels);
+  // Class names (folder names, classes.txt lines) are any bytes, but checkpoints and report.html
+  // record them as UTF-8 text: bytes that are not are recorded as "\xHH" (they are labels only,
+  // never used to find files again).
+  std::string escaped;
+  for (data::Dataset* d : {&run.data.train, &run.data.test}) {
+    for (std::string& name : d->class_names) {
+      if (valid_utf8(name)) continue;
+      name = escape_invalid_utf8(name);
+      if (d == &run.data.train) escaped += (escaped.empty() ? "" : ", ") + name;
+    }
+  }
+  if (!escaped.empty())
+    std::printf("class names that are not valid UTF-8 are recorded with \\x escapes: %s\n", escaped.c_str());
+  // Labels by class name, not by position in each split's own list: the names the model was
+  // trained with are the truth (the checkpoint's when resuming, else the training split's).
+  const bool by_checkpoint = resumed && !resumed->info.class_names.empty();
+  const std::string whose =
+      by_checkpoint ? "the checkpoint " + run.files.last : "the training split (" + run.data.train.source + ")";
+  const std::vector<std::string> known = by_checkpoint ? resumed->info.class_names : run.data.train.class_names;
+  for (data::Dataset* d : {&run.data.train, &run.data.test}) {
+    const std::vector<std::string> missing = data::map_classes(*d, known, whose);
+    if (!missing.empty()) fmt::print(stderr, "note: {} has no images of: {}\n", d->source, fmt::join(missing, ", "));
+  }
+  // A resumed run continues on the data it was trained on: refused otherwise, moved is fine.
+  run.data.fingerprint = dataset_fingerprint(run.data.train, run.data.test);
+  run.data.benchmark = known_benchmark(run.data.train.class_names, run.data.train.size(), run.data.test.size());
+  if (resumed) {
+    const std::string run_data_dir = TrainConfig::from_json(resumed->info.train_config_json).data_dir;
+    if (check_same_data(resumed->info, run_data_dir, c.data_dir, run.data.train, run.data.fingerprint)) {
+      std::printf("data: %s (the run's data, moved from %s)\n", c.data_dir.c_str(), run_data_dir.c_str());
+    }
+  }
+  if (c.val_split > 0) hold_out(run);
+  for (const data::Dataset* d : {&run.data.train, &run.data.test}) {
+    VIT_CHECK(d->channels == mc.in_channels && d->height == mc.image_size && d->width == mc.image_size, "train",
+              "{}: images are {}x{}x{} but the model expects {}x{}x{}", d->source, d->channels, d->height, d->width,
+              mc.in_channels, mc.image_size, mc.image_size);
+    VIT_CHECK(d->num_classes() <= mc.num_classes, "train", "{}: {} classes but the model has {} outputs", d->source,
+              d->num_classes(), mc.num_classes);
+  }
+  // The normalisation: the checkpoint's when resuming, else the recipe's, else the data's own.
+  if (resumed)
+    run.data.norm = resumed->info.normalization;
+  else if (!c.normalization.mean.empty())
+    run.data.norm = c.normalization;
+  else
+    run.data.norm = data::compute_normalization(run.data.train);
+}
+
+// The model, optimiser and EMA, restored from the checkpoint when resuming; metrics.jsonl kept
+// up to the checkpoint's epoch (or started empty).
+void build_model(Run& run, const infer::LoadedCheckpoint* resumed) {
+  const TrainConfig& c = run.config;
+  run.model = std::make_unique<model::VisionTransformer>(c.model, std::make_shared<Generator>(c.seed));
+  run.params = run.model->named_parameters();
+  if (c.optimizer == "adamw") {
+    run.opt = std::make_unique<optim::AdamW>(run.params, c.lr, c.weight_decay);
+  } else {
+    run.opt = std::make_unique<optim::SGD>(run.params, c.lr, c.momentum, c.weight_decay);
+  }
+  if (c.ema_decay > 0) run.ema = std::make_unique<optim::ModelEma>(run.params, c.ema_decay);
+  if (!resumed) return;  // the folder is made fresh once every rank has agreed (train_job)
+  const infer::LoadedCheckpoint& r = *resumed;
+  run.model->load_state_dict(r.weights);
+  run.opt->load_state(r.optimizer);
+  if (run.ema) {
+    VIT_CHECK(r.ema.size() == run.params.size(), "train", "{}: EMA weights missing from the checkpoint",
+              run.files.last);
+    for (size_t i = 0; i < run.params.size(); ++i) run.ema->averages()[i].second.copy_(r.ema[i].second);
+  }
+  run.start_epoch = r.info.epoch;
+  run.step = r.info.step;
+  run.first_batch = r.info.batch;
+  if (run.first_batch > 0) run.carried = EpochStats::from_json(r.info.epoch_stats_json, run.files.last);
+  run.elapsed_before = r.info.elapsed_seconds;
+  if (run.lead()) truncate_metrics(run.files.metrics, run.start_epoch);
+}
+
+// "2 threads", or "4 ranks x 2 threads (batch 32 per rank)" under mpirun.
+std::string workers_str(const Run& run) {
+  if (!run.comm.distributed()) return fmt::format("{} threads", run.threads);
+  return fmt::format("{} ranks x {} threads, ~{} images per rank", run.comm.size(), run.threads,
+                     run.config.batch_size / run.comm.size());
+}
+
+}  // namespace
+
+void plan(Run& run) {
+  TrainConfig& c = run.config;
+  run.steps_per_epoch =
+      static_cast<int64_t>(data::epoch_batches(run.data.train.size(), c.batch_size, true, true, c.seed, 0).size());
+  if (c.steps > 0) set_steps(run, c.steps);
+  run.total_steps = c.steps > 0 ? c.steps : run.steps_per_epoch * c.epochs;
+  run.warmup_steps = static_cast<int64_t>(std::llround(c.warmup_epochs * static_cast<double>(run.steps_per_epoch)));
+  const model::ComputeCost cost = model::macs_per_image(c.model);
+  std::printf("model %s: %ld parameters, %.2f MMACs per image; %ld training / %ld %s images from %s\n",
+              c.model.name.c_str(), run.model->num_parameters(), static_cast<double>(cost.total()) / 1e6,
+              run.data.train.size(), run.data.test.size(), c.val_split > 0 ? "validation" : "test", c.data_dir.c_str());
+  if (c.steps > 0) {
+    std::printf("training %ld steps = %.2f epochs of %ld steps (batch %ld, %s lr %g, %s) -> %s\n", c.steps,
+                static_cast<double>(c.steps) / static_cast<double>(run.steps_per_epoch), run.steps_per_epoch,
+                c.batch_size, c.optimizer.c_str(), c.lr, workers_str(run).c_str(), c.out_dir.c_str());
+  } else if (c.time_budget <= 0) {
+    std::printf("training %ld epochs x %ld steps (batch %ld, %s lr %g, %s) -> %s\n", c.epochs, run.steps_per_epoch,
+                c.batch_size, c.optimizer.c_str(), c.lr, workers_str(run).c_str(), c.out_dir.c_str());
+  }
+  if (run.resumed) std::printf("resumed from %s at epoch %ld\n", run.files.last.c_str(), run.start_epoch);
+  std::fflush(stdout);
+  // Milestones (and the best accuracy) already passed before a resume.
+  for (double t : c.milestones) run.result.milestones.emplace_back(t, -1.0);
+  for (const auto& row : read_metrics(run.files.metrics)) {
+    const double acc = metric(row, "test_acc");
+    if (acc > run.result.best_test_accuracy) run.result.best_test_accuracy = acc;
+    for (auto& [t, at] : run.result.milestones) {
+      if (at < 0 && acc >= t) at = metric(row, "elapsed");
+    }
+  }
+}
+
+Run start_or_resume(TrainConfig config) {
+  if (!config.resume) config.validate();
+  if (config.threads > 0) {
+    omp_set_num_threads(config.threads);
+    kernels::set_blas_threads(config.threads);
+  }
+  Run run(config);
+  run.threads = omp_get_max_threads();
+  VIT_CHECK(!fs::exists(run.files.dir) || fs::is_directory(run.files.dir), "train",
+            "{} {}: exists and is not a directory{}", config.resume ? "--resume" : "--out", config.out_dir,
+            config.resume ? " (give the run's folder, the one holding last.safetensors)" : "");
+  // Refuse what cannot fit, before any large allocation (and, for a new run, before the folder).
+  auto check_fits = [](const TrainConfig& c) {
+    model::check_memory(c.model, c.batch_size, true);
+    model::check_memory(c.model, c.eval_batch_size, false);
+  };
+  if (!config.resume) check_fits(config);
+  // One run at a time in a folder, from before anything in it is read until the run ends (held by
+  // the lead rank, which alone writes there).
+  if (run.lead()) {
+    run.lock = RunLock::acquire(run.files.dir);
+    run.files.remove_stale_temporaries();
+    if (!config.resume) run.files.refuse_to_replace(config.overwrite);
+  }
+  std::optional<infer::LoadedCheckpoint> resumed;  // setup's alone: its weights are freed once copied
+  if (config.resume) {
+    VIT_CHECK(fs::exists(run.files.last), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir,
+              run.files.last);
+    resumed = infer::load_checkpoint(run.files.last);
+    run.resumed = true;
+    VIT_CHECK(resumed->scales.empty(), "train",
+              "--resume {}: {} is an int8 model (vit quantize), for inference only; resume from its float checkpoint",
+              config.out_dir, run.files.last);
+    run.config = resume_config(config, *resumed, run.files.last);
+    const bool data_given = std::count(config.given_flags.begin(), config.given_flags.end(), "--data") > 0;
+    VIT_CHECK(data_given || fs::exists(run.config.data_dir), "train",
+              "--resume {}: the run's data {} is not there any more; if it moved, give its new place with --data",
+              config.out_dir, run.config.data_dir);
+    check_fits(run.config);
+  }
+  load_data(run, resumed ? &*resumed : nullptr);
+  build_model(run, resumed ? &*resumed : nullptr);
+  if (!run.config.teacher.empty()) {
+    run.teacher = std::make_unique<Teacher>(run.config.teacher, run.config.model);
+    const infer::LoadedModel& t = run.teacher->loaded();
+    // The teacher sees the student's input: warn when it was trained on other statistics.
+    if (t.preprocess.mean != run.data.norm.mean || t.preprocess.std != run.data.norm.std) {
+      std::fprintf(stderr,
+                   "warning: --teacher %s expects inputs normalised with mean [%s] std [%s]; it is given the student's "
+                   "(mean [%s] std [%s])\n",
+                   run.config.teacher.c_str(), fmt::format("{}", fmt::join(t.preprocess.mean, ", ")).c_str(),
+                   fmt::format("{}", fmt::join(t.preprocess.std, ", ")).c_str(),
+                   fmt::format("{}", fmt::join(run.data.norm.mean, ", ")).c_str(),
+                   fmt::format("{}", fmt::join(run.data.norm.std, ", ")).c_str());
+    }
+  }
+  // Everything a checkpoint records, encoded once before the first step: a save can then fail
+  // for want of disk space, never over what it records after hours of training.
+  (void)infer::checkpoint_metadata(run.files.last, checkpoint_info(run, run.start_epoch, 0, "{}"),
+                                   run.config.optimizer);
+  run.bar = run.config.progress == 1 || (run.config.progress < 0 && ::isatty(STDOUT_FILENO));
+  return run;
+}
+
+}  // namespace vit::train
