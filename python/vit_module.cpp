@@ -1,9 +1,9 @@
 // The Python door: `import vit` (pybind11). A thin translation of <vit/vit.h> -- models load,
 // predict and embed numpy arrays (zero-copy for C-contiguous float32 input; the GIL released while
-// the model runs), images, quantization, training with the flags of `vit train` and a per-epoch
-// callback -- plus the engine's tensors and autograd (vit.Tensor, vit.nn.LayerNorm), so the seed
-// notebooks' checks run as written. Errors are vit.Error (a RuntimeError) with the messages the
-// `vit` command prints.
+// the model runs), images, quantization, training with the options of `vit train` as keywords and
+// a per-epoch callback. The engine's tensors and autograd (vit.Tensor, vit.nn) are bound in
+// engine_module.cpp. Errors are vit.Error (a RuntimeError) with the messages the `vit` command
+// prints.
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -11,9 +11,11 @@
 
 #include <optional>
 
-#include "autograd/ops.h"
-#include "nn/layers.h"
 #include "vit/vit.h"
+
+namespace vit::python {
+void bind_engine(pybind11::module_& m);  // engine_module.cpp
+}
 
 namespace py = pybind11;
 
@@ -31,32 +33,30 @@ py::array_t<float> to_numpy(std::vector<float>&& values, const std::vector<int64
 
 std::vector<int64_t> shape_of(const FloatArray& x) { return std::vector<int64_t>(x.shape(), x.shape() + x.ndim()); }
 
-std::string flag_name(const std::string& key) {
-  std::string name = "--" + key;
-  for (char& c : name) c = c == '_' ? '-' : c;
-  return name;
-}
-
-// vit.train(**flags): data="d", epochs=3, hflip=False -> --data d --epochs 3 --hflip=false (CLI11 takes a
-// flag's value after "="; an explicit False turns off what a recipe turns on). None: not given.
-std::vector<std::string> train_flags(const py::kwargs& kwargs) {
-  std::vector<std::string> flags;
+// vit.train(**keywords): data="d", epochs=3, hflip=False, mean=[0.5] -> {"data", {"d"}}, {"epochs", {"3"}},
+// {"hflip", {"false"}}, {"mean", {"0.5"}}: the facade's keyword form, checked by the training options' table
+// (train/train_options.h), so a wrong name or value gets the same message as `vit train`. None: not given.
+std::vector<vit::TrainOption> train_options(const py::kwargs& kwargs) {
+  auto text = [](const py::handle& v, const std::string& key) -> std::string {
+    if (py::isinstance<py::bool_>(v)) return v.cast<bool>() ? "true" : "false";
+    if (py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v) || py::isinstance<py::str>(v))
+      return py::str(v);
+    throw vit::Error("[train] " + key + ": takes a number, a string or True/False, got a " +
+                     std::string(py::str(py::type::of(v).attr("__name__"))));
+  };
+  std::vector<vit::TrainOption> options;
   for (const auto& [k, v] : kwargs) {
-    const std::string name = flag_name(py::str(k));
-    if (py::isinstance<py::bool_>(v)) {
-      flags.push_back(name + (v.cast<bool>() ? "=true" : "=false"));
-      continue;
-    }
+    const std::string key = py::str(k);
     if (v.is_none()) continue;
+    vit::TrainOption o{key, {}};
     if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
-      flags.push_back(name);
-      for (const auto& item : v) flags.push_back(py::str(item));
-      continue;
+      for (const auto& item : v) o.values.push_back(text(item, key));
+    } else {
+      o.values.push_back(text(v, key));
     }
-    flags.push_back(name);
-    flags.push_back(py::str(v));
+    options.push_back(std::move(o));
   }
-  return flags;
+  return options;
 }
 
 vit::LoadOptions load_options(std::optional<int64_t> heads, std::optional<std::string> layout,
@@ -73,28 +73,6 @@ vit::LoadOptions load_options(std::optional<int64_t> heads, std::optional<std::s
   return o;
 }
 
-// vit.Tensor: the engine's Variable (a tensor with autograd).
-vit::Variable tensor_from(const py::array_t<double, py::array::c_style | py::array::forcecast>& a,
-                          bool requires_grad) {
-  std::vector<double> values(a.data(), a.data() + a.size());
-  vit::Shape shape(a.shape(), a.shape() + a.ndim());
-  vit::Tensor t = vit::Tensor::from_data(values, shape).to(vit::DType::F32);
-  return vit::Variable(t, requires_grad);
-}
-
-py::array_t<double> numpy_of(const vit::Tensor& t) {
-  std::vector<py::ssize_t> dims(t.shape().begin(), t.shape().end());
-  py::array_t<double> out(dims);
-  const std::vector<double> v = t.to_vector();
-  std::copy(v.begin(), v.end(), out.mutable_data());
-  return out;
-}
-
-vit::Variable as_variable(const py::object& o) {
-  if (py::isinstance<vit::Variable>(o)) return o.cast<vit::Variable>();
-  return vit::Variable(vit::Tensor::scalar(o.cast<double>()));
-}
-
 }  // namespace
 
 PYBIND11_MODULE(vit, m) {
@@ -103,6 +81,7 @@ PYBIND11_MODULE(vit, m) {
   m.attr("__version__") = vit::version();
   m.def("set_num_threads", &vit::set_num_threads, py::arg("threads"),
         "Threads for every following call (0: all cores).");
+  m.def("num_threads", &vit::num_threads, "The threads the next call will use.");
 
   py::class_<vit::Model>(m, "Model", "A loaded checkpoint (vit.load).")
       .def(
@@ -223,8 +202,12 @@ PYBIND11_MODULE(vit, m) {
   m.def(
       "train",
       [](py::object on_epoch, py::kwargs kwargs) {
-        const std::vector<std::string> flags = train_flags(kwargs);
+        const std::vector<vit::TrainOption> options = train_options(kwargs);
         std::function<bool(const vit::EpochReport&)> callback;
+        if (!on_epoch.is_none() && !PyCallable_Check(on_epoch.ptr())) {
+          throw vit::Error("[train] on_epoch must be a function (called with each epoch's report), got a " +
+                           std::string(py::str(py::type::of(on_epoch).attr("__name__"))));
+        }
         if (!on_epoch.is_none()) {
           callback = [on_epoch](const vit::EpochReport& e) {
             py::gil_scoped_acquire acquire;
@@ -249,7 +232,7 @@ PYBIND11_MODULE(vit, m) {
         vit::TrainReport r;
         {
           py::gil_scoped_release release;
-          r = vit::train_model(flags, callback);
+          r = vit::train_model(options, callback);
         }
         py::dict d;
         d["epochs_run"] = r.epochs_run;
@@ -263,51 +246,6 @@ PYBIND11_MODULE(vit, m) {
       "out='runs/x', hflip=True, ...). on_epoch(dict) runs after each epoch's checkpoint; returning False stops "
       "the run there (resume=DIR continues it).");
 
-  // ---- the engine's tensors and autograd ----
-  py::class_<vit::Variable>(m, "Tensor", "A float32 tensor with reverse-mode autograd (the engine's Variable).")
-      .def(py::init(&tensor_from), py::arg("data"), py::arg("requires_grad") = false)
-      .def("numpy", [](const vit::Variable& v) { return numpy_of(v.data()); })
-      .def_property_readonly("shape", [](const vit::Variable& v) { return v.shape(); })
-      .def_property_readonly("grad",
-                             [](const vit::Variable& v) -> py::object {
-                               if (!v.grad().defined()) return py::none();
-                               return numpy_of(v.grad());
-                             })
-      .def_property_readonly("requires_grad", &vit::Variable::requires_grad)
-      .def_property_readonly("is_leaf", &vit::Variable::is_leaf)
-      .def_property_readonly("grad_fn", [](const vit::Variable& v) { return v.grad_fn(); })
-      .def("item", &vit::Variable::item)
-      .def("backward", [](const vit::Variable& v) { v.backward(); })
-      .def("reshape", &vit::Variable::reshape, py::arg("shape"))
-      .def("permute", &vit::Variable::permute, py::arg("dims"))
-      .def("transpose", &vit::Variable::transpose, py::arg("dim0"), py::arg("dim1"))
-      .def("unfold", &vit::Variable::unfold, py::arg("dim"), py::arg("size"), py::arg("step"))
-      .def("flatten", &vit::Variable::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1)
-      .def("sum", &vit::Variable::sum, py::arg("dims") = std::vector<int64_t>{}, py::arg("keepdim") = false)
-      .def("mean", &vit::Variable::mean, py::arg("dims") = std::vector<int64_t>{}, py::arg("keepdim") = false)
-      .def("std", &vit::Variable::std, py::arg("dims") = std::vector<int64_t>{}, py::arg("unbiased") = true,
-           py::arg("keepdim") = false)
-      .def("exp", &vit::Variable::exp)
-      .def("tanh", &vit::Variable::tanh)
-      .def("softmax", &vit::Variable::softmax, py::arg("dim"))
-      .def("matmul", &vit::Variable::matmul)
-      .def("__add__", [](const vit::Variable& a, const py::object& b) { return a + as_variable(b); })
-      .def("__radd__", [](const vit::Variable& a, const py::object& b) { return as_variable(b) + a; })
-      .def("__sub__", [](const vit::Variable& a, const py::object& b) { return a - as_variable(b); })
-      .def("__rsub__", [](const vit::Variable& a, const py::object& b) { return as_variable(b) - a; })
-      .def("__mul__", [](const vit::Variable& a, const py::object& b) { return a * as_variable(b); })
-      .def("__rmul__", [](const vit::Variable& a, const py::object& b) { return as_variable(b) * a; })
-      .def("__truediv__", [](const vit::Variable& a, const py::object& b) { return a / as_variable(b); })
-      .def("__matmul__", [](const vit::Variable& a, const vit::Variable& b) { return a.matmul(b); })
-      .def("__repr__", [](const vit::Variable& v) { return v.to_string(); });
-
-  py::module_ nn = m.def_submodule("nn", "Layers of the engine (PyTorch's names).");
-  py::class_<vit::nn::LayerNorm, std::shared_ptr<vit::nn::LayerNorm>>(nn, "LayerNorm")
-      .def(py::init([](std::vector<int64_t> shape, double eps, bool affine) {
-             return std::make_shared<vit::nn::LayerNorm>(vit::Shape(shape.begin(), shape.end()), eps, affine);
-           }),
-           py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true)
-      .def("__call__", [](vit::nn::LayerNorm& ln, const vit::Variable& x) { return ln.forward(x); })
-      .def_property_readonly("weight", [](const vit::nn::LayerNorm& ln) { return ln.weight; })
-      .def_property_readonly("bias", [](const vit::nn::LayerNorm& ln) { return ln.bias; });
+  // ---- the engine's tensors and autograd (engine_module.cpp) ----
+  vit::python::bind_engine(m);
 }

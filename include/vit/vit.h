@@ -29,6 +29,8 @@ class Predictor;
 std::string version();
 // Threads for every following call (0: all cores), as --threads does.
 void set_num_threads(int threads);
+// The threads the next call will use.
+int num_threads();
 
 // A float32 array in NumPy's .npy format: what numpy.save writes and numpy.load reads.
 struct Array {
@@ -130,7 +132,18 @@ struct TrainReport {
   int64_t epochs_run = 0;
   double final_test_accuracy = 0, best_test_accuracy = 0, seconds = 0;
 };
+// Refused flags, values and combinations throw vit::Error with the command's messages
+// ("[train] --lr: must be a number, got 'x'", "[train] unknown option --lrr").
 TrainReport train_model(const std::vector<std::string>& flags,
+                        const std::function<bool(const EpochReport&)>& on_epoch = {});
+// The same with the options as keywords: {{"data", {"data/mnist"}}, {"epochs", {"3"}},
+// {"hflip", {"false"}}, {"mean", {"0.5", "0.5", "0.5"}}} (a flag's name with '_' for '-'; what
+// Python's vit.train(**keywords) passes). Messages name them as given ("[train] lr: ...").
+struct TrainOption {
+  std::string name;
+  std::vector<std::string> values;
+};
+TrainReport train_model(const std::vector<TrainOption>& options,
                         const std::function<bool(const EpochReport&)>& on_epoch = {});
 
 }  // namespace vit

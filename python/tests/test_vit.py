@@ -201,7 +201,7 @@ def test_train_with_a_per_epoch_callback_that_can_stop_and_resume():
             vit.train(on_epoch=boom, **dict(flags, out=os.path.join(d, "run2")))
         with pytest.raises(vit.Error, match="--epochs must be >= 1"):
             vit.train(**dict(flags, out=os.path.join(d, "run3"), epochs=0))
-        with pytest.raises(vit.Error, match="no-such-flag"):
+        with pytest.raises(vit.Error, match="unknown option no_such_flag"):
             vit.train(no_such_flag=3)
 
 

@@ -1,29 +1,27 @@
-// The <vit/vit.h> facade: a thin translation onto the libraries (infer for loading, the session,
-// preprocessing and quantization; the `vit train` command's own flag parsing for training), so the
-// C++ package, the Python module and `vit` itself run the same code.
+// The <vit/vit.h> facade: a thin translation onto the libraries (infer::Predictor for loading,
+// running and preprocessing; infer for quantization; train's options table and rules for training),
+// so the C++ package, the Python module and `vit` itself run the same code.
 #include "vit/vit.h"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <mutex>
 
-#include "cli/commands.h"
 #include "core/check.h"
 #include "data/image.h"
 #include "infer/predictor.h"
 #include "infer/quantize_file.h"
 #include "io/npy.h"
+#include "kernels/threads.h"
+#include "train/train_options.h"
 #include "train/trainer.h"
 
 namespace vit {
 
 std::string version() { return VIT_VERSION; }
 
-void set_num_threads(int threads) {
-  VIT_CHECK(threads >= 0, "threads", "the number of threads must be >= 0 (0: all cores), got {}", threads);
-  cli::set_threads(threads);
-}
+void set_num_threads(int threads) { kernels::set_num_threads(threads); }
+int num_threads() { return kernels::num_threads(); }
 
 Array load_npy(const std::string& path) {
   const Tensor t = io::load_npy(path).to(DType::F32).contiguous();
@@ -189,34 +187,33 @@ QuantizeReport quantize(const std::string& in, const std::string& out, const Loa
   return {r.summary.tensors, r.summary.max_rel_rms_error, r.in_bytes, r.out_bytes};
 }
 
+namespace {
+
+TrainReport run_training(const train::TrainArgs& args, const std::function<bool(const EpochReport&)>& on_epoch) {
+  train::TrainConfig config = train::make_train_config(args);
+  if (on_epoch) {
+    config.on_epoch = [&on_epoch](const train::EpochReport& e) {
+      return on_epoch({e.epoch, e.epochs, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy, e.test_top5,
+                       e.learning_rate, e.images_per_second, e.epoch_seconds, e.elapsed_seconds, e.step, e.checkpoint});
+    };
+  }
+  const train::TrainResult r = train::train(config);
+  return {r.epochs_run, r.final_test_accuracy, r.best_test_accuracy, r.seconds};
+}
+
+}  // namespace
+
 TrainReport train_model(const std::vector<std::string>& flags,
                         const std::function<bool(const EpochReport&)>& on_epoch) {
-  CLI::App app("vit", "vit");
-  app.require_subcommand(1);
-  TrainReport report;
-  bool ran = false;
-  cli::add_train_command(app, [&](train::TrainConfig& config) {
-    if (on_epoch) {
-      config.on_epoch = [&on_epoch](const train::EpochReport& e) {
-        return on_epoch({e.epoch, e.epochs, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy, e.test_top5,
-                         e.learning_rate, e.images_per_second, e.epoch_seconds, e.elapsed_seconds, e.step,
-                         e.checkpoint});
-      };
-    }
-    const train::TrainResult r = train::train(config);
-    report = {r.epochs_run, r.final_test_accuracy, r.best_test_accuracy, r.seconds};
-    ran = true;
-  });
-  std::vector<std::string> args = {"train"};
-  args.insert(args.end(), flags.begin(), flags.end());
-  std::reverse(args.begin(), args.end());  // CLI11 takes them last to first
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    fail("train", "{}", e.what());
-  }
-  VIT_CHECK(ran, "train", "no training ran (--help?)");
-  return report;
+  return run_training(train::parse_train_flags(flags), on_epoch);
+}
+
+TrainReport train_model(const std::vector<TrainOption>& options,
+                        const std::function<bool(const EpochReport&)>& on_epoch) {
+  train::TrainArgs args;
+  args.spelling = train::Spelling::Keywords;
+  for (const TrainOption& o : options) args.set(o.name, o.values);
+  return run_training(args, on_epoch);
 }
 
 }  // namespace vit

@@ -2,18 +2,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <functional>
-
-namespace vit::train {
-struct TrainConfig;
-}
 
 namespace vit::cli {
 
 void add_demo_command(CLI::App& app);
-// `run` replaces train::train(config) as what the command does once its flags are parsed (the
-// library facade passes one that adds its epoch callback and keeps the result).
-void add_train_command(CLI::App& app, std::function<void(train::TrainConfig&)> run = {});
+void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
 void add_embed_command(CLI::App& app);

@@ -1,12 +1,10 @@
-// The model flags of `vit train`, `vit bench` and `vit info`, in one table: each flag sets one
-// ViTConfig field over the preset's value (--patch-size 4 on --preset vit_digits: the digits
-// model in 4x4 patches). (`--heads` of predict / attention is another flag: see model_options.h.)
+// The model flags of `vit bench` and `vit info`: model::model_options() as CLI11 flags, each
+// setting one ViTConfig field over the preset's value. (`vit train` takes them through
+// train::train_options; `--heads` of predict / attention is a load option: see model_options.h.)
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <functional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "model/vit_config.h"
@@ -30,16 +28,14 @@ class ModelFlags {
   // Refuses (CLI11's "--dim excludes --checkpoint") any model flag but `allowed` together with `option`.
   void exclude(CLI::Option* option, const std::string& allowed = "");
   // --heads' value when given (0 otherwise).
-  int64_t heads_given() const { return heads_->count() > 0 ? values_.num_heads : 0; }
+  int64_t heads_given() const;
   // The preset `preset_name` with the given flags over it; named "custom" when flags were
   // given without an explicit --preset (`preset_given` false: `preset_name` is the command's default).
   model::ViTConfig config(const std::string& preset_name, bool preset_given) const;
 
  private:
-  model::ViTConfig values_;  // what CLI11 parses the given flags into
-  CLI::Option* heads_ = nullptr;
-  std::vector<std::pair<CLI::Option*, std::function<void(model::ViTConfig&)>>> flags_;
-  std::vector<std::string> keys_;  // flags_[i] sets the field with JSON key keys_[i]
+  // flags_[i] is the CLI11 option of model::model_options()[i] (its results: the text given).
+  std::vector<CLI::Option*> flags_;
 };
 
 }  // namespace vit::cli

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "kernels/gemm.h"
+#include "kernels/threads.h"
 #include "train/budget.h"
 #include "train/report.h"
 #include "train/resume.h"
@@ -162,10 +162,7 @@ void plan(Run& run) {
 
 Run start_or_resume(TrainConfig config) {
   if (!config.resume) config.validate();
-  if (config.threads > 0) {
-    omp_set_num_threads(config.threads);
-    kernels::set_blas_threads(config.threads);
-  }
+  if (config.threads > 0) kernels::set_num_threads(config.threads);  // 0: as the process is set
   Run run(config);
   run.threads = omp_get_max_threads();
   VIT_CHECK(!fs::exists(run.files.dir) || fs::is_directory(run.files.dir), "train",

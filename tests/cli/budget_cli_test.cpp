@@ -216,7 +216,7 @@ TEST(TimeBudget, BadValuesAreRefusedNamingThemWithNothingWritten) {
   expect_error(vit("train --data " + data + " --out " + out + " --erase 2 --epochs 1" + kModel),
                "[train] --erase must be in [0, 1], got 2");
   expect_error(vit("train --data " + data + " --out " + out + " --erase nan --epochs 1" + kModel),
-               "[train] --erase must be in [0, 1], got nan");
+               "[train] --erase: must be a number, got 'nan'");
   EXPECT_FALSE(fs::exists(out));
   // A budget too short for one step and an evaluation.
   const CommandResult tiny =

@@ -78,7 +78,8 @@ TEST(ModelFlags, AConvolutionalStemTrainsAndItsCheckpointRuns) {
   for (const char* bad : {"--stem-layers x", "--stem-layers 1 --stem-channels nan"}) {
     const CommandResult r = vit(std::string("info --preset vit_digits ") + bad);
     EXPECT_NE(r.exit_code, 0) << bad << "\n" << r.out;
-    EXPECT_TRUE(contains(r, "Could not convert: --stem-")) << bad << "\n" << r.out;
+    EXPECT_TRUE(contains(r, "[model] --stem-")) << bad << "\n" << r.out;
+    EXPECT_TRUE(contains(r, ": must be a whole number, got '")) << bad << "\n" << r.out;
   }
   // An empty value would read as 0 (no stem): refused, for every model flag.
   for (const char* flag : {"--stem-layers", "--stem-channels", "--representation-size", "--mlp-dim", "--pool"}) {
