@@ -2,10 +2,10 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/validators.h"
-#include "infer/checkpoint.h"
 #include "train/evaluate.h"
 
 namespace vit::cli {
@@ -33,9 +33,10 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->callback([o] {
     set_threads(o->threads);
-    const infer::LoadedCheckpoint ckpt = infer::load_checkpoint(o->checkpoint, {.allow_nonfinite = o->allow_nonfinite});
+    const checkpoint::LoadedCheckpoint ckpt =
+        checkpoint::load_checkpoint(o->checkpoint, {.allow_nonfinite = o->allow_nonfinite});
     if (ckpt.checksum.empty()) warn_no_checksum(o->checkpoint);
-    auto model = infer::model_from_checkpoint(ckpt, o->ema);
+    auto model = checkpoint::model_from_checkpoint(ckpt, o->ema);
     const model::ViTConfig& mc = ckpt.info.model;
     model::check_memory(mc, o->batch, false);
     data::Dataset d = data::load_dataset(o->data, o->split == "test" ? data::Split::Test : data::Split::Train,

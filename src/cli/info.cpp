@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/int8_format.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
-#include "infer/checkpoint.h"
 #include "infer/pretrained.h"
-#include "infer/quantize.h"
 #include "nn/layers.h"
 
 namespace vit::cli {
@@ -31,9 +31,9 @@ void print_storage(const model::VisionTransformer& model, const std::string& pat
   for (const auto& [name, p] : model.named_parameters()) {
     (p.data().dtype() == DType::I8 ? part_of(name).i8 : part_of(name).f32) += p.data().numel();
   }
-  for (const auto& [name, s] : infer::quantization_scales(model)) part_of(name).scales += s.numel();
+  for (const auto& [name, s] : checkpoint::quantization_scales(model)) part_of(name).scales += s.numel();
   std::printf("storage (%s):\n",
-              infer::is_quantized(model) ? "int8 model: Linear weights int8, the rest float32" : "float32 model");
+              checkpoint::is_quantized(model) ? "int8 model: Linear weights int8, the rest float32" : "float32 model");
   double total = 0;
   for (const auto& [name, p] : parts) {
     const double bytes = static_cast<double>(p.i8 + 4 * (p.f32 + p.scales));

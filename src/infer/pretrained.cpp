@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "infer/checkpoint.h"
-#include "infer/quantize.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/int8_format.h"
 #include "io/safetensors.h"
 #include "nn/init.h"
 
@@ -85,7 +85,7 @@ Preprocess parse_preprocess(const std::string& text, int64_t channels, const std
          "{}: metadata 'preprocess' is not {{\"resize\", \"square\", \"crop\", \"filter\", \"mean\", \"std\"}} ({})",
          path, e.what());
   } catch (const Error& e) {
-    rethrow_for_file(path, e, "metadata 'preprocess'");
+    checkpoint::rethrow_for_file(path, e, "metadata 'preprocess'");
   }
   VIT_CHECK(p.resize > 0 && p.resize <= 65536 && p.crop >= 0 && p.crop <= 65536, "checkpoint",
             "{}: metadata 'preprocess' resize {} / crop {} out of range", path, p.resize, p.crop);
@@ -141,8 +141,8 @@ const std::vector<std::string>& imagenet_class_names() {
   return names;
 }
 
-CheckpointInfo checkpoint_info(const LoadedModel& m) {
-  CheckpointInfo info;
+checkpoint::CheckpointInfo checkpoint_info(const LoadedModel& m) {
+  checkpoint::CheckpointInfo info;
   if (m.layout == "vit") {
     info = m.recorded;
   } else {
@@ -183,9 +183,10 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   model::NamedTensors weights, scales;
   bool interpolate_align_corners = false;
   std::map<std::string, std::string> source_keys;  // a foreign file's key of each timm name
-  if (is_vit_checkpoint(file)) {
+  if (checkpoint::is_vit_checkpoint(file)) {
     // Our own checkpoint: everything is in the metadata.
-    LoadedCheckpoint checkpoint = parse_checkpoint(file, {.allow_nonfinite = options.allow_nonfinite});
+    checkpoint::LoadedCheckpoint checkpoint =
+        checkpoint::parse_checkpoint(file, {.allow_nonfinite = options.allow_nonfinite});
     VIT_CHECK(!options.layout || *options.layout == model::Layout::Timm, "checkpoint",
               "{}: a checkpoint written by vit train (weights under timm's names); --layout {} does not apply to it",
               path, model::layout_name(*options.layout));
@@ -210,7 +211,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     scales = std::move(checkpoint.scales);
     out.recorded = std::move(checkpoint.info);
   } else {
-    scan_checkpoint_file(file, /*checksum=*/false, options.allow_nonfinite);
+    checkpoint::scan_checkpoint_file(file, /*checksum=*/false, options.allow_nonfinite);
     const model::Layout layout = options.layout ? *options.layout : model::detect_layout(file.tensors, path);
     out.layout = model::layout_name(layout);
     VIT_CHECK(!options.use_ema, "checkpoint",
@@ -286,14 +287,14 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     if (options.strict) skip.emplace();
     out.model = std::make_unique<model::VisionTransformer>(config, std::make_shared<Generator>(0));
   }
-  prepare_quantized(*out.model, scales, path);
+  checkpoint::prepare_quantized(*out.model, scales, path);
   if (options.strict) check_layer_scale(weights, config, path);
   try {
     const nn::LoadResult r = out.model->load_state_dict(weights, options.strict, /*share=*/true);
     out.missing_keys = r.missing_keys;
     for (const auto& k : r.unexpected_keys) out.unexpected_keys.push_back(k);
   } catch (const Error& e) {
-    rethrow_for_file(path, Error(with_source_keys(e.what(), source_keys)));
+    checkpoint::rethrow_for_file(path, Error(with_source_keys(e.what(), source_keys)));
   }
   if (options.strict && !out.unexpected_keys.empty()) {
     fail("checkpoint", "{}: unexpected keys [{}] (use --no-strict to ignore them)", path,

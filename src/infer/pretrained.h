@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "infer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "infer/preprocess.h"
 #include "model/checkpoint_layout.h"
 #include "model/vision_transformer.h"
@@ -46,14 +46,14 @@ struct LoadedModel {
   std::vector<std::string> ignored_keys;  // known keys inference does not use (DINOv2's mask_token, ...)
   std::string family = "vit";             // vit, deit, dinov2, clip: what the keys say (our checkpoints: "vit")
   std::string checksum;                   // our checkpoints: the verified checksum ("" for an older file without one)
-  CheckpointInfo recorded;                // our checkpoints: what the run recorded (data, progress, config)
+  checkpoint::CheckpointInfo recorded;    // our checkpoints: what the run recorded (data, progress, config)
 };
 
 LoadedModel load_model(const std::string& path, const LoadOptions& options = {});
 
 // The metadata under which to save a loaded model as our checkpoint (vit quantize): ours keep what
 // their run recorded; a foreign layout gets its config, class names and evaluation transform.
-CheckpointInfo checkpoint_info(const LoadedModel& m);
+checkpoint::CheckpointInfo checkpoint_info(const LoadedModel& m);
 
 // A Preprocess as the "preprocess" metadata of a checkpoint records it (checkpoint.h).
 std::string preprocess_json(const Preprocess& p);

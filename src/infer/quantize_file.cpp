@@ -4,8 +4,8 @@
 #include <chrono>
 #include <filesystem>
 
+#include "checkpoint/checkpoint.h"
 #include "core/check.h"
-#include "infer/checkpoint.h"
 
 namespace vit::infer {
 
@@ -21,15 +21,15 @@ QuantizeFileResult quantize_file(const std::string& in, const std::string& out, 
             "--out {} is the input checkpoint itself: write the int8 copy to another file", out);
   VIT_CHECK(overwrite || !fs::exists(out), "quantize", "--out {} exists (--overwrite replaces it)", out);
   LoadedModel m = load_model(in, options);
-  VIT_CHECK(!is_quantized(*m.model), "quantize",
+  VIT_CHECK(!checkpoint::is_quantized(*m.model), "quantize",
             "{}: already an int8 model (written by vit quantize); quantize the float checkpoint it came from", in);
   QuantizeFileResult result;
   try {
     result.summary = quantize_linears(*m.model);
   } catch (const std::exception& e) {
-    rethrow_for_file(in, e);
+    checkpoint::rethrow_for_file(in, e);
   }
-  save_checkpoint(out, *m.model, checkpoint_info(m));
+  checkpoint::save_checkpoint(out, *m.model, checkpoint_info(m));
   result.layout = m.layout;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.in_bytes = fs::file_size(in);

@@ -87,7 +87,7 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict, bool sha
     VIT_CHECK(it->second->shape() == p.shape(), "load_state_dict", "'{}': expected shape {}, got {}", name,
               shape_str(p.shape()), shape_str(it->second->shape()));
     // Values convert between float types; int8 (quantized) values mean nothing without their
-    // scales, so they load only into a parameter already made int8 (infer/quantize.h).
+    // scales, so they load only into a parameter already made int8 (checkpoint/int8_format.h).
     VIT_CHECK((it->second->dtype() == DType::I8) == (p.data().dtype() == DType::I8), "load_state_dict",
               "'{}': a {} tensor for a {} parameter", name, dtype_name(it->second->dtype()),
               dtype_name(p.data().dtype()));

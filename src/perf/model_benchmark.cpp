@@ -8,9 +8,9 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/int8_format.h"
 #include "infer/inference.h"
 #include "infer/pretrained.h"
-#include "infer/quantize.h"
 #include "model/vision_transformer.h"
 #include "optim/optimizer.h"
 #include "train/data_parallel.h"
@@ -42,7 +42,7 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   }
   model::VisionTransformer& model = *owned;
   const model::ViTConfig& c = model.config();
-  r.precision = infer::is_quantized(model) ? "int8" : "float32";
+  r.precision = checkpoint::is_quantized(model) ? "int8" : "float32";
   VIT_CHECK(!config.train || r.precision == "float32", "bench",
             "{}: an int8 model is for inference; --train needs a float checkpoint", config.checkpoint);
   const Tensor images = Tensor::randn({config.batch, c.in_channels, c.image_size, c.image_size}, *gen);

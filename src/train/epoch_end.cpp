@@ -80,7 +80,7 @@ EpochReport end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalR
                   epoch + 1);
     }
   }
-  const infer::CheckpointInfo info = checkpoint_info(run, epoch + 1, 0, "{}");
+  const checkpoint::CheckpointInfo info = checkpoint_info(run, epoch + 1, 0, "{}");
   save(run, run.files.last, info);
   if (eval.top1 > run.result.best_test_accuracy) {
     run.result.best_test_accuracy = eval.top1;

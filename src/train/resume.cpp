@@ -101,7 +101,7 @@ std::string joined(const std::vector<std::string>& parts, const char* separator)
 }
 
 // Refuses every flag the caller gave that the run cannot take, naming it with both values.
-void refuse_changes(const TrainConfig& asked, const TrainConfig& saved, const infer::CheckpointInfo& run,
+void refuse_changes(const TrainConfig& asked, const TrainConfig& saved, const checkpoint::CheckpointInfo& run,
                     const std::string& checkpoint_path) {
   const json a = as_json(asked, asked.model, asked.normalization);
   const json r = as_json(saved, run.model, run.normalization);
@@ -159,7 +159,7 @@ uint64_t hash_dataset(const data::Dataset& d, uint64_t h) {
 
 }  // namespace
 
-TrainConfig resume_config(const TrainConfig& asked, const infer::LoadedCheckpoint& checkpoint,
+TrainConfig resume_config(const TrainConfig& asked, const checkpoint::LoadedCheckpoint& checkpoint,
                           const std::string& checkpoint_path) {
   TrainConfig saved = TrainConfig::from_json(checkpoint.info.train_config_json);
   const model::ViTConfig& m = checkpoint.info.model;
@@ -210,8 +210,8 @@ std::string dataset_fingerprint(const data::Dataset& train, const data::Dataset&
       .dump();
 }
 
-bool check_same_data(const infer::CheckpointInfo& run, const std::string& run_data_dir, const std::string& data_dir,
-                     const data::Dataset& train, const std::string& fingerprint) {
+bool check_same_data(const checkpoint::CheckpointInfo& run, const std::string& run_data_dir,
+                     const std::string& data_dir, const data::Dataset& train, const std::string& fingerprint) {
   std::vector<std::string> differences;
   const auto& names = train.class_names;
   if (names.size() != run.class_names.size()) {

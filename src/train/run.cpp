@@ -30,7 +30,7 @@ void set_steps(Run& run, int64_t steps) {
   run.total_steps = steps;
 }
 
-infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t batch, std::string epoch_stats_json) {
+checkpoint::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t batch, std::string epoch_stats_json) {
   return {run.config.model,
           run.config.to_json(),
           epoch,
@@ -45,13 +45,13 @@ infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t bat
           ""};
 }
 
-void save(const Run& run, const std::string& path, const infer::CheckpointInfo& info) {
+void save(const Run& run, const std::string& path, const checkpoint::CheckpointInfo& info) {
   if (!run.lead()) return;  // rank 0 writes; the others hold the same weights
-  infer::TrainingState state{run.config.optimizer, run.opt->state(), {}};
+  checkpoint::TrainingState state{run.config.optimizer, run.opt->state(), {}};
   if (run.ema) state.ema = run.ema->averages();
   const FileVersion before(path);
   try {
-    infer::save_checkpoint(path, *run.model, info, state);
+    checkpoint::save_checkpoint(path, *run.model, info, state);
   } catch (const Error& e) {
     const FileVersion after(path);
     const std::string left = !(after == before) ? path + " was changed meanwhile, not by this run"

@@ -11,10 +11,10 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/checkpoint.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "dist/comm.h"
-#include "infer/checkpoint.h"
 #include "model/vision_transformer.h"
 #include "optim/optimizer.h"
 #include "train/benchmark_table.h"
@@ -102,10 +102,10 @@ struct Run {
 // A schedule of `steps` optimiser steps: as many epochs as they start.
 void set_steps(Run& run, int64_t steps);
 // The checkpoint's metadata at a position (epoch, batch) of the run.
-infer::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t batch, std::string epoch_stats_json);
+checkpoint::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t batch, std::string epoch_stats_json);
 // Every save goes through here (rank 0 writes): a failed write (disk full, ...) leaves the
 // previous file intact, and the message says so only after checking it.
-void save(const Run& run, const std::string& path, const infer::CheckpointInfo& info);
+void save(const Run& run, const std::string& path, const checkpoint::CheckpointInfo& info);
 // "interrupted by SIGTERM at step N: saved ...; continue with: vit train --resume DIR".
 std::string interrupted_message(const Run& run, const StopSignals& signals);
 // Evaluation shared among the ranks (evaluate.h).

@@ -36,7 +36,7 @@ void hold_out(Run& run) {
 }
 
 // `resumed`: the checkpoint a resumed run continues from, else null.
-void load_data(Run& run, const infer::LoadedCheckpoint* resumed) {
+void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed) {
   const TrainConfig& c = run.config;
   const model::ViTConfig& mc = c.model;
   run.data.train = data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels);
@@ -92,7 +92,7 @@ void load_data(Run& run, const infer::LoadedCheckpoint* resumed) {
 
 // The model, optimiser and EMA, restored from the checkpoint when resuming; metrics.jsonl kept
 // up to the checkpoint's epoch (or started empty).
-void build_model(Run& run, const infer::LoadedCheckpoint* resumed) {
+void build_model(Run& run, const checkpoint::LoadedCheckpoint* resumed) {
   const TrainConfig& c = run.config;
   run.model = std::make_unique<model::VisionTransformer>(c.model, std::make_shared<Generator>(c.seed));
   run.params = run.model->named_parameters();
@@ -103,7 +103,7 @@ void build_model(Run& run, const infer::LoadedCheckpoint* resumed) {
   }
   if (c.ema_decay > 0) run.ema = std::make_unique<optim::ModelEma>(run.params, c.ema_decay);
   if (!resumed) return;  // the folder is made fresh once every rank has agreed (train_job)
-  const infer::LoadedCheckpoint& r = *resumed;
+  const checkpoint::LoadedCheckpoint& r = *resumed;
   run.model->load_state_dict(r.weights);
   run.opt->load_state(r.optimizer);
   if (run.ema) {
@@ -181,11 +181,11 @@ Run start_or_resume(TrainConfig config) {
     run.files.remove_stale_temporaries();
     if (!config.resume) run.files.refuse_to_replace(config.overwrite);
   }
-  std::optional<infer::LoadedCheckpoint> resumed;  // setup's alone: its weights are freed once copied
+  std::optional<checkpoint::LoadedCheckpoint> resumed;  // setup's alone: its weights are freed once copied
   if (config.resume) {
     VIT_CHECK(fs::exists(run.files.last), "train", "--resume {}: no checkpoint {} to resume from", config.out_dir,
               run.files.last);
-    resumed = infer::load_checkpoint(run.files.last);
+    resumed = checkpoint::load_checkpoint(run.files.last);
     run.resumed = true;
     VIT_CHECK(resumed->scales.empty(), "train",
               "--resume {}: {} is an int8 model (vit quantize), for inference only; resume from its float checkpoint",
@@ -215,8 +215,8 @@ Run start_or_resume(TrainConfig config) {
   }
   // Everything a checkpoint records, encoded once before the first step: a save can then fail
   // for want of disk space, never over what it records after hours of training.
-  (void)infer::checkpoint_metadata(run.files.last, checkpoint_info(run, run.start_epoch, 0, "{}"),
-                                   run.config.optimizer);
+  (void)checkpoint::checkpoint_metadata(run.files.last, checkpoint_info(run, run.start_epoch, 0, "{}"),
+                                        run.config.optimizer);
   run.bar = run.config.progress == 1 || (run.config.progress < 0 && ::isatty(STDOUT_FILENO));
   return run;
 }

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "infer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "run_vit.h"
 #include "support/files.h"
 #include "train/trainer.h"
@@ -37,7 +37,7 @@ std::vector<nlohmann::json> metrics(const std::string& run) {
 }
 
 train::TrainConfig saved_config(const std::string& checkpoint) {
-  return train::TrainConfig::from_json(infer::load_checkpoint(checkpoint).info.train_config_json);
+  return train::TrainConfig::from_json(checkpoint::load_checkpoint(checkpoint).info.train_config_json);
 }
 
 // kModel's run as a library config: the Fashion-MNIST recipe on the tiny model, `steps` steps.
@@ -60,8 +60,8 @@ train::TrainConfig tiny_steps(const std::string& data, const std::string& out, i
 
 // The two checkpoints hold the same weights, bit for bit.
 void expect_same_weights(const std::string& a_path, const std::string& b_path) {
-  const auto a = infer::load_checkpoint(a_path);
-  const auto b = infer::load_checkpoint(b_path);
+  const auto a = checkpoint::load_checkpoint(a_path);
+  const auto b = checkpoint::load_checkpoint(b_path);
   ASSERT_EQ(a.weights.size(), b.weights.size());
   for (size_t i = 0; i < a.weights.size(); ++i) {
     const Tensor& x = a.weights[i].second;
@@ -137,7 +137,7 @@ TEST(TimeBudget, StepsEndInsideTheLastEpochAndResumeKeepsThem) {
   EXPECT_EQ(rows[0]["step"], 10);
   EXPECT_EQ(rows[1]["step"], 20);
   EXPECT_EQ(rows[2]["step"], 23);
-  EXPECT_EQ(infer::load_checkpoint(run + "/last.safetensors").info.step, 23);
+  EXPECT_EQ(checkpoint::load_checkpoint(run + "/last.safetensors").info.step, 23);
   // Resumed or not, the same weights.
   expect_same_weights(run + "/last.safetensors", dir.file("full/last.safetensors"));
 }
@@ -159,7 +159,7 @@ TEST(TimeBudget, AReplannedScheduleIsRecordedAndResumed) {
   train::train(stopped);
   const CommandResult resumed = vit("train --resume " + dir.file("run") + " --threads 1");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
-  const auto a = infer::load_checkpoint(dir.file("run/last.safetensors"));
+  const auto a = checkpoint::load_checkpoint(dir.file("run/last.safetensors"));
   EXPECT_EQ(train::TrainConfig::from_json(a.info.train_config_json).schedule,
             (std::vector<std::vector<int64_t>>{{0, 30}, {10, 23}}));
   ASSERT_EQ(a.info.step, 23);
@@ -270,7 +270,7 @@ TEST(Recipes, APresetBringsItsRecipeAndFlagsApplyOnTop) {
   const CommandResult fashion =
       vit("train --data " + data + " --out " + dir.file("f") + " --epochs 1 --threads 1 --batch-size 8");
   ASSERT_EQ(fashion.exit_code, 0) << fashion.out;
-  const auto f = infer::load_checkpoint(dir.file("f/last.safetensors"));
+  const auto f = checkpoint::load_checkpoint(dir.file("f/last.safetensors"));
   const train::TrainConfig fc = train::TrainConfig::from_json(f.info.train_config_json);
   EXPECT_TRUE(fc.augment.hflip);
   EXPECT_EQ(fc.augment.rotate_degrees, 0.0);

@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "infer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "run_vit.h"
 #include "support/files.h"
 
@@ -93,7 +93,7 @@ double CrashSafety::reference_seconds_ = 0.0;
 
 TEST_F(CrashSafety, SigkillAtRandomMomentsThenResumeGivesIdenticalWeights) {
   const std::string out = dir_->file("killed"), log = dir_->file("killed.log");
-  const int64_t total_steps = infer::load_checkpoint(dir_->file("reference/last.safetensors")).info.step;
+  const int64_t total_steps = checkpoint::load_checkpoint(dir_->file("reference/last.safetensors")).info.step;
   std::mt19937 rng(2026);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   // Kill at a random moment within the expected remaining time; resume; repeat. A run that
@@ -102,7 +102,8 @@ TEST_F(CrashSafety, SigkillAtRandomMomentsThenResumeGivesIdenticalWeights) {
   for (int runs = 0; kills < 12; ++runs) {
     ASSERT_LT(runs, 80) << "kills kept missing";
     int64_t done_steps = 0;
-    if (fs::exists(out + "/last.safetensors")) done_steps = infer::load_checkpoint(out + "/last.safetensors").info.step;
+    if (fs::exists(out + "/last.safetensors"))
+      done_steps = checkpoint::load_checkpoint(out + "/last.safetensors").info.step;
     const std::vector<std::string> args = done_steps > 0 || fs::exists(out + "/last.safetensors")
                                               ? std::vector<std::string>{"train", "--resume", out, "--threads", "1"}
                                               : train_args(dir_->file("data"), out);
@@ -116,7 +117,7 @@ TEST_F(CrashSafety, SigkillAtRandomMomentsThenResumeGivesIdenticalWeights) {
       // Whatever moment the kill hit, every checkpoint on disk is complete and readable.
       for (const char* name : {"/last.safetensors", "/best.safetensors"}) {
         if (fs::exists(out + name)) {
-          EXPECT_NO_THROW(infer::load_checkpoint(out + name)) << "after kill " << kills << ": " << name;
+          EXPECT_NO_THROW(checkpoint::load_checkpoint(out + name)) << "after kill " << kills << ": " << name;
         }
       }
       continue;
@@ -160,7 +161,7 @@ TEST_F(CrashSafety, CtrlCSavesACheckpointAndExitsCleanly) {
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("error:"), std::string::npos) << text;
-  const infer::LoadedCheckpoint saved = infer::load_checkpoint(out + "/last.safetensors");
+  const checkpoint::LoadedCheckpoint saved = checkpoint::load_checkpoint(out + "/last.safetensors");
   EXPECT_GT(saved.info.step, 0);
   EXPECT_EQ(temporaries(out), std::vector<std::string>{});
   // Resuming finishes the run with the weights of the uninterrupted one.
@@ -183,7 +184,7 @@ TEST_F(CrashSafety, SigtermSavesAndExitsWith143) {
   const std::string text = read_text(log);
   ASSERT_EQ(code, 143) << "(0 would mean training finished before the signal arrived)\n" << text;
   EXPECT_NE(text.find("interrupted by SIGTERM at step "), std::string::npos) << text;
-  EXPECT_GT(infer::load_checkpoint(out + "/last.safetensors").info.step, 0);
+  EXPECT_GT(checkpoint::load_checkpoint(out + "/last.safetensors").info.step, 0);
 }
 
 TEST_F(CrashSafety, FullDiskDuringASaveKeepsThePreviousCheckpoint) {
@@ -207,7 +208,7 @@ TEST_F(CrashSafety, FullDiskDuringASaveKeepsThePreviousCheckpoint) {
       << text;
   EXPECT_EQ(testing::read_bytes(out + "/last.safetensors"), before);
   EXPECT_EQ(temporaries(out), std::vector<std::string>{});
-  EXPECT_NO_THROW(infer::load_checkpoint(out + "/last.safetensors"));
+  EXPECT_NO_THROW(checkpoint::load_checkpoint(out + "/last.safetensors"));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Hostile checkpoints through the `vit` command: a checkpoint written by infer::save_checkpoint
+// Hostile checkpoints through the `vit` command: a checkpoint written by checkpoint::save_checkpoint
 // is edited in place as a user with a hex editor would (valid JSON, same length), and `vit eval`
 // / `vit predict` refuse each edit in one "error: ..." line naming the field; what stays in range
 // is caught by the checksum; NaN weights are refused unless --allow-nonfinite; a PNG given as a
@@ -99,7 +99,7 @@ TEST_F(HostileCheckpointCli, TheChecksumCatchesValidEditsAndFlippedBytes) {
 
 TEST_F(HostileCheckpointCli, NonFiniteWeightsNeedAllowNonfinite) {
   const std::string file = dir_->file("nan.safetensors");
-  testing::write_tiny_checkpoint(file, [](model::VisionTransformer& m, infer::CheckpointInfo&) {
+  testing::write_tiny_checkpoint(file, [](model::VisionTransformer& m, checkpoint::CheckpointInfo&) {
     for (auto& [name, t] : m.state_dict()) {
       if (name == "blocks.0.attn.qkv.weight") t.data<float>()[17] = std::numeric_limits<float>::quiet_NaN();
     }

@@ -1,5 +1,5 @@
 // Writes the seed corpus of fuzz_checkpoint into the folder given (tests/fuzz/corpus/checkpoint):
-// a tiny checkpoint from infer::save_checkpoint, mid-epoch and older (no checksum) variants that
+// a tiny checkpoint from checkpoint::save_checkpoint, mid-epoch and older (no checksum) variants that
 // load, and copies with one value edited as a hostile user would, each refused for its own
 // reason -- so the fuzzer starts next to every check. Deterministic: rerunning rewrites the same
 // bytes. Not built by default:
@@ -41,10 +41,11 @@ int main(int argc, char** argv) {
     return dir + name;
   };
   fresh("valid");
-  vit::testing::write_tiny_checkpoint(dir + "valid_mid_epoch", [](model::VisionTransformer&, infer::CheckpointInfo& i) {
-    i.batch = 5;
-    i.epoch_stats_json = R"({"loss_sum":9.5,"correct":40,"seen":160,"steps":4,"skipped":1,"seconds":1.5})";
-  });
+  vit::testing::write_tiny_checkpoint(
+      dir + "valid_mid_epoch", [](model::VisionTransformer&, checkpoint::CheckpointInfo& i) {
+        i.batch = 5;
+        i.epoch_stats_json = R"({"loss_sum":9.5,"correct":40,"seen":160,"steps":4,"skipped":1,"seconds":1.5})";
+      });
   vit::testing::edit_metadata(fresh("valid_no_checksum"), [](json& m) { m.erase("checksum"); });
   set_json_field(fresh("mean_1.1307"), "normalization", "mean", json::array({1.1307}));
   set_json_field(fresh("std_0"), "normalization", "std", json::array({0}));
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
   vit::testing::edit_metadata(fresh("epoch_negative"), [](json& m) { m["epoch"] = "-1"; });
   vit::testing::edit_metadata(fresh("batch_without_stats"), [](json& m) { m["batch"] = "3"; });
   vit::testing::edit_metadata(fresh("checksum_malformed"), [](json& m) { m["checksum"] = "xxh64:zz"; });
-  vit::testing::write_tiny_checkpoint(dir + "nan_weight", [](model::VisionTransformer& m, infer::CheckpointInfo&) {
+  vit::testing::write_tiny_checkpoint(dir + "nan_weight", [](model::VisionTransformer& m, checkpoint::CheckpointInfo&) {
     m.state_dict().front().second.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
   });
   std::string bytes = vit::testing::read_text_file(fresh("flipped_data_byte"));
@@ -63,15 +64,15 @@ int main(int argc, char** argv) {
   vit::testing::write_text_file(dir + "flipped_data_byte", bytes);
   // int8 models (vit quantize): one that loads, then a value that could saturate the kernel and a
   // NaN scale (both refused by name).
-  const auto int8 = [](model::VisionTransformer& m, infer::CheckpointInfo&) { infer::quantize_linears(m); };
+  const auto int8 = [](model::VisionTransformer& m, checkpoint::CheckpointInfo&) { infer::quantize_linears(m); };
   vit::testing::write_tiny_checkpoint(dir + "int8_valid", int8);
   vit::testing::write_tiny_checkpoint(dir + "int8_value_-128",
-                                      [&](model::VisionTransformer& m, infer::CheckpointInfo& i) {
+                                      [&](model::VisionTransformer& m, checkpoint::CheckpointInfo& i) {
                                         int8(m, i);
                                         m.head->weight.data().data<int8_t>()[0] = -128;
                                       });
   vit::testing::write_tiny_checkpoint(dir + "int8_scale_nan",
-                                      [&](model::VisionTransformer& m, infer::CheckpointInfo& i) {
+                                      [&](model::VisionTransformer& m, checkpoint::CheckpointInfo& i) {
                                         int8(m, i);
                                         m.head->weight_scale.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
                                       });

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint.h"
 #include "infer/attention_map.h"
-#include "infer/checkpoint.h"
 #include "infer/pretrained.h"
 #include "io/safetensors.h"
 #include "support/errors.h"
@@ -34,12 +34,12 @@ model::ViTConfig tiny() {
 
 void save_tiny(const std::string& path, const std::vector<std::string>& class_names) {
   const model::VisionTransformer model(tiny(), std::make_shared<Generator>(1));
-  CheckpointInfo info;
+  checkpoint::CheckpointInfo info;
   info.model = tiny();
   info.train_config_json = "{}";
   info.class_names = class_names;
   info.normalization = {{0.5}, {0.5}};
-  save_checkpoint(path, model, info);
+  checkpoint::save_checkpoint(path, model, info);
 }
 
 // A checkpoint as an older vit (which accepted --depth 0) wrote it: depth 0, no blocks.
@@ -67,7 +67,7 @@ TEST(HostileModel, DepthZeroIsRefusedEverywhere) {
   forge_depth_zero(dir.file("ok.safetensors"), dir.file("depth0.safetensors"));
   const std::string expected = "[checkpoint] " + dir.file("depth0.safetensors") +
                                ": model_config: [vit_config] dim 8, depth 0, num_heads 2 must be positive";
-  EXPECT_EQ(error_of([&] { load_checkpoint(dir.file("depth0.safetensors")); }), expected);
+  EXPECT_EQ(error_of([&] { checkpoint::load_checkpoint(dir.file("depth0.safetensors")); }), expected);
   EXPECT_EQ(error_of([&] { load_model(dir.file("depth0.safetensors")); }), expected);
 }
 

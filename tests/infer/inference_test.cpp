@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/variable.h"
-#include "infer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "infer/pretrained.h"
 #include "support/files.h"
 #include "support/tolerances.h"
@@ -163,10 +163,10 @@ TEST(InferenceSession, ReleasingMappedWeightsLosesNothing) {
   heap_model.eval();
   testing::TempDir dir;
   const std::string path = dir.path() + "/model.safetensors";
-  infer::CheckpointInfo info;
+  checkpoint::CheckpointInfo info;
   info.model = c;
   info.normalization = {{0.5, 0.5, 0.5}, {0.25, 0.25, 0.25}};
-  infer::save_checkpoint(path, heap_model, info);
+  checkpoint::save_checkpoint(path, heap_model, info);
   infer::LoadedModel loaded = infer::load_model(path);
   VisionTransformer& mapped = *loaded.model;
   mapped.eval();

@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "checkpoint/checkpoint.h"
 #include "cli/run_vit.h"
-#include "infer/checkpoint.h"
 #include "support/files.h"
 
 namespace vit::testing {
@@ -45,7 +45,7 @@ void require_digits() {
 
 // The model's float weights (EMA and optimiser state left out), by name.
 std::vector<std::pair<std::string, Tensor>> weights(const std::string& path) {
-  return infer::load_checkpoint(path).weights;
+  return checkpoint::load_checkpoint(path).weights;
 }
 
 // Equivalence of two weight sets: the whole model's relative difference ||a - b|| / ||a||, and
@@ -79,7 +79,7 @@ Difference difference(const std::string& a_path, const std::string& b_path) {
 // Every tensor of two checkpoints (weights, optimiser state, EMA) equal bit for bit (the files
 // themselves differ: they record the training time).
 void expect_same_tensors(const std::string& a_path, const std::string& b_path) {
-  const infer::LoadedCheckpoint a = infer::load_checkpoint(a_path), b = infer::load_checkpoint(b_path);
+  const checkpoint::LoadedCheckpoint a = checkpoint::load_checkpoint(a_path), b = checkpoint::load_checkpoint(b_path);
   for (const auto& [x, y] : {std::pair{&a.weights, &b.weights}, std::pair{&a.optimizer, &b.optimizer}}) {
     ASSERT_EQ(x->size(), y->size());
     ASSERT_FALSE(x->empty());
@@ -216,7 +216,7 @@ TEST(Mpi, AKilledRankStopsTheJobAndTheRunResumes) {
   EXPECT_NE(out.find("pid " + std::to_string(victim)), std::string::npos) << "the lost rank is named\n" << out;
   EXPECT_NE(out.find("is gone"), std::string::npos) << out;
   EXPECT_NE(out.find("The last good checkpoint is " + run + "/last.safetensors"), std::string::npos) << out;
-  const infer::LoadedCheckpoint saved = infer::load_checkpoint(run + "/last.safetensors");
+  const checkpoint::LoadedCheckpoint saved = checkpoint::load_checkpoint(run + "/last.safetensors");
   EXPECT_GE(saved.info.step, 20);
   EXPECT_LT(saved.info.step, 250) << "killed mid-run";
 
@@ -228,8 +228,8 @@ TEST(Mpi, AKilledRankStopsTheJobAndTheRunResumes) {
   const CommandResult one = vit("train --resume " + dir.file("copy") + " --threads 1 --plain");
   EXPECT_EQ(one.exit_code, 0) << one.out;
   EXPECT_NE(one.out.find("done: test accuracy"), std::string::npos) << one.out;
-  EXPECT_EQ(infer::load_checkpoint(run + "/last.safetensors").info.step, 250);
-  EXPECT_EQ(infer::load_checkpoint(dir.file("copy") + "/last.safetensors").info.step, 250);
+  EXPECT_EQ(checkpoint::load_checkpoint(run + "/last.safetensors").info.step, 250);
+  EXPECT_EQ(checkpoint::load_checkpoint(dir.file("copy") + "/last.safetensors").info.step, 250);
 }
 
 // Ctrl-C to mpirun: it sends SIGTERM to every rank; they agree to stop after the same step, rank 0
@@ -252,12 +252,12 @@ TEST(Mpi, CtrlCToMpirunSavesAndTheRunResumes) {
   ASSERT_NE(at, std::string::npos) << out;
   EXPECT_EQ(out.find("interrupted by", at + 1), std::string::npos) << "rank 0 alone says it\n" << out;
   const int64_t step = std::stoll(out.substr(at + 31));
-  const infer::LoadedCheckpoint saved = infer::load_checkpoint(run + "/last.safetensors");
+  const checkpoint::LoadedCheckpoint saved = checkpoint::load_checkpoint(run + "/last.safetensors");
   EXPECT_EQ(saved.info.step, step) << "the checkpoint is the stop's, not an older one";
   EXPECT_NE(step % 125, 0) << "saved mid-epoch";
   const CommandResult resumed = mpirun("train --resume " + run + " --plain");
   EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
-  EXPECT_EQ(infer::load_checkpoint(run + "/last.safetensors").info.step, 250);
+  EXPECT_EQ(checkpoint::load_checkpoint(run + "/last.safetensors").info.step, 250);
 }
 
 // Ranks given different flags, or different data, are refused before anything is trained or

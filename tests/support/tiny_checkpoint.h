@@ -1,4 +1,4 @@
-// A tiny vit checkpoint written by infer::save_checkpoint (28x28 grey images, 10 classes, width
+// A tiny vit checkpoint written by checkpoint::save_checkpoint (28x28 grey images, 10 classes, width
 // 16, 4 heads, one block, MNIST's normalisation), and the edits a hostile user makes to such a
 // file: bytes replaced in place (same length, so the header length stays right) or the header's
 // metadata rewritten (valid JSON, the header length updated). For the checkpoint-validation tests.
@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "infer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "support/files.h"
 
 namespace vit::testing {
@@ -31,8 +31,8 @@ inline model::ViTConfig tiny_checkpoint_config() {
   return c;
 }
 
-inline infer::CheckpointInfo tiny_checkpoint_info() {
-  infer::CheckpointInfo info;
+inline checkpoint::CheckpointInfo tiny_checkpoint_info() {
+  checkpoint::CheckpointInfo info;
   info.model = tiny_checkpoint_config();
   info.train_config_json = R"({"epochs":3})";
   info.epoch = 2;
@@ -45,11 +45,12 @@ inline infer::CheckpointInfo tiny_checkpoint_info() {
 
 // Writes the checkpoint; `edit` may change the model's weights or the info first.
 inline void write_tiny_checkpoint(
-    const std::string& path, const std::function<void(model::VisionTransformer&, infer::CheckpointInfo&)>& edit = {}) {
-  infer::CheckpointInfo info = tiny_checkpoint_info();
+    const std::string& path,
+    const std::function<void(model::VisionTransformer&, checkpoint::CheckpointInfo&)>& edit = {}) {
+  checkpoint::CheckpointInfo info = tiny_checkpoint_info();
   model::VisionTransformer model(info.model, std::make_shared<Generator>(7));
   if (edit) edit(model, info);
-  infer::save_checkpoint(path, model, info);
+  checkpoint::save_checkpoint(path, model, info);
 }
 
 inline std::string read_text_file(const std::string& path) {

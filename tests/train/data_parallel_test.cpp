@@ -7,7 +7,7 @@
 #include <barrier>
 #include <thread>
 
-#include "infer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "support/files.h"
 #include "support/golden.h"
 #include "train/evaluate.h"
@@ -162,10 +162,10 @@ TEST(DataParallel, DistillationFromATeacherCheckpoint) {
   const data::Batch batch = data::make_batch(d, all, {}, {{0.1}, {0.3}}, true, 1);
 
   model::VisionTransformer teacher_model(small_config(), std::make_shared<Generator>(3));
-  infer::CheckpointInfo info;
+  checkpoint::CheckpointInfo info;
   info.model = teacher_model.config();
   info.normalization = {{0.1}, {0.3}};
-  infer::save_checkpoint(dir.file("teacher.safetensors"), teacher_model, info);
+  checkpoint::save_checkpoint(dir.file("teacher.safetensors"), teacher_model, info);
   model::ViTConfig student = small_config();
   student.pool = "cls";
   student.dist_token = true;
@@ -206,8 +206,8 @@ TEST(DataParallel, DistillationFromATeacherCheckpoint) {
   model::ViTConfig features_only = small_config();
   features_only.num_classes = 0;
   info.model = features_only;
-  infer::save_checkpoint(dir.file("features.safetensors"),
-                         model::VisionTransformer(features_only, std::make_shared<Generator>(1)), info);
+  checkpoint::save_checkpoint(dir.file("features.safetensors"),
+                              model::VisionTransformer(features_only, std::make_shared<Generator>(1)), info);
   try {
     Teacher refused(dir.file("features.safetensors"), student);
     ADD_FAILURE() << "a feature extractor taken as a teacher";

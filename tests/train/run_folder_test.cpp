@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/checkpoint.h"
 #include "data/image.h"
-#include "infer/checkpoint.h"
 #include "support/files.h"
 #include "support/tiny_train.h"
 #include "train/run_lock.h"
@@ -191,15 +191,15 @@ TEST(RunFolder, ClassNamesThatAreNotUtf8AreRecordedEscaped) {
   c.normalization = {};
   c.batch_size = 4;
   EXPECT_EQ(train(c).epochs_run, 1);
-  const infer::LoadedCheckpoint saved = infer::load_checkpoint(dir.file("run/last.safetensors"));
+  const checkpoint::LoadedCheckpoint saved = checkpoint::load_checkpoint(dir.file("run/last.safetensors"));
   EXPECT_EQ(saved.info.class_names, (std::vector<std::string>{"caf\\xE9", "th\\xE9"}));
   EXPECT_NE(read_text(dir.file("run/report.html")).find("caf\\xE9"), std::string::npos);
   // And a checkpoint asked to record such text directly refuses it as a vit error naming the file.
-  infer::CheckpointInfo info = saved.info;
+  checkpoint::CheckpointInfo info = saved.info;
   info.class_names = classes;
-  const auto model = infer::model_from_checkpoint(saved);
+  const auto model = checkpoint::model_from_checkpoint(saved);
   try {
-    infer::save_checkpoint(dir.file("raw.safetensors"), *model, info);
+    checkpoint::save_checkpoint(dir.file("raw.safetensors"), *model, info);
     FAIL() << "saved a checkpoint with non-UTF-8 class names";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()).rfind(
@@ -257,7 +257,7 @@ TEST(RunFolder, ResumeRefusesGivenFlagsThatDisagreeAndTakesMovedData) {
                                  "or start a new run with another --out");
   EXPECT_EQ(testing::read_bytes(run + "/last.safetensors"), before);
   EXPECT_EQ(train(moved).epochs_run, 2);
-  const infer::LoadedCheckpoint saved = infer::load_checkpoint(run + "/last.safetensors");
+  const checkpoint::LoadedCheckpoint saved = checkpoint::load_checkpoint(run + "/last.safetensors");
   EXPECT_EQ(TrainConfig::from_json(saved.info.train_config_json).data_dir, dir.file("moved"));
   EXPECT_NE(saved.info.dataset_json.find("\"train_images\":64"), std::string::npos) << saved.info.dataset_json;
 }

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "infer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "support/files.h"
 #include "support/tiny_train.h"
 
@@ -49,7 +49,7 @@ TEST(Trainer, LearnsAndWritesMetricsReportAndCheckpoints) {
   for (const char* remote : {"src=\"http", "href=\"http", "<script", "<link", "url("}) {
     EXPECT_EQ(report.find(remote), std::string::npos) << "the report must not need the network: " << remote;
   }
-  const infer::LoadedCheckpoint ckpt = infer::load_checkpoint(dir.file("run/last.safetensors"));
+  const checkpoint::LoadedCheckpoint ckpt = checkpoint::load_checkpoint(dir.file("run/last.safetensors"));
   EXPECT_EQ(ckpt.info.epoch, 6);
   EXPECT_EQ(ckpt.info.model.dim, 16);
   EXPECT_EQ(ckpt.info.class_names.size(), 10u);
@@ -67,7 +67,7 @@ TEST(Trainer, LearnsAndWritesMetricsReportAndCheckpoints) {
   EXPECT_TRUE(train(c).milestones.empty());
   const data::Dataset train_data = data::load_dataset(dir.file("data"), data::Split::Train, 1, 28);
   const data::Normalization computed = data::compute_normalization(train_data);
-  EXPECT_EQ(infer::load_checkpoint(dir.file("plain/last.safetensors")).info.normalization.mean, computed.mean);
+  EXPECT_EQ(checkpoint::load_checkpoint(dir.file("plain/last.safetensors")).info.normalization.mean, computed.mean);
   EXPECT_NE(computed.mean[0], 0.1307);
 }
 
@@ -89,8 +89,8 @@ TEST(Trainer, ResumeEndsWithBitIdenticalWeights) {
   resumed.out_dir = dir.file("b");
   resumed.resume = true;
   train(resumed);
-  const infer::LoadedCheckpoint a = infer::load_checkpoint(dir.file("a/last.safetensors"));
-  const infer::LoadedCheckpoint b = infer::load_checkpoint(dir.file("b/last.safetensors"));
+  const checkpoint::LoadedCheckpoint a = checkpoint::load_checkpoint(dir.file("a/last.safetensors"));
+  const checkpoint::LoadedCheckpoint b = checkpoint::load_checkpoint(dir.file("b/last.safetensors"));
   ASSERT_EQ(a.weights.size(), b.weights.size());
   for (size_t i = 0; i < a.weights.size(); ++i) {
     EXPECT_EQ(a.weights[i].second.to_vector(), b.weights[i].second.to_vector()) << a.weights[i].first;
@@ -127,7 +127,7 @@ TEST(Trainer, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
     EXPECT_NE(what.find("at epoch 1 step 1;"), std::string::npos) << what;
   }
   EXPECT_EQ(testing::read_bytes(dir.file("run/last.safetensors")), before);
-  EXPECT_NO_THROW(infer::load_checkpoint(dir.file("run/last.safetensors")));
+  EXPECT_NO_THROW(checkpoint::load_checkpoint(dir.file("run/last.safetensors")));
   // An update that overflows the weights themselves is caught at that step, naming the parameter.
   exploding.lr = 1e39;  // infinite in float32
   try {

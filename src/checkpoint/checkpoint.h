@@ -4,6 +4,7 @@
 // names and normalisation, so `vit eval`, `vit predict` and `vit train --resume` need only the
 // file. Writes are atomic (temporary file, fsync, rename: io::save_safetensors). The training
 // state is passed as plain tensors, so this room needs no optimiser: `train` hands them over.
+// A room of its own below both `infer` (which reads it) and `train` (which writes and resumes it).
 //
 // Reading trusts nothing: every metadata value is checked (finite, in range, consistent with
 // the others and with the tensors' shapes) and an error names the field and value; the
@@ -22,7 +23,7 @@
 #include "model/vision_transformer.h"
 #include "model/vit_config.h"
 
-namespace vit::infer {
+namespace vit::checkpoint {
 
 inline constexpr const char* kCheckpointFormat = "vit-checkpoint-1";
 
@@ -41,7 +42,7 @@ struct CheckpointInfo {
   // What identifies the data trained on (JSON: image counts, shape, hash), so that a resumed run
   // can tell it is given the same; "" when unknown (checkpoints written before it was saved).
   std::string dataset_json;
-  // An int8 model (infer/quantize.h): the "quantization" metadata as JSON ("" for float32). Written
+  // An int8 model (checkpoint/int8_format.h): the "quantization" metadata as JSON ("" for float32). Written
   // from the model by save_checkpoint; read here.
   std::string quantization_json;
   // The evaluation transform when it is not the default one of vit checkpoints (resize to the
@@ -73,7 +74,7 @@ struct LoadedCheckpoint {
   model::NamedTensors weights;    // model parameters (timm names)
   model::NamedTensors optimizer;  // without the "optimizer." prefix
   model::NamedTensors ema;        // without the "ema." prefix
-  model::NamedTensors scales;     // an int8 model's weight scales (infer/quantize.h), not in `weights`
+  model::NamedTensors scales;     // an int8 model's weight scales (checkpoint/int8_format.h), not in `weights`
 };
 
 struct ReadOptions {
@@ -106,4 +107,4 @@ io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool check
 std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint,
                                                                 bool use_ema = false);
 
-}  // namespace vit::infer
+}  // namespace vit::checkpoint

@@ -1,13 +1,13 @@
 // vit checkpoints: writing and reading, with every metadata value checked (see checkpoint.h).
-#include "infer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "infer/quantize.h"
+#include "checkpoint/int8_format.h"
 
-namespace vit::infer {
+namespace vit::checkpoint {
 namespace {
 
 constexpr double kMaxLayerNormEps = 1e-2;  // timm 1e-6, PyTorch 1e-5, Hugging Face 1e-12
@@ -332,4 +332,4 @@ std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedChec
   return model;
 }
 
-}  // namespace vit::infer
+}  // namespace vit::checkpoint

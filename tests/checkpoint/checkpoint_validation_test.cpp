@@ -10,16 +10,19 @@
 #include <filesystem>
 #include <limits>
 
-#include "infer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "infer/pretrained.h"
 #include "io/safetensors.h"
 #include "support/errors.h"
 #include "support/files.h"
 #include "support/tiny_checkpoint.h"
 
-namespace vit::infer {
+namespace vit::checkpoint {
 namespace {
 
+using infer::load_model;
+using infer::LoadedModel;
+using infer::LoadOptions;
 using testing::edit_metadata;
 using ::testing::HasSubstr;
 using testing::replace_in_file;
@@ -237,4 +240,4 @@ TEST(CheckpointLoad, ClassNamesCoverEveryOutput) {
 }
 
 }  // namespace
-}  // namespace vit::infer
+}  // namespace vit::checkpoint

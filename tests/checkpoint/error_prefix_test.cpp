@@ -3,13 +3,15 @@
 // wrapper that prefixed every error it caught).
 #include <gtest/gtest.h>
 
-#include "infer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "infer/pretrained.h"
 #include "support/files.h"
 #include "support/tiny_checkpoint.h"
 
-namespace vit::infer {
+namespace vit::checkpoint {
 namespace {
+
+using infer::load_model;
 
 size_t count_of(const std::string& text, const std::string& part) {
   size_t n = 0;
@@ -48,4 +50,4 @@ TEST(CheckpointErrors, NameTheFileOnce) {
 }
 
 }  // namespace
-}  // namespace vit::infer
+}  // namespace vit::checkpoint
