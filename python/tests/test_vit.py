@@ -261,3 +261,32 @@ def test_notebook_autograd_example():
     assert a.grad == 2.0 and b.grad == 5.0
     assert a.is_leaf and not e.is_leaf and e.grad_fn == "mulBackward"
     assert c.grad is None
+
+
+def test_set_num_threads_zero_means_every_core():
+    before = vit.num_threads()
+    try:
+        vit.set_num_threads(1)
+        assert vit.num_threads() == 1
+        vit.set_num_threads(0)  # all cores, not "keep the previous count"
+        assert vit.num_threads() == len(os.sched_getaffinity(0))
+        with pytest.raises(vit.Error, match=r"\[threads\] the number of threads must be >= 0"):
+            vit.set_num_threads(-1)
+    finally:
+        vit.set_num_threads(before)
+
+
+def test_train_keywords_are_checked_before_anything_runs_in_their_own_words():
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "never")
+        with pytest.raises(vit.Error, match=r"\[train\] hflip: takes true or false, got 'no'"):
+            vit.train(out=out, hflip="no")
+        with pytest.raises(vit.Error, match=r"\[train\] lr: must be a number, got 'fast'"):
+            vit.train(out=out, lr="fast")
+        with pytest.raises(vit.Error, match=r"\[train\] batch_size: takes a number, a string or True/False, got a dict"):
+            vit.train(out=out, batch_size={})
+        with pytest.raises(vit.Error, match=r"\[train\] on_epoch must be a function .*, got a int"):
+            vit.train(out=out, on_epoch=5)
+        with pytest.raises(vit.Error, match=r"\[train\] time_budget excludes epochs"):
+            vit.train(out=out, time_budget="10m", epochs=2)
+        assert not os.path.exists(out)

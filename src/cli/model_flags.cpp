@@ -13,7 +13,7 @@ ModelFlags::ModelFlags(CLI::App& cmd) {
     } else {
       flags_.push_back(cmd.add_option(flag_of(o.name)));
     }
-    flags_.back()->description(o.help);
+    flags_.back()->description(o.help)->type_name(o.type);
   }
 }
 

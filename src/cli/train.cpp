@@ -25,7 +25,7 @@ void add_train_command(CLI::App& app) {
   for (const train::TrainOption& o : train::train_options()) {
     CLI::Option* option =
         o.arity == train::TrainOption::Arity::Flag ? cmd->add_flag(flag_of(o.name)) : cmd->add_option(flag_of(o.name));
-    option->description(o.help);
+    option->description(o.help)->type_name(o.type);
     if (o.arity == train::TrainOption::Arity::List) option->expected(1, 64);
     if (!o.default_text.empty() && o.arity != train::TrainOption::Arity::Flag) option->default_str(o.default_text);
     options->emplace_back(o.name, option);
@@ -33,7 +33,7 @@ void add_train_command(CLI::App& app) {
   for (const model::ModelOption& o : model::model_options()) {
     CLI::Option* option =
         o.toggle ? cmd->add_flag(flag_of(o.name) + ",!" + flag_of(o.negation)) : cmd->add_option(flag_of(o.name));
-    option->description("model: " + o.help);
+    option->description("model: " + o.help)->type_name(o.type);
     options->emplace_back(o.name, option);
   }
   cmd->callback([options] {

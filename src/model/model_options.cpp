@@ -48,10 +48,11 @@ std::vector<ModelOption> make_table() {
   using C = ViTConfig;
   std::vector<ModelOption> t;
   auto value = [&]<typename T>(const char* name, T C::*field, const char* help) {
-    t.push_back({name, "", field_key(field), help, false, setter(field)});
+    const char* type = std::is_integral_v<T> ? "INT" : std::is_floating_point_v<T> ? "FLOAT" : "TEXT";
+    t.push_back({name, "", field_key(field), help, false, type, setter(field)});
   };
   auto toggle = [&](const char* name, const char* negation, bool C::*field, const char* help) {
-    t.push_back({name, negation, field_key(field), help, true, setter(field)});
+    t.push_back({name, negation, field_key(field), help, true, "", setter(field)});
   };
   value("image_size", &C::image_size, "image height and width");
   value("patch_size", &C::patch_size, "patch size");

@@ -19,6 +19,7 @@ struct ModelOption {
   std::string key;       // the ViTConfig JSON key (visit_fields) it sets
   std::string help;
   bool toggle = false;  // true/false: the flag alone means true
+  std::string type;     // for --help: INT, FLOAT, TEXT ("" for a toggle)
   // Sets the field from text; `what` names the option as the caller spelled it, for messages
   // ("[train] --stem-layers: must be a whole number, got 'x'"; an empty value is refused).
   std::function<void(ViTConfig&, const std::string& text, const std::string& what)> set;

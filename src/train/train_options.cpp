@@ -91,13 +91,27 @@ std::function<void(TrainConfig&, const Values&, const std::string&)> numbers(
   };
 }
 
+// The type --help shows.
+std::string type_of(const std::string& name, Arity arity) {
+  if (arity == Arity::Flag) return "";
+  for (const char* n : {"data", "preset", "optimizer", "teacher", "distillation", "out", "resume"}) {
+    if (name == n) return "TEXT";
+  }
+  for (const char* n : {"epochs", "steps", "val_split", "batch_size", "crop_padding", "seed", "threads",
+                        "checkpoint_every", "max_pixels"}) {
+    if (name == n) return "INT";
+  }
+  if (name == "time_budget") return "DURATION";
+  return arity == Arity::List ? "FLOAT ..." : "FLOAT";
+}
+
 std::vector<TrainOption> make_table() {
   const TrainConfig d = fashion_recipe();  // the defaults --help shows: the main job's
   auto num = [](double v) { return number_str(v); };
   std::vector<TrainOption> t;
   auto add = [&](const char* name, Arity arity, const char* help, std::string shown,
                  std::function<void(TrainConfig&, const Values&, const std::string&)> set = {}) {
-    t.push_back({name, arity, help, std::move(shown), std::move(set)});
+    t.push_back({name, arity, help, std::move(shown), type_of(name, arity), std::move(set)});
   };
   add("data", Arity::One, "dataset directory: MNIST IDX files, CIFAR-10 batches, or train/ and test/ image folders",
       d.data_dir, into(&TrainConfig::data_dir));

@@ -41,6 +41,7 @@ struct TrainOption {
   Arity arity = Arity::One;
   std::string help;
   std::string default_text;  // the main job's value, for --help ("" when none)
+  std::string type;          // for --help: INT, FLOAT, TEXT, DURATION ("" for a flag)
   // Sets the option's field from its values (`what`: the option as spelled, for messages). Null for
   // the options make_train_config reads itself (preset, time_budget, resume, no_augment, plain).
   std::function<void(TrainConfig&, const std::vector<std::string>& values, const std::string& what)> set;
