@@ -60,7 +60,9 @@ void add_serve_command(CLI::App& app) {
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    infer::Predictor m = load_predictor(*o);
+    // The server owns the weights it loaded: it never reads the checkpoint file again (a deploy that
+    // rewrites or truncates it cannot change or crash what is being served).
+    infer::Predictor m = load_predictor(*o, infer::Predictor::WeightPages::Own);
     const model::ViTConfig c = m.config();
     const std::string family = m.loaded().family, layout = m.loaded().layout;
     o->server.max_pixels = o->max_pixels;

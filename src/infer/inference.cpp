@@ -13,7 +13,7 @@ InferenceSession::InferenceSession(const model::VisionTransformer& model, Weight
       activations_(std::make_unique<Activations>()) {
   VIT_CHECK(supports(model), "inference",
             "the inference path needs float32 (or int8 Linear) parameters with contiguous storage");
-  weights_ = std::make_shared<const SessionWeights>(model, pages == WeightPages::Release);
+  weights_ = std::make_shared<const SessionWeights>(model, pages == WeightPages::Release, pages == WeightPages::Own);
 }
 
 InferenceSession::~InferenceSession() = default;

@@ -39,7 +39,11 @@ class InferenceSession {
   // The model must outlive the session. Its weights are resolved (Linears packed) here: a session
   // sees the model as it was when it was created (make a new one after changing or reloading
   // its parameters); the other parameters are read in place at every call.
-  enum class WeightPages { Keep, Release };
+  // Keep: read the model's memory as it is; Release: drop the pages of each packed weight where they
+  // are a memory-mapped checkpoint; Own: Release, and copy every other mapped parameter the session
+  // reads, so that after construction it never reads the file (a server whose checkpoint is
+  // rewritten or truncated on disk keeps serving the weights it loaded).
+  enum class WeightPages { Keep, Release, Own };
   explicit InferenceSession(const model::VisionTransformer& model, WeightPages pages = WeightPages::Keep);
   ~InferenceSession();
   static bool supports(const model::VisionTransformer& model);  // float32 parameters

@@ -13,8 +13,6 @@
 namespace vit::infer {
 namespace {
 
-const float* ptr(const Variable& v) { return v.defined() ? v.data().data<float>() : nullptr; }
-
 // Drops the whole pages inside [p, p + bytes) from this process (see inference.h).
 void release_pages(const void* p, size_t bytes) {
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -23,23 +21,43 @@ void release_pages(const void* p, size_t bytes) {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-// Packs each weight once (a weight reached twice shares its packing).
+// Packs each weight once (a weight reached twice shares its packing), and resolves every other
+// parameter to the pointer the session reads: the model's own memory, or (owning) a copy of a
+// memory-mapped one.
 class Packer {
  public:
-  explicit Packer(bool release) : release_(release), simd_(kernels::packed_gemm_supported()) {}
+  Packer(bool release, bool own, std::vector<std::unique_ptr<float[]>>& owned)
+      : release_(release || own), own_(own), simd_(kernels::packed_gemm_supported()), owned_(owned) {}
+
+  // The parameter's floats as the session reads them (null for an absent one).
+  const float* ptr(const Variable& v) {
+    if (!v.defined()) return nullptr;
+    const Tensor& t = v.data();
+    if (!own_ || !t.is_file_mapped()) return t.data<float>();
+    VIT_CHECK(t.is_contiguous() && t.dtype() == DType::F32, "inference", "parameter {} is not contiguous float32",
+              shape_str(t.shape()));
+    auto it = copies_.find(t.data<float>());
+    if (it != copies_.end()) return it->second;
+    owned_.push_back(std::make_unique<float[]>(static_cast<size_t>(t.numel())));
+    std::copy(t.data<float>(), t.data<float>() + t.numel(), owned_.back().get());
+    return copies_[t.data<float>()] = owned_.back().get();
+  }
 
   LinearWeights matrix(const Variable& weight, const Variable& bias, int64_t out, int64_t in) {
     LinearWeights l;
     l.in = in;
     l.out = out;
     l.bias = ptr(bias);
-    l.weight = ptr(weight);
-    if (!simd_) return l;  // float weights are packed only where the kernel runs
-    auto& packed = float_[l.weight];
+    if (!simd_) {  // float weights are packed only where the kernel runs: read in place (or a copy)
+      l.weight = ptr(weight);
+      return l;
+    }
+    const float* source = weight.data().data<float>();
+    auto& packed = float_[source];
     if (!packed) {
-      packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::from_weight(l.weight, out, in));
+      packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::from_weight(source, out, in));
       if (release_ && weight.data().is_file_mapped()) {
-        release_pages(l.weight, static_cast<size_t>(out * in) * sizeof(float));
+        release_pages(source, static_cast<size_t>(out * in) * sizeof(float));
       }
     }
     l.packed = packed;
@@ -67,14 +85,16 @@ class Packer {
   }
 
  private:
-  bool release_, simd_;
+  bool release_, own_, simd_;
+  std::vector<std::unique_ptr<float[]>>& owned_;
+  std::map<const float*, const float*> copies_;  // a mapped parameter's copy, made once
   std::map<const float*, std::shared_ptr<const kernels::PackedMatrix>> float_;
   std::map<const nn::Linear*, std::shared_ptr<const kernels::Int8Matrix>> int8_;
 };
 
-NormWeights norm_of(const std::shared_ptr<nn::LayerNorm>& ln) {
+NormWeights norm_of(const std::shared_ptr<nn::LayerNorm>& ln, Packer& packer) {
   if (!ln) return {};
-  return {ptr(ln->weight), ptr(ln->bias), ln->eps, true};
+  return {packer.ptr(ln->weight), packer.ptr(ln->bias), ln->eps, true};
 }
 
 MlpActivation mlp_activation(const nn::Mlp& mlp) {
@@ -91,10 +111,10 @@ LayerWeights layer(const std::string& name, const nn::Module& module, Packer& pa
   VIT_CHECK(block != nullptr, "inference", "blocks.{} is not an encoder block", name);
   LayerWeights w;
   const nn::MultiHeadSelfAttention& a = *block->attn;
-  w.norm1 = norm_of(block->norm1);
-  w.norm2 = norm_of(block->norm2);
-  w.q_norm = norm_of(a.q_norm);
-  w.k_norm = norm_of(a.k_norm);
+  w.norm1 = norm_of(block->norm1, packer);
+  w.norm2 = norm_of(block->norm2, packer);
+  w.q_norm = norm_of(a.q_norm, packer);
+  w.k_norm = norm_of(a.k_norm, packer);
   w.qkv = packer.linear(*a.qkv);
   w.proj = packer.linear(*a.proj);
   const nn::Mlp& mlp = *block->mlp;
@@ -103,8 +123,8 @@ LayerWeights layer(const std::string& name, const nn::Module& module, Packer& pa
     w.fc2 = packer.linear(*mlp.fc2);
     w.activation = mlp_activation(mlp);
   }
-  if (block->ls1) w.ls1 = ptr(block->ls1->gamma);
-  if (block->ls2) w.ls2 = ptr(block->ls2->gamma);
+  if (block->ls1) w.ls1 = packer.ptr(block->ls1->gamma);
+  if (block->ls2) w.ls2 = packer.ptr(block->ls2->gamma);
   return w;
 }
 
@@ -145,9 +165,10 @@ void NormWeights::forward(const float* x, float* y, int64_t rows, int64_t n) con
   kernels::layernorm_forward<float>(x, weight, bias, y, nullptr, nullptr, rows, n, eps);
 }
 
-SessionWeights::SessionWeights(const model::VisionTransformer& model, bool release) {
+SessionWeights::SessionWeights(const model::VisionTransformer& model, bool release, bool own) {
   const model::ViTConfig& c = model.config();
-  Packer packer(release);
+  Packer packer(release, own, owned);
+  auto ptr = [&packer](const Variable& v) { return packer.ptr(v); };
   stem = stem_of(model, packer);
   const nn::Conv2d& proj = *model.patch_embed->proj;
   patch = packer.matrix(proj.weight, proj.bias, c.dim, c.embed_channels() * c.patch_size * c.patch_size);
@@ -156,10 +177,10 @@ SessionWeights::SessionWeights(const model::VisionTransformer& model, bool relea
   if (dist_token) prefix_rows.push_back(ptr(model.dist_token));
   for (int64_t r = 0; r < c.reg_tokens; ++r) prefix_rows.push_back(ptr(model.reg_token) + r * c.dim);
   pos = ptr(model.pos_embed);
-  norm_pre = norm_of(model.norm_pre);
+  norm_pre = norm_of(model.norm_pre, packer);
   for (const auto& [name, child] : model.blocks->named_children()) layers.push_back(layer(name, *child, packer));
-  norm = norm_of(model.norm);
-  fc_norm = norm_of(model.fc_norm);
+  norm = norm_of(model.norm, packer);
+  fc_norm = norm_of(model.fc_norm, packer);
   if (model.pre_logits) pre_logits = packer.linear(*model.pre_logits->fc);
   if (model.head) head = packer.linear(*model.head);
   if (model.head_dist) head_dist = packer.linear(*model.head_dist);

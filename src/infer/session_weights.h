@@ -4,7 +4,7 @@
 // model's own matrix read in place), every other parameter as a pointer into the model, and each
 // block's MLP activation as an enum. The stages (vit_stages.h) read only these structs.
 // With release, each packed weight's original pages, where they are a memory-mapped checkpoint, are
-// dropped from this process (see inference.h).
+// dropped from this process; owning also copies the rest (see inference.h).
 #pragma once
 
 #include <cstdint>
@@ -73,7 +73,10 @@ struct SessionWeights {
   LinearWeights pre_logits;  // representation layer (then tanh), or absent
   LinearWeights head, head_dist;
 
-  SessionWeights(const model::VisionTransformer& model, bool release);
+  // release: drop each packed weight's mapped pages; own: also copy every other memory-mapped
+  // parameter the session reads, so that it never reads the checkpoint's file again.
+  SessionWeights(const model::VisionTransformer& model, bool release, bool own = false);
+  std::vector<std::unique_ptr<float[]>> owned;  // the copies (own)
 };
 
 }  // namespace vit::infer

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "support/errors.h"
@@ -168,6 +171,36 @@ TEST(Predictor, LoadsFilesAndAppliesPreprocessingOverrides) {
   o.std = {0.0};
   expect_error([&] { Predictor::load(dir.file("tiny.safetensors"), o); },
                "[preprocess] --std values must be positive, got 0");
+}
+
+// A server's checkpoint rewritten or truncated on disk: with WeightPages::Own the predictor keeps
+// serving what it loaded (no SIGBUS reading a truncated mapping, no mix of two models' weights).
+TEST(Predictor, OwningItsWeightsItNeverReadsTheFileAgain) {
+  testing::TempDir dir;
+  const std::string path = dir.file("tiny.safetensors");
+  testing::write_tiny_checkpoint(path);
+  Predictor p = Predictor::load(path, {}, Predictor::WeightPages::Own);
+  p.prepare();
+  const Tensor x = images_for(p, 2);
+  const Tensor before = p.predict(x);
+  // Another model of the same size written over the file in place, then the file truncated.
+  testing::write_tiny_checkpoint(dir.file("other.safetensors"), [](model::VisionTransformer& m, auto&) {
+    for (auto& [name, v] : m.named_parameters()) v.data().fill_(0.25);
+  });
+  const std::vector<uint8_t> other = testing::read_bytes(dir.file("other.safetensors"));
+  {
+    FILE* f = std::fopen(path.c_str(), "r+b");  // in place: the same inode, as a deploy's cp does
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(other.data(), 1, other.size(), f), other.size());
+    std::fclose(f);
+  }
+  const Tensor after_rewrite = p.predict(x);
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+  const Tensor after_truncate = p.predict(x);
+  for (int64_t i = 0; i < before.numel(); ++i) {
+    EXPECT_EQ(after_rewrite.data<float>()[i], before.data<float>()[i]) << i;
+    EXPECT_EQ(after_truncate.data<float>()[i], before.data<float>()[i]) << i;
+  }
 }
 
 }  // namespace
