@@ -33,6 +33,34 @@ py::array_t<float> to_numpy(std::vector<float>&& values, const std::vector<int64
 
 std::vector<int64_t> shape_of(const FloatArray& x) { return std::vector<int64_t>(x.shape(), x.shape() + x.ndim()); }
 
+// A batch of images as the model takes it: a float32 (used in place when C-contiguous) or float64
+// numpy array. Anything else is refused by name: integer pixels (uint8 0..255) are not a normalised
+// batch, and a list, bool, complex or object array is no image batch at all.
+FloatArray images_of(const py::handle& x, const char* op) {
+  if (!py::isinstance<py::array>(x)) {
+    throw vit::Error(std::string("[") + op + "] the input is a " +
+                     std::string(py::str(py::type::of(x).attr("__name__"))) +
+                     ", not a numpy array: pass float32 (B, C, H, W) images (numpy.asarray(x, numpy.float32)); "
+                     "Model.load_image decodes and preprocesses a file");
+  }
+  const auto a = py::reinterpret_borrow<py::array>(x);
+  const py::dtype dtype = a.dtype();
+  if (!dtype.is(py::dtype::of<float>()) && !dtype.is(py::dtype::of<double>())) {
+    throw vit::Error(std::string("[") + op + "] the input is an array of " + std::string(py::str(py::object(dtype))) +
+                     ", not float32: pass normalised float32 (B, C, H, W) images (raw pixels are not; "
+                     "Model.load_image decodes and preprocesses a file as the checkpoint says)");
+  }
+  return FloatArray::ensure(a);
+}
+
+// A path from Python: refused when it holds a NUL character (the file system would read less).
+const std::string& checked_path(const std::string& path, const char* op) {
+  if (path.find('\0') != std::string::npos)
+    throw vit::Error(std::string("[") + op + "] the path holds a NUL character: '" +
+                     path.substr(0, path.find('\0')) + "\\0...'");
+  return path;
+}
+
 // vit.train(**keywords): data="d", epochs=3, hflip=False, mean=[0.5] -> {"data", {"d"}}, {"epochs", {"3"}},
 // {"hflip", {"false"}}, {"mean", {"0.5"}}: the facade's keyword form, checked by the training options' table
 // (train/train_options.h), so a wrong name or value gets the same message as `vit train`. None: not given.
@@ -78,6 +106,16 @@ vit::LoadOptions load_options(std::optional<int64_t> heads, std::optional<std::s
 PYBIND11_MODULE(vit, m) {
   m.doc() = "vit: Vision Transformers in C++ -- load, run, embed, quantize and train ViTs from Python";
   py::register_exception<vit::Error>(m, "Error", PyExc_RuntimeError);
+  // Ctrl-C (or SIGTERM) during vit.train: the run saved its checkpoint and stopped; Python sees a
+  // KeyboardInterrupt (not a vit.Error that `except Exception` would swallow), with Python's advice.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const vit::Interrupted& e) {
+      const std::string message = std::string(e.what()) + "; continue with vit.train(resume='" + e.run_dir() + "')";
+      PyErr_SetString(PyExc_KeyboardInterrupt, message.c_str());
+    }
+  });
   m.attr("__version__") = vit::version();
   m.def("set_num_threads", &vit::set_num_threads, py::arg("threads"),
         "Threads for every following call (0: all cores).");
@@ -86,7 +124,8 @@ PYBIND11_MODULE(vit, m) {
   py::class_<vit::Model>(m, "Model", "A loaded checkpoint (vit.load).")
       .def(
           "predict",
-          [](const vit::Model& self, const FloatArray& x) {
+          [](const vit::Model& self, const py::object& input) {
+            const FloatArray x = images_of(input, "predict");
             const std::vector<int64_t> shape = shape_of(x);
             std::vector<float> logits;
             {
@@ -98,7 +137,8 @@ PYBIND11_MODULE(vit, m) {
           py::arg("images"), "float32 (B, C, H, W) -> logits (B, K)")
       .def(
           "embed",
-          [](const vit::Model& self, const FloatArray& x, std::optional<std::string> pool) {
+          [](const vit::Model& self, const py::object& input, std::optional<std::string> pool) {
+            const FloatArray x = images_of(input, "embed");
             const std::string pooling = pool.value_or("");
             const std::vector<int64_t> in_shape = shape_of(x);
             std::vector<float> out;
@@ -117,7 +157,7 @@ PYBIND11_MODULE(vit, m) {
             std::vector<float> batch;
             batch.reserve(static_cast<size_t>(paths.size() * C * S * S));
             for (const auto& path : paths) {
-              const std::vector<float> image = self.load_image(path);
+              const std::vector<float> image = self.load_image(checked_path(path, "image"));
               batch.insert(batch.end(), image.begin(), image.end());
             }
             std::vector<std::vector<vit::Prediction>> top;
@@ -144,7 +184,8 @@ PYBIND11_MODULE(vit, m) {
       .def(
           "load_image",
           [](const vit::Model& self, const std::string& path) {
-            return to_numpy(self.load_image(path), {self.in_channels(), self.image_size(), self.image_size()});
+            return to_numpy(self.load_image(checked_path(path, "image")),
+                            {self.in_channels(), self.image_size(), self.image_size()});
           },
           py::arg("path"), "an image file, decoded and preprocessed as the checkpoint says: (C, H, W) float32")
       .def_property_readonly("image_size", &vit::Model::image_size)
@@ -169,15 +210,24 @@ PYBIND11_MODULE(vit, m) {
       "load",
       [](const std::string& path, std::optional<int64_t> heads, std::optional<std::string> layout,
          std::optional<double> eps, std::optional<std::string> act, std::optional<int64_t> image_size, bool strict,
-         bool ema) {
-        const vit::LoadOptions o = load_options(heads, layout, eps, act, image_size, strict, ema);
+         bool ema, std::optional<int64_t> resize, std::optional<int64_t> crop, std::optional<std::string> interpolation,
+         std::optional<std::vector<double>> mean, std::optional<std::vector<double>> std) {
+        vit::LoadOptions o = load_options(heads, layout, eps, act, image_size, strict, ema);
+        o.resize = resize.value_or(0);
+        o.crop = crop.value_or(-1);
+        o.interpolation = interpolation.value_or("");
+        o.mean = mean.value_or(std::vector<double>{});
+        o.std = std.value_or(std::vector<double>{});
+        checked_path(path, "load");
         py::gil_scoped_release release;
         return vit::Model::load(path, o);
       },
       py::arg("path"), py::arg("heads") = py::none(), py::arg("layout") = py::none(), py::arg("eps") = py::none(),
       py::arg("act") = py::none(), py::arg("image_size") = py::none(), py::arg("strict") = true,
-      py::arg("ema") = false,
-      "Load any checkpoint vit reads (ours, int8, timm, torchvision, Hugging Face; DeiT, DINOv2, CLIP, ...).");
+      py::arg("ema") = false, py::arg("resize") = py::none(), py::arg("crop") = py::none(),
+      py::arg("interpolation") = py::none(), py::arg("mean") = py::none(), py::arg("std") = py::none(),
+      "Load any checkpoint vit reads (ours, int8, timm, torchvision, Hugging Face; DeiT, DINOv2, CLIP, ...); "
+      "resize/crop/interpolation/mean/std override its preprocessing as vit predict's flags do.");
 
   m.def(
       "quantize",
@@ -232,7 +282,7 @@ PYBIND11_MODULE(vit, m) {
         vit::TrainReport r;
         {
           py::gil_scoped_release release;
-          r = vit::train_model(options, callback);
+          r = vit::train_keywords(options, callback);
         }
         py::dict d;
         d["epochs_run"] = r.epochs_run;

@@ -52,6 +52,12 @@ struct LoadOptions {
   bool strict = true;       // false: missing / unexpected keys are listed (Model::skipped_keys)
   bool ema = false;         // our checkpoints: the EMA weights
   bool allow_nonfinite = false;
+  // Preprocessing over the checkpoint's own (vit predict's --resize, --crop, --interpolation,
+  // --mean, --std): what load_image / decode_image apply.
+  int64_t resize = 0;         // > 0: resize the shorter side to this
+  int64_t crop = -1;          // >= 0: center crop to this (0: none)
+  std::string interpolation;  // "bilinear" or "bicubic" ("": the checkpoint's)
+  std::vector<double> mean, std;  // one value, or one per channel
 };
 
 struct Prediction {
@@ -143,7 +149,7 @@ struct TrainOption {
   std::string name;
   std::vector<std::string> values;
 };
-TrainReport train_model(const std::vector<TrainOption>& options,
-                        const std::function<bool(const EpochReport&)>& on_epoch = {});
+TrainReport train_keywords(const std::vector<TrainOption>& options,
+                           const std::function<bool(const EpochReport&)>& on_epoch = {});
 
 }  // namespace vit

@@ -290,3 +290,40 @@ def test_train_keywords_are_checked_before_anything_runs_in_their_own_words():
         with pytest.raises(vit.Error, match=r"\[train\] time_budget excludes epochs"):
             vit.train(out=out, time_budget="10m", epochs=2)
         assert not os.path.exists(out)
+
+
+def test_inputs_that_are_not_a_normalised_float_batch_are_refused_by_name():
+    m = vit.load(TIMM, heads=4)
+    ref = m.predict(np.full((1, 3, 32, 32), 0.5, np.float32))
+    np.testing.assert_array_equal(m.predict(np.full((1, 3, 32, 32), 0.5, np.float64)), ref)  # float64: narrowed
+    for dtype in (np.uint8, np.int64, np.bool_, np.complex64):
+        with pytest.raises(vit.Error, match=r"\[predict\] the input is an array of .*, not float32"):
+            m.predict(np.zeros((1, 3, 32, 32), dtype))
+        with pytest.raises(vit.Error, match=r"\[embed\] the input is an array of"):
+            m.embed(np.zeros((1, 3, 32, 32), dtype))
+    with pytest.raises(vit.Error, match=r"\[predict\] the input is a list, not a numpy array"):
+        m.predict([[[[0.5] * 32] * 32] * 3])
+    with pytest.raises(vit.Error, match=r"\[predict\] the input is an array of object"):
+        m.predict(np.empty((1, 3, 32, 32), object))
+    with pytest.raises(vit.Error, match=r"\[image\] the path holds a NUL character"):
+        m.load_image(os.path.join(GOLDEN, "preprocess", "coffee.png") + "\0x")
+    with pytest.raises(vit.Error, match=r"\[load\] the path holds a NUL character"):
+        vit.load(TIMM + "\0x", heads=4)
+    with pytest.raises(vit.Error, match=r"\[load\] no path given"):
+        vit.load("")
+    # Preprocessing overrides, as vit predict's flags.
+    with pytest.raises(vit.Error, match=r"\[preprocess\] --std values must be positive"):
+        vit.load(TIMM, heads=4, std=[0.0])
+
+
+def test_ctrl_c_during_train_saves_then_raises_keyboard_interrupt_with_pythons_advice():
+    import signal
+    with tempfile.TemporaryDirectory() as d:
+        write_toy_digits(os.path.join(d, "data"))
+        flags = dict(data=os.path.join(d, "data"), out=os.path.join(d, "run"), preset="vit_digits", dim=16, depth=1,
+                     heads=2, epochs=3, batch_size=32, plain=True)
+        with pytest.raises(KeyboardInterrupt, match=r"saved .*last.safetensors; continue with vit.train\(resume="):
+            vit.train(on_epoch=lambda r: os.kill(os.getpid(), signal.SIGINT), **flags)
+        assert os.path.exists(os.path.join(d, "run", "last.safetensors"))
+        r = vit.train(resume=os.path.join(d, "run"), plain=True)
+        assert r["epochs_run"] >= 1

@@ -48,19 +48,23 @@ namespace {
 
 infer::LoadOptions to_internal(const LoadOptions& o) {
   infer::LoadOptions options;
+  VIT_CHECK(o.eps == 0.0 || (o.eps > 0 && std::isfinite(o.eps)), "load", "eps must be positive (0: the file's), got {}",
+            number_str(o.eps));
   if (!o.layout.empty()) options.layout = model::parse_layout(o.layout);
   VIT_CHECK(o.heads >= 0, "load", "heads must be >= 0 (0: from the file), got {}", o.heads);
   options.num_heads = o.heads;
-  if (o.eps != 0.0) {
-    VIT_CHECK(o.eps > 0 && std::isfinite(o.eps), "load", "eps must be positive, got {}", o.eps);
-    options.eps = o.eps;
-  }
+  if (o.eps != 0.0) options.eps = o.eps;
   if (!o.act.empty()) options.act = o.act;
   VIT_CHECK(o.image_size >= 0, "load", "image_size must be >= 0 (0: the checkpoint's), got {}", o.image_size);
   options.image_size = o.image_size;
   options.strict = o.strict;
   options.use_ema = o.ema;
   options.allow_nonfinite = o.allow_nonfinite;
+  options.resize = o.resize;
+  options.crop = o.crop;
+  if (!o.interpolation.empty()) options.interpolation = infer::parse_filter(o.interpolation);
+  options.mean = o.mean;
+  options.std = o.std;
   return options;
 }
 
@@ -82,6 +86,7 @@ infer::Predictor& Model::handle() const {
 }
 
 Model Model::load(const std::string& path, const LoadOptions& options) {
+  VIT_CHECK(!path.empty(), "load", "no path given: name a checkpoint file (.safetensors)");
   infer::Predictor p = infer::Predictor::load(path, to_internal(options));
   p.prepare();  // the weights packed now, not at the first call
   return Model(std::make_unique<Impl>(std::move(p)));
@@ -208,8 +213,8 @@ TrainReport train_model(const std::vector<std::string>& flags,
   return run_training(train::parse_train_flags(flags), on_epoch);
 }
 
-TrainReport train_model(const std::vector<TrainOption>& options,
-                        const std::function<bool(const EpochReport&)>& on_epoch) {
+TrainReport train_keywords(const std::vector<TrainOption>& options,
+                           const std::function<bool(const EpochReport&)>& on_epoch) {
   train::TrainArgs args;
   args.spelling = train::Spelling::Keywords;
   for (const TrainOption& o : options) args.set(o.name, o.values);

@@ -66,10 +66,10 @@ int run_command(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const vit::train::Interrupted& e) {
+  } catch (const vit::Interrupted& e) {
     // Under mpirun every rank stops at the same step; rank 0 says so for all of them.
     if (!vit::dist::Comm::launched_by_mpirun() || vit::dist::Comm::world().rank() == 0)
-      std::fprintf(stderr, "%s\n", e.what());
+      std::fprintf(stderr, "%s; continue with: vit train --resume %s\n", e.what(), e.run_dir().c_str());
     return 128 + e.signal();  // the shell's convention: 130 after SIGINT, 143 after SIGTERM
   } catch (const vit::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

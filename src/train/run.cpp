@@ -62,8 +62,7 @@ void save(const Run& run, const std::string& path, const checkpoint::CheckpointI
 }
 
 std::string interrupted_message(const Run& run, const StopSignals& signals) {
-  return fmt::format("interrupted by {} at step {}: saved {}; continue with: vit train --resume {}", signals.describe(),
-                     run.step, run.files.last, run.config.out_dir);
+  return fmt::format("interrupted by {} at step {}: saved {}", signals.describe(), run.step, run.files.last);
 }
 
 EvalShard eval_shard(Run& run) {

@@ -106,7 +106,7 @@ checkpoint::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_
 // Every save goes through here (rank 0 writes): a failed write (disk full, ...) leaves the
 // previous file intact, and the message says so only after checking it.
 void save(const Run& run, const std::string& path, const checkpoint::CheckpointInfo& info);
-// "interrupted by SIGTERM at step N: saved ...; continue with: vit train --resume DIR".
+// "interrupted by SIGTERM at step N: saved ..." (each door adds how to continue: run_dir()).
 std::string interrupted_message(const Run& run, const StopSignals& signals);
 // Evaluation shared among the ranks (evaluate.h).
 EvalShard eval_shard(Run& run);

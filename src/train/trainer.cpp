@@ -111,7 +111,7 @@ EpochResult train_epoch(Run& run, DataParallel& parallel, const StopSignals& sig
       progress.finish();
       save(run, run.files.last, mid_epoch_info());
       run.comm.barrier(true);  // no rank exits before the lead has saved (mpirun would end the job)
-      throw Interrupted(interrupted_message(run, signals), run.stop_signal);
+      throw Interrupted(interrupted_message(run, signals), run.stop_signal, run.config.out_dir);
     }
     if (more_batches && c.checkpoint_every > 0 && run.step % c.checkpoint_every == 0) {
       save(run, run.files.last, mid_epoch_info());
@@ -167,7 +167,7 @@ TrainResult train_job(TrainConfig config, dist::Comm& comm) {
       const int stop = static_cast<int>(comm.max(run.stop_signal ? run.stop_signal : signals.pending()));
       if (stop != 0 && epoch + 1 < c.epochs) {
         comm.barrier(true);  // the lead has saved
-        throw Interrupted(interrupted_message(run, signals), stop);
+        throw Interrupted(interrupted_message(run, signals), stop, run.config.out_dir);
       }
       // Under mpirun every rank runs the callback; the ranks stop together if any of them asks.
       if (c.on_epoch && comm.max(c.on_epoch(report) ? 0.0 : 1.0) > 0 && epoch + 1 < c.epochs) {

@@ -30,14 +30,7 @@ struct TrainResult {
 
 // Thrown by train() after SIGINT/SIGTERM once the checkpoint is saved (the CLI exits with 128 +
 // the signal: 130 for SIGINT, 143 for SIGTERM).
-class Interrupted : public Error {
- public:
-  Interrupted(const std::string& message, int signal) : Error(message), signal_(signal) {}
-  int signal() const { return signal_; }  // SIGINT or SIGTERM
-
- private:
-  int signal_;
-};
+using ::vit::Interrupted;  // <vit/error.h>: stopped by a signal after saving
 
 TrainResult train(TrainConfig config);
 

@@ -3,7 +3,6 @@
 #include "infer/predictor.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>

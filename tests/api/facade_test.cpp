@@ -1,0 +1,104 @@
+// <vit/vit.h> as a library user calls it (linked against libvit.so): a moved-from Model throws
+// vit::Error instead of crashing, sized calls check the array's shape, non-finite logits and
+// negative batches are refused, options are checked with readable numbers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "vit/vit.h"
+
+namespace {
+
+const std::string kTimm = std::string(VIT_GOLDEN_DIR) + "/layouts/timm.safetensors";  // 3x32x32, 10 classes
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const vit::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+void expect_error(const std::function<void()>& fn, const std::string& message) {
+  const std::string what = error_of(fn);
+  EXPECT_NE(what.find(message), std::string::npos) << what << "\n  wanted: " << message;
+}
+
+TEST(Facade, AMovedFromModelThrowsInsteadOfCrashing) {
+  vit::Model model = vit::Model::load(kTimm, {.heads = 4});
+  vit::Model other = std::move(model);
+  EXPECT_EQ(other.num_classes(), 10);
+  const std::vector<float> x(3 * 32 * 32, 0.5f);
+  const std::string moved = "[model] this vit::Model was moved from";
+  expect_error([&] { model.predict(x.data(), 1); }, moved);  // NOLINT(bugprone-use-after-move): the point
+  expect_error([&] { model.embed(x.data(), 1); }, moved);
+  expect_error([&] { model.embed_shape(1); }, moved);
+  expect_error([&] { model.top_k(std::vector<float>(10), 1); }, moved);
+  expect_error([&] { model.image_size(); }, moved);
+  expect_error([&] { model.class_names(); }, moved);
+  expect_error([&] { model.layout(); }, moved);
+  expect_error([&] { model.load_image("x.png"); }, moved);
+  expect_error([&] { model.config_json(); }, moved);
+}
+
+TEST(Facade, SizedCallsCheckTheShapeAndValuesAreChecked) {
+  const vit::Model model = vit::Model::load(kTimm, {.heads = 4});
+  const std::vector<float> x(2 * 3 * 32 * 32, 0.25f);
+  const std::vector<float> by_pointer = model.predict(x.data(), 2);
+  EXPECT_EQ(model.predict(x, {2, 3, 32, 32}), by_pointer);
+  expect_error(
+      [&] {
+        model.predict(x, {2, 3, 16, 64});
+      },
+      "[predict] input (2, 3, 16, 64) but the model takes (B, 3, 32, 32)");
+  expect_error(
+      [&] {
+        model.predict(x, {3, 3, 32, 32});
+      },
+      "[predict] 6144 values given for an input of shape (3, 3, 32, 32)");
+  expect_error(
+      [&] {
+        model.embed(x.data(), {2, 3, 32});
+      },
+      "[embed] input (2, 3, 32) but the model takes (B, 3, 32, 32)");
+  expect_error([&] { model.embed_shape(-3); }, "[embed] batch must be >= 0, got -3");
+  std::vector<float> logits = by_pointer;
+  logits[3] = std::numeric_limits<float>::infinity();
+  expect_error([&] { model.top_k(logits, 2); }, "[top_k] the logits contains NaN or infinity (element 3 of 20)");
+  expect_error([&] { model.top_k(std::vector<float>(7), 2); },
+               "[top_k] 7 logits are not rows of the model's 10 classes");
+  EXPECT_EQ(model.top_k(by_pointer, 3).size(), 2u);
+}
+
+TEST(Facade, LoadOptionsAreCheckedWithReadableNumbers) {
+  expect_error([] { vit::Model::load(kTimm, {.heads = 4, .eps = std::nan("")}); },
+               "[load] eps must be positive (0: the file's), got nan");
+  expect_error([] { vit::Model::load(""); }, "[load] no path given");
+  expect_error(
+      [] {
+        vit::Model::load(kTimm, {.heads = 4, .std = {0.5, 0.5}});
+      },
+      "[preprocess] --std needs 1 or 3 values");
+  const vit::Model cropped = vit::Model::load(kTimm, {.heads = 4, .resize = 40, .crop = 32});
+  EXPECT_EQ(cropped.image_size(), 32);
+}
+
+TEST(Facade, SetNumThreadsZeroMeansEveryCore) {
+  vit::set_num_threads(1);
+  EXPECT_EQ(vit::num_threads(), 1);
+  vit::set_num_threads(0);
+  EXPECT_GE(vit::num_threads(), 1);
+  EXPECT_EQ(vit::num_threads(), static_cast<int>(std::thread::hardware_concurrency()));
+  expect_error([] { vit::set_num_threads(-2); }, "[threads] the number of threads must be >= 0");
+}
+
+TEST(Facade, TrainOptionsAreTheCommandsWithOurMessages) {
+  expect_error([] { vit::train_model({"--help"}); }, "[train] unknown option --help");
+  expect_error([] { vit::train_model({"--lr", "fast"}); }, "[train] --lr: must be a number, got 'fast'");
+  expect_error([] { vit::train_keywords({{"hflip", {"no"}}}); }, "[train] hflip: takes true or false, got 'no'");
+}
+
+}  // namespace
