@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/validators.h"
+#include "core/output_file.h"
 #include "io/npy.h"
 
 namespace vit::cli {
@@ -17,7 +18,7 @@ void add_predict_command(CLI::App& app) {
     std::vector<std::string> images;
     std::string tensor, out;
     int64_t top_k = 5, batch = 16;
-    bool invert = false;
+    bool invert = false, overwrite = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("predict", "classify images (PNG/JPEG) or run a .npy batch through a model");
@@ -25,12 +26,17 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("images", o->images, "image files (PNG, JPEG, BMP, ...)");
   cmd->add_option("--tensor", o->tensor, "a float32 (B, C, H, W) .npy input instead of images");
   cmd->add_option("--out", o->out, "with --tensor: write the (B, K) float32 logits here as .npy");
+  cmd->add_flag("--overwrite", o->overwrite, "replace --out if it exists (never an input: the checkpoint, --tensor)");
   cmd->add_option("--top-k", o->top_k, "classes to show")->capture_default_str()->check(kPositive);
   cmd->add_option("--batch-size", o->batch, "images per forward pass")->capture_default_str()->check(kPositive);
   cmd->add_flag("--invert", o->invert, "invert grey levels (dark digits on light paper -> MNIST style)");
   cmd->callback([o] {
     VIT_CHECK(o->images.empty() != o->tensor.empty(), "predict", "give image files or --tensor FILE.npy (not both)");
     VIT_CHECK(o->out.empty() || !o->tensor.empty(), "predict", "--out writes logits of a --tensor input");
+    VIT_CHECK(!o->overwrite || !o->out.empty(), "predict", "--overwrite replaces --out: give --out too");
+    const std::vector<InputFile> inputs = {{"the checkpoint", o->checkpoint}, {"the --tensor input", o->tensor}};
+    const OutputFile out_file{"--out", o->out, "the .npy file"};
+    if (!o->out.empty()) check_output("predict", out_file, inputs, o->overwrite);  // before the model is loaded
     // The graph-free path; the model is only read from here on, so the mapped copy of every
     // packed weight can be dropped (resident memory ~1x the weights).
     infer::Predictor model = load_predictor(*o, infer::Predictor::WeightPages::Release);
@@ -46,7 +52,8 @@ void add_predict_command(CLI::App& app) {
       }
       const Tensor logits = parts.empty() ? Tensor::empty({0, c.num_classes}) : cat(parts, 0);
       if (!o->out.empty()) {
-        io::save_npy(o->out, logits);
+        check_output("predict", out_file, inputs, o->overwrite);  // again, just before writing
+        io::save_npy(o->out, logits, o->overwrite ? Existing::Replace : Existing::Refuse);
         std::printf("wrote %s: logits %s (%s layout)\n", o->out.c_str(), shape_str(logits.shape()).c_str(),
                     model.loaded().layout.c_str());
       } else {

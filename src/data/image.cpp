@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "core/check.h"
+#include "core/output_file.h"
 
 namespace vit::data {
 namespace {
@@ -267,19 +268,16 @@ std::vector<uint8_t> encode(const Image& image, Format format) {
   return bytes;
 }
 
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  VIT_CHECK(out.good(), "image", "{}: cannot write", path);
-}
-
 }  // namespace
 
 std::vector<uint8_t> encode_png(const Image& image) { return encode(image, Format::Png); }
 
-void write_png(const std::string& path, const Image& image) { write_bytes(path, encode_png(image)); }
+void write_png(const std::string& path, const Image& image, Existing existing) {
+  const std::vector<uint8_t> bytes = encode_png(image);
+  write_file_atomically("image", path, bytes.data(), bytes.size(), existing);
+}
 
-void write_image(const std::string& path, const Image& image) {
+void write_image(const std::string& path, const Image& image, Existing existing) {
   std::string ext = std::filesystem::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
   Format format = Format::Png;
@@ -290,7 +288,8 @@ void write_image(const std::string& path, const Image& image) {
   else
     VIT_CHECK(ext == ".png", "image", "{}: cannot tell the image format from '{}' (write .png, .jpg or .bmp)", path,
               ext);
-  write_bytes(path, encode(image, format));
+  const std::vector<uint8_t> bytes = encode(image, format);
+  write_file_atomically("image", path, bytes.data(), bytes.size(), existing);
 }
 
 }  // namespace vit::data

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/output_file.h"
+
 namespace vit::data {
 
 struct Image {
@@ -24,8 +26,10 @@ Image convert_channels(const Image& image, int64_t channels);
 Image resize(const Image& image, int64_t height, int64_t width);
 // PNG bytes of an image (1 or 3 channels), e.g. for embedding in a report.
 std::vector<uint8_t> encode_png(const Image& image);
-void write_png(const std::string& path, const Image& image);
+// The writers write whole files or nothing (core/output_file.h: a temporary file beside `path`,
+// fsynced, renamed); Existing::Refuse leaves a file already there alone ("[image] PATH: exists").
+void write_png(const std::string& path, const Image& image, Existing existing = Existing::Replace);
 // PNG, JPEG (quality 95) or BMP, chosen by the file's extension; any other extension is refused.
-void write_image(const std::string& path, const Image& image);
+void write_image(const std::string& path, const Image& image, Existing existing = Existing::Replace);
 
 }  // namespace vit::data

@@ -6,6 +6,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/check.h"
+#include "core/output_file.h"
 
 namespace vit::infer {
 
@@ -14,12 +15,10 @@ namespace fs = std::filesystem;
 QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadOptions& options,
                                  bool overwrite) {
   const auto start = std::chrono::steady_clock::now();
-  VIT_CHECK(!out.empty(), "quantize", "--out is empty: give the int8 file to write");
-  VIT_CHECK(!fs::is_directory(out), "quantize", "--out {} is a directory: give the int8 file to write", out);
-  std::error_code ec;
-  VIT_CHECK(!fs::exists(out) || !fs::equivalent(in, out, ec), "quantize",
-            "--out {} is the input checkpoint itself: write the int8 copy to another file", out);
-  VIT_CHECK(overwrite || !fs::exists(out), "quantize", "--out {} exists (--overwrite replaces it)", out);
+  // The one rule for written files (core/output_file.h): not the input (links too), not a
+  // directory, not an existing file without overwrite.
+  const OutputFile target{"--out", out, "the int8 file"};
+  check_output("quantize", target, {{"the input checkpoint", in}}, overwrite);
   LoadedModel m = load_model(in, options);
   VIT_CHECK(!checkpoint::is_quantized(*m.model), "quantize",
             "{}: already an int8 model (written by vit quantize); quantize the float checkpoint it came from", in);
@@ -29,6 +28,7 @@ QuantizeFileResult quantize_file(const std::string& in, const std::string& out, 
   } catch (const std::exception& e) {
     checkpoint::rethrow_for_file(in, e);
   }
+  check_output("quantize", target, {{"the input checkpoint", in}}, overwrite);  // again: minutes may have passed
   checkpoint::save_checkpoint(out, *m.model, checkpoint_info(m));
   result.layout = m.layout;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

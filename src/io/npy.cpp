@@ -190,7 +190,7 @@ Tensor load_npy(const std::string& path) {
   return parse_npy(bytes.data(), bytes.size(), path);
 }
 
-void save_npy(const std::string& path, const Tensor& tensor) {
+void save_npy(const std::string& path, const Tensor& tensor, Existing existing) {
   const char* descr = tensor.dtype() == DType::F32   ? "<f4"
                       : tensor.dtype() == DType::F64 ? "<f8"
                       : tensor.dtype() == DType::I8  ? "|i1"
@@ -203,19 +203,14 @@ void save_npy(const std::string& path, const Tensor& tensor) {
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
   const Tensor c = tensor.contiguous();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    VIT_CHECK(out.good(), "npy", "{}: cannot write", path);
-    const uint16_t len = static_cast<uint16_t>(header.size());
-    out.write("\x93NUMPY\x01\x00", 8);
-    out.put(static_cast<char>(len & 0xff));
-    out.put(static_cast<char>(len >> 8));
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(static_cast<const char*>(c.raw_data()), static_cast<std::streamsize>(c.numel() * dtype_size(c.dtype())));
-    VIT_CHECK(out.good(), "npy", "{}: write failed", tmp);
-  }
-  VIT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "npy", "{}: cannot rename into place", path);
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  const char preamble[10] = {
+      '\x93', 'N', 'U', 'M', 'P', 'Y', '\x01', '\x00', static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+  AtomicFile out("npy", path, existing);
+  out.write(preamble, sizeof(preamble));
+  out.write(header.data(), header.size());
+  out.write(c.raw_data(), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+  out.commit();
 }
 
 }  // namespace vit::io

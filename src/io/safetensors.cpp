@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -269,11 +268,6 @@ SafetensorsFile load_safetensors(const std::string& path) {
   return parse(static_cast<const char*>(map), size, owner, path, true);
 }
 
-std::string temp_path(const std::string& path) {
-  static std::atomic<uint64_t> counter{0};
-  return fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
-}
-
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata, bool checksum) {
   VIT_CHECK(!checksum || !metadata.count(kChecksumKey), "safetensors",
@@ -309,39 +303,12 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     fail("safetensors", "{}: cannot write the header as JSON ({})", path, e.what());
   }
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
-  const std::string tmp = temp_path(path);
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("safetensors", "{}: cannot write ({})", tmp, std::strerror(errno));
   const uint64_t header_len = text.size();
-  int first_errno = 0;  // the first failure's reason (ENOSPC, EFBIG, EIO, ...)
-  auto check = [&first_errno](bool ok) {
-    if (!ok && first_errno == 0) first_errno = errno ? errno : EIO;
-  };
-  check(std::fwrite(&header_len, 8, 1, f) == 1);
-  check(std::fwrite(text.data(), 1, text.size(), f) == text.size());
-  for (const Tensor& t : contiguous) {
-    const size_t nbytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
-    if (first_errno == 0 && nbytes > 0) check(std::fwrite(t.raw_data(), 1, nbytes, f) == nbytes);
-  }
-  check(std::fflush(f) == 0);
-  check(::fsync(fileno(f)) == 0);
-  check(std::fclose(f) == 0);
-  if (first_errno != 0) {
-    std::remove(tmp.c_str());
-    fail("safetensors", "{}: write failed ({})", tmp, std::strerror(first_errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    fail("safetensors", "{}: cannot rename into place ({})", path, std::strerror(e));
-  }
-  // Make the rename itself durable (the directory entry), so a power cut cannot lose the file.
-  const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
+  AtomicFile f("safetensors", path);
+  f.write(&header_len, 8);
+  f.write(text.data(), text.size());
+  for (const Tensor& t : contiguous) f.write(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+  f.commit();
 }
 
 }  // namespace vit::io

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/output_file.h"
 #include "core/tensor.h"
 
 namespace vit::io {
@@ -61,14 +62,14 @@ SafetensorsFile load_safetensors(const std::string& path);
 SafetensorsFile parse_safetensors(std::shared_ptr<std::vector<char>> bytes, const std::string& name);
 
 // Writes tensors (F32, F64, I64 or I8) and string metadata, with a checksum in the metadata when
-// asked. Writes to a temporary file of its own (temp_path), flushes, fsyncs and renames, so an
-// existing file is replaced only by a complete one, even with several writers. Throws before
-// renaming, leaving path untouched and no temporary file.
+// asked. Writes to a temporary file of its own (an AtomicFile, core/output_file.h), flushes,
+// fsyncs and renames, so an existing file is replaced only by a complete one, even with several
+// writers. Throws before renaming, leaving path untouched and no temporary file; errors name
+// path, never the temporary file.
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {}, bool checksum = false);
 
-// A temporary name beside `path` that no other writer uses: path + ".tmp.<pid>.<n>", n counting
-// this process's calls, so two processes (or threads) replacing the same file never share one.
-std::string temp_path(const std::string& path);
+// temp_path: core/output_file.h (the one rule for written files), here for the writers above io.
+using vit::temp_path;
 
 }  // namespace vit::io

@@ -62,25 +62,28 @@ TEST_F(VariantsCli, EmbedAndPredictMatchTheReferencesInEveryLayout) {
               testing::kPretrainedLogitTol);
     // DINOv2: the class token after the final norm, and every token.
     r = vit("embed --checkpoint " + kVariants + "dinov2." + layout + ".safetensors --heads 2 --tensor " +
-            input_npy("dinov2") + " --out " + dir_.file("d.npy"));
+            input_npy("dinov2") + " --out " + dir_.file("d_" + layout + ".npy"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_LE(worst_relative(io::load_npy(dir_.file("d.npy")), expected("dinov2", "features_b3." + layout)),
-              testing::kPretrainedLogitTol);
+    EXPECT_LE(
+        worst_relative(io::load_npy(dir_.file("d_" + layout + ".npy")), expected("dinov2", "features_b3." + layout)),
+        testing::kPretrainedLogitTol);
     r = vit("embed --checkpoint " + kVariants + "dinov2_reg." + layout + ".safetensors --heads 2 --pool tokens " +
-            "--tensor " + input_npy("dinov2_reg") + " --out " + dir_.file("t.npy"));
+            "--tensor " + input_npy("dinov2_reg") + " --out " + dir_.file("t_" + layout + ".npy"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_LE(worst_relative(io::load_npy(dir_.file("t.npy")), expected("dinov2_reg", "tokens_b3." + layout)),
-              testing::kPretrainedLogitTol);
+    EXPECT_LE(
+        worst_relative(io::load_npy(dir_.file("t_" + layout + ".npy")), expected("dinov2_reg", "tokens_b3." + layout)),
+        testing::kPretrainedLogitTol);
     // DeiT distilled: logits are the mean of the two heads.
     r = vit("predict --checkpoint " + kVariants + "deit_distilled." + layout + ".safetensors --heads 2 --tensor " +
-            input_npy("deit_distilled") + " --out " + dir_.file("l.npy"));
+            input_npy("deit_distilled") + " --out " + dir_.file("l_" + layout + ".npy"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_LE(worst_relative(io::load_npy(dir_.file("l.npy")), expected("deit_distilled", "logits_b3." + layout)),
+    EXPECT_LE(worst_relative(io::load_npy(dir_.file("l_" + layout + ".npy")),
+                             expected("deit_distilled", "logits_b3." + layout)),
               testing::kPretrainedLogitTol);
   }
   // The DINOv2 mask token is listed (--no-strict lists what is skipped; so does vit info), not an error.
   const CommandResult r = vit("embed --checkpoint " + kVariants + "dinov2.hf.safetensors --heads 2 --no-strict " +
-                              "--tensor " + input_npy("dinov2") + " --out " + dir_.file("d.npy"));
+                              "--tensor " + input_npy("dinov2") + " --out " + dir_.file("mask.npy"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("not used for inference: embeddings.mask_token"), std::string::npos) << r.out;
   // A LAION-style CLIP in timm's names: --act gelu.
