@@ -305,6 +305,12 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOpt
     VIT_CHECK(ok, "checkpoint", "{}: metadata 'checksum' is '{}', not an xxh64 checksum (xxh64: and 16 hex digits)",
               path, s);
   }
+  // Checksums came before int8 files: every int8 file was written with one, so one without it was
+  // edited (its scales then say nothing true).
+  VIT_CHECK(has_checksum || info.quantization_json.empty(), "checkpoint",
+            "{}: an int8 model without its 'checksum' metadata (vit quantize always writes one): the file was "
+            "edited; quantize its float checkpoint again",
+            path);
   const io::ContentScan scan = scan_checkpoint_file(file, has_checksum, options.allow_nonfinite);
   if (has_checksum) {
     VIT_CHECK(scan.checksum == stored->second, "checkpoint",
