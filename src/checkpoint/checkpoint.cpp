@@ -189,6 +189,7 @@ std::map<std::string, std::string> checkpoint_metadata(const std::string& path, 
     if (!info.dataset_json.empty()) metadata["dataset"] = info.dataset_json;
     if (!info.quantization_json.empty()) metadata["quantization"] = info.quantization_json;
     if (!info.preprocess_json.empty()) metadata["preprocess"] = info.preprocess_json;
+    if (!info.evaluated.empty()) metadata["evaluated"] = info.evaluated;
     // The header holds these as JSON strings: all of them must be UTF-8 too.
     (void)nlohmann::json(metadata).dump();
   } catch (const nlohmann::json::exception& e) {
@@ -200,6 +201,8 @@ std::map<std::string, std::string> checkpoint_metadata(const std::string& path, 
 void save_checkpoint(const std::string& path, const model::VisionTransformer& model, const CheckpointInfo& info,
                      const TrainingState& state) {
   validate_checkpoint_info(info, path);
+  VIT_CHECK(info.evaluated != "ema" || !state.ema.empty(), "checkpoint",
+            "{}: 'evaluated' is ema, but no EMA weights are saved", path);
   CheckpointInfo with_model = info;
   with_model.quantization_json = quantization_metadata(model);  // what the model is, not what info says
   const std::map<std::string, std::string> metadata = checkpoint_metadata(path, with_model, state.optimizer);
@@ -255,6 +258,7 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOpt
   if (file.metadata.count("dataset")) info.dataset_json = meta("dataset");
   if (file.metadata.count("quantization")) info.quantization_json = meta("quantization");
   if (file.metadata.count("preprocess")) info.preprocess_json = meta("preprocess");
+  if (file.metadata.count("evaluated")) info.evaluated = meta("evaluated");
   info.elapsed_seconds = parse_seconds(path, meta("elapsed_seconds"));
   for (const char* key : {"class_names", "normalization"}) {
     try {
@@ -294,6 +298,9 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOpt
             "{}: metadata 'optimizer' is 'none' but the file holds {} optimizer tensors", path, c.optimizer.size());
   check_config_fits_weights(path, info.model, c.weights);
   check_ema(path, c.weights, c.ema);
+  VIT_CHECK(info.evaluated.empty() || info.evaluated == "raw" || (info.evaluated == "ema" && !c.ema.empty()),
+            "checkpoint", "{}: metadata 'evaluated' is '{}' ({})", path, info.evaluated,
+            info.evaluated == "ema" ? "but the file holds no EMA weights" : "ema or raw");
 
   // Integrity last, so that an edit that breaks a rule is reported by name.
   const auto stored = file.metadata.find(io::kChecksumKey);
@@ -305,6 +312,12 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOpt
     VIT_CHECK(ok, "checkpoint", "{}: metadata 'checksum' is '{}', not an xxh64 checksum (xxh64: and 16 hex digits)",
               path, s);
   }
+  // Checksums came before int8 files: every int8 file was written with one, so one without it was
+  // edited (its scales then say nothing true).
+  VIT_CHECK(has_checksum || info.quantization_json.empty(), "checkpoint",
+            "{}: an int8 model without its 'checksum' metadata (vit quantize always writes one): the file was "
+            "edited; quantize its float checkpoint again",
+            path);
   const io::ContentScan scan = scan_checkpoint_file(file, has_checksum, options.allow_nonfinite);
   if (has_checksum) {
     VIT_CHECK(scan.checksum == stored->second, "checkpoint",
@@ -319,10 +332,30 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const ReadOptions& opt
   return parse_checkpoint(io::load_safetensors(path), options);
 }
 
-std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint, bool use_ema) {
+bool uses_ema(const LoadedCheckpoint& checkpoint, WeightSet asked) {
+  if (asked == WeightSet::Recorded) {
+    return checkpoint.info.evaluated.empty() ? !checkpoint.ema.empty() : checkpoint.info.evaluated == "ema";
+  }
+  VIT_CHECK(asked == WeightSet::Raw || !checkpoint.ema.empty(), "checkpoint", "{}: no EMA weights in this {}",
+            checkpoint.path,
+            checkpoint.scales.empty() ? "checkpoint (trained without --ema)" : "int8 model (it holds one set)");
+  return asked == WeightSet::Ema;
+}
+
+std::string weights_note(const LoadedCheckpoint& checkpoint, bool ema) {
+  if (checkpoint.ema.empty()) return "";
+  const bool evaluated_ema = uses_ema(checkpoint, WeightSet::Recorded);
+  if (ema == evaluated_ema) {
+    return ema ? "EMA weights, as the run evaluated (--raw: the raw weights)"
+               : "raw weights, as the run evaluated (--ema: the EMA weights)";
+  }
+  return ema ? "EMA weights (--ema); the run evaluated its raw weights"
+             : "raw weights (--raw); the run evaluated its EMA weights";
+}
+
+std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint, WeightSet weights) {
+  const bool use_ema = uses_ema(checkpoint, weights);
   auto model = std::make_unique<model::VisionTransformer>(checkpoint.info.model, std::make_shared<Generator>(0));
-  VIT_CHECK(!use_ema || !checkpoint.ema.empty(), "checkpoint",
-            "{}: no EMA weights in this checkpoint (trained without --ema)", checkpoint.path);
   if (!use_ema) prepare_quantized(*model, checkpoint.scales, checkpoint.path);
   try {
     model->load_state_dict(use_ema ? checkpoint.ema : checkpoint.weights);

@@ -49,7 +49,15 @@ struct CheckpointInfo {
   // image size, no crop, bilinear): a model quantized from timm / torchvision / Hugging Face
   // weights keeps its layout's. JSON {"resize", "square", "crop", "filter", "mean", "std"}; "".
   std::string preprocess_json;
+  // The weights the run evaluated (and picked best.safetensors by): "ema" (its EMA weights, saved
+  // as "ema.*") or "raw" (the model weights); "" when not recorded (files written before it was).
+  // Loading defaults to these (WeightSet::Recorded).
+  std::string evaluated;
 };
+
+// Which of a checkpoint's weight sets to load: the one its run evaluated (the default), the model
+// weights ("raw", --raw) or their EMA (--ema).
+enum class WeightSet { Recorded, Raw, Ema };
 
 // The training state saved beside the weights (all empty for a model alone).
 struct TrainingState {
@@ -102,9 +110,17 @@ io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool check
 // error that already names the file so passes unchanged (never "[checkpoint] F: [checkpoint] F:").
 [[noreturn]] void rethrow_for_file(const std::string& path, const std::exception& e, const std::string& context = "");
 
-// Builds the model a checkpoint describes and loads its weights (its EMA weights when asked; an
-// error if it has none); an int8 checkpoint gives an int8 model.
+// Whether `asked` means the EMA weights of `checkpoint`: Recorded means the set its run evaluated
+// (info.evaluated; a file from before that was recorded: its EMA weights when it has them, as every
+// run with EMA evaluated those). Throws "[checkpoint] FILE: no EMA weights ..." for Ema without them.
+bool uses_ema(const LoadedCheckpoint& checkpoint, WeightSet asked);
+// Which weights were loaded, for output lines: "EMA weights, as the run evaluated", "raw weights
+// (--raw); the run evaluated its EMA weights", ...; "" for a file with one set (nothing to choose).
+std::string weights_note(const LoadedCheckpoint& checkpoint, bool ema);
+
+// Builds the model a checkpoint describes and loads its weights (those its run evaluated, or the
+// set asked for; an error for EMA weights it has none of); an int8 checkpoint gives an int8 model.
 std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint,
-                                                                bool use_ema = false);
+                                                                WeightSet weights = WeightSet::Recorded);
 
 }  // namespace vit::checkpoint

@@ -7,13 +7,14 @@
 #include "cli/model_options.h"
 #include "cli/validators.h"
 #include "train/evaluate.h"
+#include "train/utf8.h"
 
 namespace vit::cli {
 
 void add_eval_command(CLI::App& app) {
   struct Options {
     std::string checkpoint, data = "data/mnist", split = "test";
-    bool json = false, ema = false, allow_nonfinite = false;
+    bool json = false, ema = false, raw = false, allow_nonfinite = false;
     int threads = 0;
     int64_t batch = 500;
     int64_t max_pixels = data::kDefaultMaxPixels;
@@ -27,7 +28,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--max-pixels", o->max_pixels, "image folders: refuse images with more pixels")
       ->capture_default_str()
       ->check(kPositive);
-  cmd->add_flag("--ema", o->ema, "use the checkpoint's EMA weights");
+  add_weight_flags(cmd, o->ema, o->raw);
   cmd->add_flag("--allow-nonfinite", o->allow_nonfinite, "load weights that hold NaN or Inf (refused by default)");
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
@@ -36,11 +37,16 @@ void add_eval_command(CLI::App& app) {
     const checkpoint::LoadedCheckpoint ckpt =
         checkpoint::load_checkpoint(o->checkpoint, {.allow_nonfinite = o->allow_nonfinite});
     if (ckpt.checksum.empty()) warn_no_checksum(o->checkpoint);
-    auto model = checkpoint::model_from_checkpoint(ckpt, o->ema);
+    const bool ema = checkpoint::uses_ema(ckpt, weight_set(o->ema, o->raw));
+    const std::string weights = checkpoint::weights_note(ckpt, ema);
+    auto model = checkpoint::model_from_checkpoint(ckpt, ema ? checkpoint::WeightSet::Ema : checkpoint::WeightSet::Raw);
     const model::ViTConfig& mc = ckpt.info.model;
     model::check_memory(mc, o->batch, false);
     data::Dataset d = data::load_dataset(o->data, o->split == "test" ? data::Split::Test : data::Split::Train,
                                          mc.in_channels, mc.image_size, o->max_pixels);
+    // Class names as training recorded them (bytes that are not UTF-8 as \xHH), so the data a
+    // model was trained on matches its checkpoint.
+    (void)train::escape_class_names(d);
     VIT_CHECK(d.channels == mc.in_channels && d.height == mc.image_size && d.width == mc.image_size, "eval",
               "{}: images are {}x{}x{} but {} expects {}x{}x{}", d.source, d.channels, d.height, d.width, o->checkpoint,
               mc.in_channels, mc.image_size, mc.image_size);
@@ -60,7 +66,8 @@ void add_eval_command(CLI::App& app) {
                                   {"images", r.count},
                                   {"loss", r.loss},
                                   {"top1", r.top1},
-                                  {"top5", r.top5}};
+                                  {"top5", r.top5},
+                                  {"weights", ema ? "ema" : "raw"}};
       nlohmann::ordered_json per_class = nlohmann::ordered_json::object();
       for (size_t k = 0; k < r.per_class_accuracy.size(); ++k) per_class[name_of(k)] = r.per_class_accuracy[k];
       j["per_class_accuracy"] = per_class;
@@ -68,7 +75,8 @@ void add_eval_command(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("%s on %s (%s split, %ld images)\n", o->checkpoint.c_str(), o->data.c_str(), o->split.c_str(), r.count);
+    std::printf("%s on %s (%s split, %ld images)%s\n", o->checkpoint.c_str(), o->data.c_str(), o->split.c_str(),
+                r.count, weights.empty() ? "" : (": " + weights).c_str());
     std::printf("loss %.4f  top-1 %.2f%%  top-5 %.2f%%\n", r.loss, 100 * r.top1, 100 * r.top5);
     std::printf("per-class accuracy:\n");
     for (size_t k = 0; k < r.per_class_accuracy.size(); ++k) {

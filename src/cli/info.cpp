@@ -73,6 +73,7 @@ void add_info_command(CLI::App& app) {
       options.num_heads = model_flags->heads_given();
       infer::LoadedModel loaded = infer::load_model(*checkpoint, options);
       origin = fmt::format("  {} layout{}", loaded.layout, loaded.family != "vit" ? " (" + loaded.family + ")" : "");
+      if (!loaded.weights_note.empty()) origin += "; " + loaded.weights_note;
       if (!loaded.ignored_keys.empty())
         origin += fmt::format("; not used for inference: {}", fmt::join(loaded.ignored_keys, ", "));
       model = std::move(loaded.model);

@@ -28,7 +28,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--image-size", o.image_size, "run at this resolution (position embedding interpolated)")
       ->check(kPositive);
   cmd->add_flag("--no-strict", o.no_strict, "list missing / unexpected keys and continue");
-  cmd->add_flag("--ema", o.ema, "use a vit checkpoint's EMA weights");
+  add_weight_flags(cmd, o.ema, o.raw);
   cmd->add_flag("--allow-nonfinite", o.allow_nonfinite, "load weights that hold NaN or Inf (refused by default)");
   cmd->add_option("--resize", o.resize, "preprocessing: resize the shorter side to this")->check(kPositive);
   cmd->add_option("--crop", o.crop, "preprocessing: center crop size (0: none)")->check(kNonNegative);
@@ -38,6 +38,17 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--std", o.std, "preprocessing: per-channel std")->expected(1, 3);
   cmd->add_option("--threads", o.threads, "threads (0: all cores)")->check(kThreads);
   cmd->add_option("--max-pixels", o.max_pixels, "refuse images with more pixels")->check(kPositive);
+}
+
+void add_weight_flags(CLI::App* cmd, bool& ema, bool& raw) {
+  auto* e = cmd->add_flag(
+      "--ema", ema, "a vit checkpoint's EMA weights (default: the weights its run evaluated, EMA if it had them)");
+  auto* r = cmd->add_flag("--raw", raw, "a vit checkpoint's raw weights, not their EMA");
+  e->excludes(r);
+}
+
+infer::WeightSet weight_set(bool ema, bool raw) {
+  return ema ? infer::WeightSet::Ema : raw ? infer::WeightSet::Raw : infer::WeightSet::Recorded;
 }
 
 void warn_no_checksum(const std::string& path) {
@@ -53,7 +64,7 @@ infer::LoadOptions load_options(const ModelOptions& o) {
   if (!o.act.empty()) options.act = o.act;
   options.image_size = o.image_size;
   options.strict = !o.no_strict;
-  options.use_ema = o.ema;
+  options.weights = weight_set(o.ema, o.raw);
   options.allow_nonfinite = o.allow_nonfinite;
   options.resize = o.resize;
   options.crop = o.crop;
@@ -67,6 +78,11 @@ infer::LoadedModel load_model(const ModelOptions& o) {
   set_threads(o.threads);
   infer::LoadedModel m = infer::load_model(o.checkpoint, load_options(o));
   if (m.layout == "vit" && m.checksum.empty()) warn_no_checksum(o.checkpoint);
+  // Weights other than those the run evaluated, asked for with --raw / --ema: said, since its
+  // accuracy is not the one training printed. (The default is said by each command's own output.)
+  if (!m.weights_note.empty() && (o.ema || o.raw) && m.ema != m.recorded_ema) {
+    std::fprintf(stderr, "note: %s: %s\n", o.checkpoint.c_str(), m.weights_note.c_str());
+  }
   if (o.no_strict) {
     for (const auto& k : m.missing_keys)
       std::fprintf(stderr, "warning: %s: missing key '%s' (left at its initial value)\n", o.checkpoint.c_str(),

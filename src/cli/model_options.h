@@ -14,25 +14,30 @@ struct ModelOptions {
   int64_t heads = 0, image_size = 0, resize = 0, crop = -1;
   double eps = 0.0;
   std::string act;  // MLP activation override (a LAION CLIP in timm's names: gelu)
-  bool no_strict = false, ema = false, allow_nonfinite = false;
+  bool no_strict = false, ema = false, raw = false, allow_nonfinite = false;
   std::string interpolation;
   std::vector<double> mean, std;
   int threads = 0;
   int64_t max_pixels = 0;
 };
 
-// Registers --checkpoint, --layout, --heads, --eps, --image-size, --no-strict, --ema,
+// Registers --checkpoint, --layout, --heads, --eps, --image-size, --no-strict, --ema, --raw,
 // --allow-nonfinite, --resize, --crop, --interpolation, --mean, --std, --threads, --max-pixels.
 void add_model_options(CLI::App* cmd, ModelOptions& o);
 // The load options these flags say (the preprocessing overrides included).
 infer::LoadOptions load_options(const ModelOptions& o);
-// Sets --threads, loads the model, and prints what was not loaded with --no-strict, and a warning
-// for a vit checkpoint without a checksum.
+// Sets --threads, loads the model, and prints what was not loaded with --no-strict, a warning
+// for a vit checkpoint without a checksum, and a note when --raw / --ema picks weights other than
+// those the run evaluated ("note: FILE: raw weights (--raw); the run evaluated its EMA weights").
 infer::LoadedModel load_model(const ModelOptions& o);
 // load_model behind the handle every door wraps.
 infer::Predictor load_predictor(const ModelOptions& o,
                                 infer::Predictor::WeightPages pages = infer::Predictor::WeightPages::Keep);
 // "warning: FILE has no checksum ..." on stderr.
 void warn_no_checksum(const std::string& path);
+// --ema and --raw (excluding each other) into `ema` / `raw`.
+void add_weight_flags(CLI::App* cmd, bool& ema, bool& raw);
+// The weight set they ask for (Recorded when neither).
+infer::WeightSet weight_set(bool ema, bool raw);
 
 }  // namespace vit::cli

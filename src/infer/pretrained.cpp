@@ -152,6 +152,7 @@ checkpoint::CheckpointInfo checkpoint_info(const LoadedModel& m) {
   }
   info.model = m.model->config();
   info.class_names = m.class_names;
+  info.evaluated = "";  // the loaded set (EMA or raw) becomes the file's only weights
   return info;
 }
 
@@ -193,9 +194,11 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     out.layout = "vit";
     out.checksum = checkpoint.checksum;
     config = checkpoint.info.model;
-    weights = options.use_ema ? std::move(checkpoint.ema) : std::move(checkpoint.weights);
-    VIT_CHECK(!weights.empty(), "checkpoint", "{}: no {}weights in this checkpoint", path,
-              options.use_ema ? "EMA " : "");
+    out.ema = checkpoint::uses_ema(checkpoint, options.weights);
+    out.recorded_ema = checkpoint::uses_ema(checkpoint, WeightSet::Recorded);
+    out.weights_note = checkpoint::weights_note(checkpoint, out.ema);
+    weights = out.ema ? std::move(checkpoint.ema) : std::move(checkpoint.weights);
+    VIT_CHECK(!weights.empty(), "checkpoint", "{}: no {}weights in this checkpoint", path, out.ema ? "EMA " : "");
     out.class_names = checkpoint.info.class_names;
     out.preprocess.mean = checkpoint.info.normalization.mean;
     out.preprocess.std = checkpoint.info.normalization.std;
@@ -206,15 +209,13 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     if (!checkpoint.info.preprocess_json.empty()) {
       out.preprocess = parse_preprocess(checkpoint.info.preprocess_json, config.in_channels, path);
     }
-    VIT_CHECK(checkpoint.scales.empty() || !options.use_ema, "checkpoint", "{}: an int8 model has no EMA weights",
-              path);
     scales = std::move(checkpoint.scales);
     out.recorded = std::move(checkpoint.info);
   } else {
     checkpoint::scan_checkpoint_file(file, /*checksum=*/false, options.allow_nonfinite);
     const model::Layout layout = options.layout ? *options.layout : model::detect_layout(file.tensors, path);
     out.layout = model::layout_name(layout);
-    VIT_CHECK(!options.use_ema, "checkpoint",
+    VIT_CHECK(options.weights != WeightSet::Ema, "checkpoint",
               "{}: --ema picks the EMA weights of a checkpoint written by vit train; this {} file has none", path,
               out.layout);
     model::NamedTensors f32;

@@ -16,6 +16,8 @@
 
 namespace vit::infer {
 
+using checkpoint::WeightSet;  // Recorded (what the run evaluated), Raw, Ema
+
 struct LoadOptions {
   std::optional<model::Layout> layout;  // detected when not given
   int64_t num_heads = 0;                // 0: from metadata, else the standard value for a standard width
@@ -23,8 +25,10 @@ struct LoadOptions {
   std::optional<std::string> act;       // MLP activation; default follows the family (OpenAI CLIP: quick_gelu)
   int64_t image_size = 0;               // > 0: run at this resolution (pos_embed resampled)
   bool strict = true;                   // refuse missing / unexpected keys
-  bool use_ema = false;                 // our checkpoints: the EMA weights
-  bool allow_nonfinite = false;         // load weights holding NaN/Inf (refused by default)
+  // Our checkpoints: which weights; by default those the run evaluated (its EMA weights when it
+  // evaluated those). Ema on a file without EMA weights (foreign, int8, trained without) is refused.
+  WeightSet weights = WeightSet::Recorded;
+  bool allow_nonfinite = false;  // load weights holding NaN/Inf (refused by default)
   // Preprocessing over the checkpoint's own evaluation transform (vit predict's --resize, --crop,
   // --interpolation, --mean, --std): checked against the model's channels when it is loaded.
   int64_t resize = 0;                   // > 0: resize the shorter side to this
@@ -47,6 +51,11 @@ struct LoadedModel {
   std::string family = "vit";             // vit, deit, dinov2, clip: what the keys say (our checkpoints: "vit")
   std::string checksum;                   // our checkpoints: the verified checksum ("" for an older file without one)
   checkpoint::CheckpointInfo recorded;    // our checkpoints: what the run recorded (data, progress, config)
+  bool ema = false;                       // our checkpoints: the EMA weights were loaded
+  bool recorded_ema = false;              // our checkpoints: the run evaluated its EMA weights
+  // Our checkpoints holding two weight sets: which was loaded, for output lines ("EMA weights, as
+  // the run evaluated (--raw: the raw weights)", checkpoint::weights_note); "" otherwise.
+  std::string weights_note;
 };
 
 LoadedModel load_model(const std::string& path, const LoadOptions& options = {});

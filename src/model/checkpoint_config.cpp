@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "core/check.h"
 #include "kernels/interpolate.h"
@@ -56,6 +57,42 @@ int64_t default_num_heads(int64_t dim) {
       return 0;  // not a standard width: the head count cannot be told
   }
 }
+
+namespace {
+
+// The number of encoder blocks: one more than the highest "blocks.N." index, every index below it
+// present ("blocks 0-2 and 4-11: no keys of block 3" rather than block 4's keys as unexpected).
+int64_t block_count(const NamedTensors& w, const std::string& source) {
+  std::set<int64_t> seen;
+  for (const auto& [name, t] : w) {
+    if (name.rfind("blocks.", 0) != 0) continue;
+    const size_t end = name.find('.', 7);
+    const std::string digits = name.substr(7, end == std::string::npos ? std::string::npos : end - 7);
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    seen.insert(std::stoll(digits));
+  }
+  VIT_CHECK(!seen.empty(), "checkpoint", "{}: no encoder blocks found (no 'blocks.N.' keys)", source);
+  const int64_t depth = *seen.rbegin() + 1;
+  std::vector<int64_t> gaps;
+  for (int64_t i = 0; i < depth; ++i) {
+    if (!seen.count(i)) gaps.push_back(i);
+  }
+  if (gaps.empty()) return depth;
+  const size_t shown = std::min<size_t>(gaps.size(), 8);
+  fail("checkpoint", "{}: blocks numbered up to {}, but no keys of block{} {}{} (missing: 'blocks.{}.*')", source,
+       depth - 1, gaps.size() == 1 ? "" : "s", fmt::join(gaps.begin(), gaps.begin() + static_cast<long>(shown), ", "),
+       gaps.size() > shown ? fmt::format(" and {} more", gaps.size() - shown) : "", gaps[0]);
+  return depth;
+}
+
+bool in_any_block(const NamedTensors& w, int64_t depth, const std::string& key) {
+  for (int64_t i = 0; i < depth; ++i) {
+    if (find(w, fmt::format("blocks.{}.{}", i, key)) != nullptr) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 double default_eps(Layout layout) { return layout == Layout::HuggingFace ? 1e-12 : 1e-6; }
 
@@ -127,16 +164,16 @@ ViTConfig infer_config(const NamedTensors& w, Layout layout, int64_t num_heads, 
   VIT_CHECK(patch_bias != c.pre_norm, "checkpoint",
             "{}: {} (a model with norm_pre has no patch-embedding bias; one without has one)", source,
             c.pre_norm ? "norm_pre and patch_embed.proj.bias together" : "no norm_pre and no patch_embed.proj.bias");
-  c.depth = 0;
-  while (find(w, fmt::format("blocks.{}.attn.qkv.weight", c.depth))) ++c.depth;
-  VIT_CHECK(c.depth > 0, "checkpoint", "{}: no encoder blocks found", source);
+  c.depth = block_count(w, source);
   const Tensor& fc1 = need("blocks.0.mlp.fc1.weight");
-  c.mlp_layers = find(w, "blocks.0.mlp.fc2.weight") != nullptr ? 2 : 1;
+  // The blocks' optional parts: any block's say the model has them, so one block without its own
+  // is reported missing by name (never another block's as unexpected).
+  c.mlp_layers = in_any_block(w, c.depth, "mlp.fc2.weight") ? 2 : 1;
   c.mlp_dim = fc1.size(0);
   c.mlp_ratio = static_cast<double>(c.mlp_dim) / static_cast<double>(c.dim);
-  c.qkv_bias = find(w, "blocks.0.attn.qkv.bias") != nullptr;
-  c.qk_norm = find(w, "blocks.0.attn.q_norm.weight") != nullptr;
-  if (find(w, "blocks.0.ls1.gamma") != nullptr) c.layer_scale = 1.0;  // the value is the checkpoint's
+  c.qkv_bias = in_any_block(w, c.depth, "attn.qkv.bias");
+  c.qk_norm = in_any_block(w, c.depth, "attn.q_norm.weight");
+  if (in_any_block(w, c.depth, "ls1.gamma")) c.layer_scale = 1.0;  // the value is the checkpoint's
   const Tensor& norm1 = need("blocks.0.norm1.weight");
   c.norm_tokens = norm1.dim() == 2;
   c.final_norm = find(w, "norm.weight") != nullptr || find(w, "fc_norm.weight") != nullptr;

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "autograd/variable.h"
 #include "infer/predictor.h"
@@ -34,18 +35,27 @@ Variable distillation_term(const Variable& dist_logits, const Tensor& teacher_lo
                            int64_t normalizer);
 
 // A teacher model loaded for inference, resampled to the student's image size when it differs
-// (its position table, as `--image-size` does for inference).
+// (its position table, as `--image-size` does for inference). Its classes are matched to the
+// student's by name, never by position: its logits are reordered (and a larger teacher's cut) to
+// the student's outputs.
 class Teacher {
  public:
-  // Throws "[train] --teacher FILE: ..." when the file does not load, has no classifier head, or
-  // its classes, channels or patch grid do not fit the student.
-  Teacher(const std::string& path, const model::ViTConfig& student);
-  // (B, C, H, W) -> (B, K) logits, no graph.
+  // `class_names`: the student's, one per output (the outputs beyond them are named by number, as
+  // load_model names them); `heads` > 0: the teacher's head count (--teacher-heads).
+  // Throws "[train] --teacher FILE: ..." when the file does not load, has no classifier head, lacks
+  // some of the student's class names (named), or its channels or patch grid do not fit the student.
+  Teacher(const std::string& path, const model::ViTConfig& student, const std::vector<std::string>& class_names,
+          int64_t heads = 0);
+  // (B, C, H, W) -> (B, K) logits in the student's class order, no graph.
   Tensor logits(const Tensor& images);
   const infer::LoadedModel& loaded() const { return model_.loaded(); }
+  // The teacher's output of each student output (identity when the names are in the same order).
+  const std::vector<int64_t>& columns() const { return columns_; }
 
  private:
   infer::Predictor model_;
+  std::vector<int64_t> columns_;
+  bool reordered_ = false;
 };
 
 }  // namespace vit::train

@@ -82,8 +82,10 @@ EpochReport end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalR
   }
   const checkpoint::CheckpointInfo info = checkpoint_info(run, epoch + 1, 0, "{}");
   save(run, run.files.last, info);
-  if (eval.top1 > run.result.best_test_accuracy) {
+  // The best so far, the first epoch's whatever its accuracy (a run that stays at 0% still has one).
+  if (eval.top1 > run.result.best_test_accuracy || run.best_epoch == 0) {
     run.result.best_test_accuracy = eval.top1;
+    run.best_epoch = epoch + 1;
     save(run, run.files.best, info);
   }
   run.result.epochs_run = epoch + 1;
@@ -142,7 +144,13 @@ void print_summary(const Run& run) {
     else
       std::printf(" %.1f%% not reached;", 100 * t);
   }
-  std::printf(" wrote %s\n", c.out_dir.c_str());
+  // What is there to show for it: best.safetensors only once an epoch has ended.
+  if (run.best_epoch > 0) {
+    std::printf(" wrote %s (last.safetensors; best.safetensors: epoch %ld, %.2f%%%s)\n", c.out_dir.c_str(),
+                run.best_epoch, 100 * result.best_test_accuracy, run.ema ? ", EMA weights as evaluated" : "");
+  } else {
+    std::printf(" wrote %s (last.safetensors; no epoch ended, so no best.safetensors)\n", c.out_dir.c_str());
+  }
   if (c.time_budget > 0) {
     std::printf("time budget %s: used %.1f s (%.1f%%, evaluation included)\n", duration_str(c.time_budget).c_str(),
                 result.seconds, 100 * result.seconds / c.time_budget);

@@ -52,6 +52,7 @@ constexpr FixedFlag kRunFlags[] = {{"--batch-size", "/batch_size"},
                                    {"--erase", "/augment/erase_prob"},
                                    {"--no-augment", "/augment"},
                                    {"--distillation", "/distillation"},
+                                   {"--teacher-heads", "/teacher_heads"},
                                    {"--distill-alpha", "/distill_alpha"},
                                    {"--distill-tau", "/distill_tau"},
                                    {"--mean", "/normalization/mean"},
@@ -112,6 +113,7 @@ void refuse_changes(const TrainConfig& asked, const TrainConfig& saved, const ch
   std::vector<std::string> fields;
   for (const auto& [key, value] : a.at("model").items()) {
     if (!whole && std::find(set.begin(), set.end(), key) == set.end()) continue;
+    if (key == "num_classes" && !asked.num_classes_given) continue;  // a preset's is a default: the data's is kept
     if (r.at("model").contains(key) && r.at("model").at(key) == value) continue;
     fields.push_back(fmt::format("{} {} (the checkpoint's {})", key, text(value),
                                  r.at("model").contains(key) ? text(r.at("model").at(key)) : "none"));
@@ -164,7 +166,9 @@ TrainConfig resume_config(const TrainConfig& asked, const checkpoint::LoadedChec
   TrainConfig saved = TrainConfig::from_json(checkpoint.info.train_config_json);
   const model::ViTConfig& m = checkpoint.info.model;
   if (asked.given_flags.empty()) {
-    VIT_CHECK(!asked.model_explicit || m.same_architecture(asked.model), "train",
+    model::ViTConfig compared = asked.model;
+    if (!asked.num_classes_given) compared.num_classes = m.num_classes;  // a preset's is a default
+    VIT_CHECK(!asked.model_explicit || m.same_architecture(compared), "train",
               "{}: checkpoint is a different model ({} dim {} depth {} heads {}) than requested ({} dim {} depth {} "
               "heads {})",
               checkpoint_path, m.name, m.dim, m.depth, m.num_heads, asked.model.name, asked.model.dim,

@@ -42,7 +42,8 @@ checkpoint::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_
           std::move(epoch_stats_json),
           run.data.fingerprint,
           "",
-          ""};
+          "",
+          run.ema ? "ema" : "raw"};
 }
 
 void save(const Run& run, const std::string& path, const checkpoint::CheckpointInfo& info) {

@@ -95,6 +95,7 @@ struct Run {
   double elapsed_before = 0.0;  // training seconds of earlier processes (resume)
   Clock::time_point start;      // of this process's training
   TrainResult result;
+  int64_t best_epoch = 0;  // the epoch best.safetensors holds (0: none written)
 
   double elapsed() const { return elapsed_before + std::chrono::duration<double>(Clock::now() - start).count(); }
 };

@@ -35,6 +35,17 @@ void hold_out(Run& run) {
   std::printf("validation: %ld of the %ld training images held out (--val-split); the test set is not used\n", n, size);
 }
 
+// A new run's head: one output per class of the training data, unless --num-classes set it (a
+// preset's count is a default; a 10-class preset on 3 class folders trains a 3-way head).
+void size_head(Run& run) {
+  model::ViTConfig& mc = run.config.model;
+  const auto classes = static_cast<int64_t>(run.data.train.class_names.size());
+  if (run.config.num_classes_given || classes == 0 || classes == mc.num_classes || mc.num_classes == 0) return;
+  std::printf("classes: %ld in %s, so the head has %ld outputs (%s's default is %ld; --num-classes sets it)\n", classes,
+              run.data.train.source.c_str(), classes, mc.name.c_str(), mc.num_classes);
+  mc.num_classes = classes;
+}
+
 // `resumed`: the checkpoint a resumed run continues from, else null.
 void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed) {
   const TrainConfig& c = run.config;
@@ -44,16 +55,12 @@ void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed) {
   // Class names (folder names, classes.txt lines) are any bytes, but checkpoints and report.html
   // record them as UTF-8 text: bytes that are not are recorded as "\xHH" (they are labels only,
   // never used to find files again).
-  std::string escaped;
-  for (data::Dataset* d : {&run.data.train, &run.data.test}) {
-    for (std::string& name : d->class_names) {
-      if (valid_utf8(name)) continue;
-      name = escape_invalid_utf8(name);
-      if (d == &run.data.train) escaped += (escaped.empty() ? "" : ", ") + name;
-    }
+  const std::vector<std::string> escaped = escape_class_names(run.data.train);
+  (void)escape_class_names(run.data.test);
+  if (!escaped.empty()) {
+    std::printf("class names that are not valid UTF-8 are recorded with \\x escapes: %s\n",
+                fmt::format("{}", fmt::join(escaped, ", ")).c_str());
   }
-  if (!escaped.empty())
-    std::printf("class names that are not valid UTF-8 are recorded with \\x escapes: %s\n", escaped.c_str());
   // Labels by class name, not by position in each split's own list: the names the model was
   // trained with are the truth (the checkpoint's when resuming, else the training split's).
   const bool by_checkpoint = resumed && !resumed->info.class_names.empty();
@@ -64,6 +71,7 @@ void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed) {
     const std::vector<std::string> missing = data::map_classes(*d, known, whose);
     if (!missing.empty()) fmt::print(stderr, "note: {} has no images of: {}\n", d->source, fmt::join(missing, ", "));
   }
+  if (!resumed) size_head(run);
   // A resumed run continues on the data it was trained on: refused otherwise, moved is fine.
   run.data.fingerprint = dataset_fingerprint(run.data.train, run.data.test);
   run.data.benchmark = known_benchmark(run.data.train.class_names, run.data.train.size(), run.data.test.size());
@@ -153,11 +161,16 @@ void plan(Run& run) {
   for (double t : c.milestones) run.result.milestones.emplace_back(t, -1.0);
   for (const auto& row : read_metrics(run.files.metrics)) {
     const double acc = metric(row, "test_acc");
-    if (acc > run.result.best_test_accuracy) run.result.best_test_accuracy = acc;
+    if (acc > run.result.best_test_accuracy || (run.best_epoch == 0 && std::isfinite(acc))) {
+      run.result.best_test_accuracy = acc;
+      run.best_epoch = static_cast<int64_t>(metric(row, "epoch"));
+    }
     for (auto& [t, at] : run.result.milestones) {
       if (at < 0 && acc >= t) at = metric(row, "elapsed");
     }
   }
+  if (!fs::exists(run.files.best))
+    run.best_epoch = 0;  // none written (before vit wrote one every run): the next epoch's
 }
 
 Run start_or_resume(TrainConfig config) {
@@ -200,8 +213,14 @@ Run start_or_resume(TrainConfig config) {
   load_data(run, resumed ? &*resumed : nullptr);
   build_model(run, resumed ? &*resumed : nullptr);
   if (!run.config.teacher.empty()) {
-    run.teacher = std::make_unique<Teacher>(run.config.teacher, run.config.model);
+    run.teacher = std::make_unique<Teacher>(run.config.teacher, run.config.model, run.data.train.class_names,
+                                            run.config.teacher_heads);
     const infer::LoadedModel& t = run.teacher->loaded();
+    const std::vector<int64_t>& columns = run.teacher->columns();
+    bool reordered = t.model->config().num_classes != run.config.model.num_classes;
+    for (size_t k = 0; k < columns.size(); ++k) reordered = reordered || columns[k] != static_cast<int64_t>(k);
+    if (reordered)
+      std::printf("--teacher %s: its classes matched to the student's by name\n", run.config.teacher.c_str());
     // The teacher sees the student's input: warn when it was trained on other statistics.
     if (t.preprocess.mean != run.data.norm.mean || t.preprocess.std != run.data.norm.std) {
       std::fprintf(stderr,

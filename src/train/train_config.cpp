@@ -78,6 +78,9 @@ void TrainConfig::validate() const {
             "--teacher {}: the student has no distillation token to learn from it (a deit_*_distilled preset, or "
             "--dist-token)",
             teacher);
+  VIT_CHECK(teacher_heads >= 0, op, "--teacher-heads must be positive, got {}", teacher_heads);
+  VIT_CHECK(teacher_heads == 0 || !teacher.empty(), op,
+            "--teacher-heads {} needs --teacher (it sets the teacher's heads)", teacher_heads);
   VIT_CHECK(teacher.empty() || valid_utf8(teacher), op,
             "--teacher: the path is not valid UTF-8, and checkpoints record it for --resume");
   VIT_CHECK(threads >= 0, op, "--threads must be >= 0, got {}", threads);

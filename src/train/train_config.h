@@ -66,6 +66,9 @@ struct TrainConfig {
   // The model fields set on the command line (ViTConfig keys; "*" for a --preset: all of them).
   // On resume each must equal the checkpoint's.
   std::vector<std::string> given_model_fields;
+  // The head's size was set (--num-classes): else a new run's head has one output per class of its
+  // training data (a preset's num_classes is a default), and resuming keeps the checkpoint's.
+  bool num_classes_given = false;
   int64_t stop_after_epoch = 0;  // > 0: stop after this epoch as if interrupted (resume continues the same schedule)
   // Called at each epoch end, after its checkpoint is saved (the library's and Python's per-epoch
   // callback); returning false stops the run there, resumable as after --stop-after-epoch. An
@@ -80,6 +83,7 @@ struct TrainConfig {
   // second head against this teacher checkpoint's predictions. Empty: no teacher (a distilled
   // student then trains both heads on the labels, through their mean).
   std::string teacher;
+  int64_t teacher_heads = 0;          // > 0: the teacher's head count (else its file's, or its width's standard)
   std::string distillation = "hard";  // hard (argmax of the teacher) or soft (KL at distill_tau)
   double distill_alpha = 0.5;         // weight of the distillation head's loss
   double distill_tau = 1.0;           // soft: temperature
@@ -116,6 +120,7 @@ struct TrainConfig {
     visit("val_split", val_split, Presence::Optional);
     visit("schedule", schedule, Presence::Optional);
     visit("teacher", teacher, Presence::Optional);
+    visit("teacher_heads", teacher_heads, Presence::Optional);
     visit("distillation", distillation, Presence::Optional);
     visit("distill_alpha", distill_alpha, Presence::Optional);
     visit("distill_tau", distill_tau, Presence::Optional);

@@ -98,7 +98,7 @@ std::string type_of(const std::string& name, Arity arity) {
     if (name == n) return "TEXT";
   }
   for (const char* n : {"epochs", "steps", "val_split", "batch_size", "crop_padding", "seed", "threads",
-                        "checkpoint_every", "max_pixels"}) {
+                        "checkpoint_every", "max_pixels", "teacher_heads"}) {
     if (name == n) return "INT";
   }
   if (name == "time_budget") return "DURATION";
@@ -174,6 +174,10 @@ std::vector<TrainOption> make_table() {
       "DeiT distillation: a teacher checkpoint (any layout vit loads) whose predictions the student's distillation "
       "head learns (the student needs --dist-token or a deit_*_distilled preset)",
       "", into(&TrainConfig::teacher));
+  add("teacher_heads", Arity::One,
+      "with --teacher: the teacher's attention heads, for a teacher of non-standard width without them in its file "
+      "(default: from the file, else standard for its width)",
+      "", into(&TrainConfig::teacher_heads));
   add("distillation", Arity::One, "with --teacher: hard (the teacher's top class) or soft (KL)", d.distillation,
       [](TrainConfig& c, const Values& v, const std::string& what) {
         c.distillation = parse_choice(one(v, what), kOp, what, {"hard", "soft"});
@@ -290,6 +294,8 @@ TrainConfig make_train_config(const TrainArgs& args) {
     if (std::find(c.given_model_fields.begin(), c.given_model_fields.end(), o->key) == c.given_model_fields.end())
       c.given_model_fields.push_back(o->key);
   }
+  c.num_classes_given =
+      std::find(c.given_model_fields.begin(), c.given_model_fields.end(), "num_classes") != c.given_model_fields.end();
   const bool model_given = !c.given_model_fields.empty();
   if (model_given && !preset_given) c.model.name = "custom";
   c.model_explicit = preset_given || model_given;

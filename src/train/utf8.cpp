@@ -60,4 +60,14 @@ std::string escape_invalid_utf8(std::string_view s) {
   return out;
 }
 
+std::vector<std::string> escape_class_names(data::Dataset& d) {
+  std::vector<std::string> escaped;
+  for (std::string& name : d.class_names) {
+    if (valid_utf8(name)) continue;
+    name = escape_invalid_utf8(name);
+    escaped.push_back(name);
+  }
+  return escaped;
+}
+
 }  // namespace vit::train

@@ -4,6 +4,9 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "data/dataset.h"
 
 namespace vit::train {
 
@@ -13,5 +16,9 @@ bool valid_utf8(std::string_view s);
 // s with every byte that is not part of a well-formed sequence written as the text "\xHH"
 // (valid UTF-8 is returned unchanged): distinct names stay distinct and readable.
 std::string escape_invalid_utf8(std::string_view s);
+// A dataset's class names as checkpoints record them: names that are not valid UTF-8 escaped as
+// above, in place. Training records them so and `vit eval` matches the data the same way, so a
+// model is always scored on the data it was trained on. Returns the names it escaped.
+std::vector<std::string> escape_class_names(data::Dataset& d);
 
 }  // namespace vit::train

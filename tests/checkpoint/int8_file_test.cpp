@@ -62,7 +62,8 @@ TEST(Int8File, SavesAndLoadsWithTheSameLogits) {
 
 // ---- bad files ----
 
-// A valid int8 file, then one edit of its tensors or metadata, saved without a checksum.
+// A valid int8 file, then one edit of its tensors or metadata, saved with a new checksum (an edit
+// the checksum cannot catch: the checks by name must).
 class BadInt8File : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -77,9 +78,9 @@ class BadInt8File : public ::testing::Test {
     }
   }
   // Saves the (edited) tensors and metadata; returns the error message of loading it ("" if none).
-  std::string load_error() {
+  std::string load_error(bool checksum = true) {
     const std::string path = dir.file("bad.safetensors");
-    io::save_safetensors(path, tensors, metadata, /*checksum=*/false);
+    io::save_safetensors(path, tensors, metadata, checksum);
     try {
       load_model(path);
     } catch (const Error& e) {
@@ -99,6 +100,17 @@ class BadInt8File : public ::testing::Test {
 };
 
 TEST_F(BadInt8File, TheUneditedCopyLoads) { EXPECT_EQ(load_error(), ""); }
+
+// Every int8 file was written with a checksum (they came later): one without it was edited, and
+// is refused before its scales (here a finite, positive 1e30) are believed.
+TEST_F(BadInt8File, WithoutItsChecksum) {
+  const std::string unedited = load_error(/*checksum=*/false);
+  EXPECT_NE(unedited.find("int8 model without its 'checksum'"), std::string::npos) << unedited;
+  tensor("head.weight_scale").data<float>()[0] = 1e30f;
+  const std::string scaled = load_error(/*checksum=*/false);
+  EXPECT_NE(scaled.find("int8 model without its 'checksum'"), std::string::npos) << scaled;
+  EXPECT_THROW(load_checkpoint(dir.file("bad.safetensors")), Error);
+}
 
 TEST_F(BadInt8File, ValueOutsideTheSevenBitRange) {
   tensor("blocks.1.mlp.fc2.weight").data<int8_t>()[5] = -128;

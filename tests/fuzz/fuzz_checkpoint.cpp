@@ -17,7 +17,8 @@ VIT_FUZZ_TARGET({
   const vit::checkpoint::LoadedCheckpoint checkpoint = vit::checkpoint::parse_checkpoint(file);
   // The weights' element count equals the config's parameter count: building allocates at most
   // about the input's size.
-  auto model = vit::checkpoint::model_from_checkpoint(checkpoint, !checkpoint.ema.empty());
+  auto model = vit::checkpoint::model_from_checkpoint(
+      checkpoint, checkpoint.ema.empty() ? vit::checkpoint::WeightSet::Raw : vit::checkpoint::WeightSet::Ema);
   // An int8 model: pack it for the int8 kernel (which checks every value and scale again) and run it.
   if (!checkpoint.scales.empty()) {
     vit::infer::InferenceSession session(*model);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "io/safetensors.h"
 #include "support/files.h"
@@ -155,6 +156,44 @@ TEST(BadCheckpoints, MissingUnexpectedWrongShapeNotAViT) {
   EXPECT_NE(error_of(dir.file("garbage.safetensors")).find("[safetensors] " + dir.file("garbage.safetensors")),
             std::string::npos);
   EXPECT_NE(error_of(dir.file("none.safetensors")).find("cannot open"), std::string::npos);
+}
+
+// Key errors name the key at fault: block 0 without its qkv bias is block 0's missing key (not
+// block 1's bias as unexpected); a gap in the block numbers names the absent block.
+TEST(BadCheckpoints, KeyErrorsBlameTheRightKey) {
+  testing::TempDir dir;
+  const io::SafetensorsFile timm = io::load_safetensors(kDir + "timm.safetensors");
+  ASSERT_TRUE(timm.contains("blocks.1.attn.qkv.bias"));
+  auto write_variant = [&](const std::string& name, auto edit) {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const auto& [key, t] : timm.tensors) {
+      if (auto renamed = edit(key)) tensors.emplace_back(*renamed, t.clone());
+    }
+    io::save_safetensors(dir.file(name), tensors);
+    return dir.file(name);
+  };
+  auto error_of = [](const std::string& path) -> std::string {
+    try {
+      load_model(path, with_heads());
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const std::string no_bias = write_variant("no_bias.safetensors", [](const std::string& key) {
+    return key == "blocks.0.attn.qkv.bias" ? std::nullopt : std::optional<std::string>(key);
+  });
+  const std::string e1 = error_of(no_bias);
+  EXPECT_NE(e1.find("missing keys [blocks.0.attn.qkv.bias]; unexpected keys []"), std::string::npos) << e1;
+
+  const std::string gap = write_variant("gap.safetensors", [](const std::string& key) {
+    std::string k = key;
+    if (k.rfind("blocks.1.", 0) == 0) k.replace(0, 9, "blocks.2.");
+    return std::optional<std::string>(k);
+  });
+  const std::string e2 = error_of(gap);
+  EXPECT_NE(e2.find("no keys of block 1 (missing: 'blocks.1.*')"), std::string::npos) << e2;
+  EXPECT_EQ(e2.find("unexpected"), std::string::npos) << e2;
 }
 
 TEST(ImageNet, ClassNamesShipWithTheProject) {

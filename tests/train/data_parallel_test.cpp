@@ -171,7 +171,7 @@ TEST(DataParallel, DistillationFromATeacherCheckpoint) {
   student.dist_token = true;
   student.reg_tokens = 2;
   student.layer_scale = 0.1;
-  Teacher teacher(dir.file("teacher.safetensors"), student);
+  Teacher teacher(dir.file("teacher.safetensors"), student, d.class_names);
   model::VisionTransformer model(student, std::make_shared<Generator>(7));
   DistillationSettings settings;
   settings.alpha = 0.25;
@@ -201,15 +201,15 @@ TEST(DataParallel, DistillationFromATeacherCheckpoint) {
   // A student of other classes, or a feature extractor, is refused by name.
   model::ViTConfig other = student;
   other.num_classes = 7;
-  EXPECT_THROW(Teacher(dir.file("teacher.safetensors"), other), Error);
-  EXPECT_THROW(Teacher(dir.file("missing.safetensors"), student), Error);
+  EXPECT_THROW(Teacher(dir.file("teacher.safetensors"), other, d.class_names), Error);
+  EXPECT_THROW(Teacher(dir.file("missing.safetensors"), student, d.class_names), Error);
   model::ViTConfig features_only = small_config();
   features_only.num_classes = 0;
   info.model = features_only;
   checkpoint::save_checkpoint(dir.file("features.safetensors"),
                               model::VisionTransformer(features_only, std::make_shared<Generator>(1)), info);
   try {
-    Teacher refused(dir.file("features.safetensors"), student);
+    Teacher refused(dir.file("features.safetensors"), student, d.class_names);
     ADD_FAILURE() << "a feature extractor taken as a teacher";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("has no classifier head (a feature extractor)"), std::string::npos)
