@@ -197,6 +197,7 @@ PYBIND11_MODULE(vit, m) {
       .def_property_readonly("layout", &vit::Model::layout)
       .def_property_readonly("family", &vit::Model::family)
       .def_property_readonly("skipped_keys", &vit::Model::skipped_keys)
+      .def_property_readonly("weights", &vit::Model::weights)
       .def_property_readonly("config",
                              [](const vit::Model& self) {
                                return py::module_::import("json").attr("loads")(self.config_json());
@@ -210,9 +211,10 @@ PYBIND11_MODULE(vit, m) {
       "load",
       [](const std::string& path, std::optional<int64_t> heads, std::optional<std::string> layout,
          std::optional<double> eps, std::optional<std::string> act, std::optional<int64_t> image_size, bool strict,
-         bool ema, std::optional<int64_t> resize, std::optional<int64_t> crop, std::optional<std::string> interpolation,
+         bool ema, bool raw, std::optional<int64_t> resize, std::optional<int64_t> crop, std::optional<std::string> interpolation,
          std::optional<std::vector<double>> mean, std::optional<std::vector<double>> std) {
         vit::LoadOptions o = load_options(heads, layout, eps, act, image_size, strict, ema);
+        o.raw = raw;
         o.resize = resize.value_or(0);
         o.crop = crop.value_or(-1);
         o.interpolation = interpolation.value_or("");
@@ -224,7 +226,7 @@ PYBIND11_MODULE(vit, m) {
       },
       py::arg("path"), py::arg("heads") = py::none(), py::arg("layout") = py::none(), py::arg("eps") = py::none(),
       py::arg("act") = py::none(), py::arg("image_size") = py::none(), py::arg("strict") = true,
-      py::arg("ema") = false, py::arg("resize") = py::none(), py::arg("crop") = py::none(),
+      py::arg("ema") = false, py::arg("raw") = false, py::arg("resize") = py::none(), py::arg("crop") = py::none(),
       py::arg("interpolation") = py::none(), py::arg("mean") = py::none(), py::arg("std") = py::none(),
       "Load any checkpoint vit reads (ours, int8, timm, torchvision, Hugging Face; DeiT, DINOv2, CLIP, ...); "
       "resize/crop/interpolation/mean/std override its preprocessing as vit predict's flags do.");

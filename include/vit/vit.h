@@ -50,7 +50,8 @@ struct LoadOptions {
   std::string act;          // MLP activation override ("gelu" for a LAION CLIP in timm's names)
   int64_t image_size = 0;   // > 0: run at this resolution (position embedding resampled)
   bool strict = true;       // false: missing / unexpected keys are listed (Model::skipped_keys)
-  bool ema = false;         // our checkpoints: the EMA weights
+  bool ema = false;         // our checkpoints: the EMA weights (default: the weights the run evaluated)
+  bool raw = false;         // our checkpoints: the raw weights
   bool allow_nonfinite = false;
   // Preprocessing over the checkpoint's own (vit predict's --resize, --crop, --interpolation,
   // --mean, --std): what load_image / decode_image apply.
@@ -100,6 +101,7 @@ class Model {
   std::string layout() const;       // "vit" (ours), "timm", "torchvision", "huggingface"
   std::string family() const;       // "vit", "deit", "dinov2", "clip"
   std::string config_json() const;  // the architecture, as checkpoints record it
+  std::string weights() const;      // a checkpoint holding raw and EMA weights: which were loaded, "ema" or "raw"
   std::vector<std::string> skipped_keys() const;  // with strict = false: what was not loaded
 
   // An image file (PNG, JPEG, BMP, ...) or its encoded bytes, decoded and preprocessed as the

@@ -58,7 +58,8 @@ infer::LoadOptions to_internal(const LoadOptions& o) {
   VIT_CHECK(o.image_size >= 0, "load", "image_size must be >= 0 (0: the checkpoint's), got {}", o.image_size);
   options.image_size = o.image_size;
   options.strict = o.strict;
-  options.use_ema = o.ema;
+  VIT_CHECK(!(o.ema && o.raw), "load", "ema and raw exclude each other (default: the weights the run evaluated)");
+  options.weights = o.ema ? infer::WeightSet::Ema : o.raw ? infer::WeightSet::Raw : infer::WeightSet::Recorded;
   options.allow_nonfinite = o.allow_nonfinite;
   options.resize = o.resize;
   options.crop = o.crop;
@@ -171,6 +172,11 @@ const std::vector<std::string>& Model::class_names() const { return handle().loa
 std::string Model::layout() const { return handle().loaded().layout; }
 std::string Model::family() const { return handle().loaded().family; }
 std::string Model::config_json() const { return handle().config().to_json(); }
+std::string Model::weights() const {
+  const infer::LoadedModel& m = handle().loaded();
+  if (m.layout != "vit" || m.weights_note.empty()) return "";
+  return m.ema ? "ema" : "raw";
+}
 std::vector<std::string> Model::skipped_keys() const {
   const infer::LoadedModel& m = handle().loaded();
   std::vector<std::string> keys = m.missing_keys;

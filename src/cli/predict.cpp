@@ -44,6 +44,11 @@ void add_predict_command(CLI::App& app) {
     model.require_classifier("predict", o->checkpoint, "it gives embeddings, with vit embed");
     model::check_memory(c, std::min<int64_t>(o->batch, std::max<size_t>(o->images.size(), 1)), false);
     NoGradGuard no_grad;
+    // Which of a run's two weight sets answered (the one the run evaluated, unless --raw / --ema),
+    // said after the answers (an error stays the command's one line).
+    auto say_weights = [&model] {
+      if (!model.loaded().weights_note.empty()) std::printf("weights: %s\n", model.loaded().weights_note.c_str());
+    };
     if (!o->tensor.empty()) {
       const Tensor input = model.read_npy(o->tensor, "predict");
       std::vector<Tensor> parts;
@@ -59,6 +64,7 @@ void add_predict_command(CLI::App& app) {
       } else {
         std::printf("%s\n", logits.to_string().c_str());
       }
+      say_weights();
       return;
     }
     // Every image gets its answer or its error; a bad file does not hide the good ones, and the
@@ -94,6 +100,7 @@ void add_predict_command(CLI::App& app) {
       }
       std::fflush(stdout);
     }
+    if (failed.empty()) say_weights();
     VIT_CHECK(failed.empty(), "predict", "{} of {} images could not be read: {}", failed.size(), o->images.size(),
               fmt::join(failed, ", "));
   });

@@ -222,6 +222,7 @@ struct Server::Impl {
            {"model", c.name},
            {"layout", model.loaded().layout},
            {"family", model.loaded().family},
+           {"weights", model.loaded().weights_note.empty() ? "" : (model.loaded().ema ? "ema" : "raw")},
            {"image_size", c.image_size},
            {"channels", c.in_channels},
            {"classes", model.num_classes()},
