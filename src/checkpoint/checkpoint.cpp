@@ -189,6 +189,8 @@ std::map<std::string, std::string> checkpoint_metadata(const std::string& path, 
     if (!info.dataset_json.empty()) metadata["dataset"] = info.dataset_json;
     if (!info.quantization_json.empty()) metadata["quantization"] = info.quantization_json;
     if (!info.preprocess_json.empty()) metadata["preprocess"] = info.preprocess_json;
+    if (!info.source_family.empty()) metadata["source_family"] = info.source_family;
+    if (!info.source_layout.empty()) metadata["source_layout"] = info.source_layout;
     if (!info.evaluated.empty()) metadata["evaluated"] = info.evaluated;
     // The header holds these as JSON strings: all of them must be UTF-8 too.
     (void)nlohmann::json(metadata).dump();
@@ -258,6 +260,20 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOpt
   if (file.metadata.count("dataset")) info.dataset_json = meta("dataset");
   if (file.metadata.count("quantization")) info.quantization_json = meta("quantization");
   if (file.metadata.count("preprocess")) info.preprocess_json = meta("preprocess");
+  if (file.metadata.count("source_family")) {
+    info.source_family = meta("source_family");
+    VIT_CHECK(info.source_family == "vit" || info.source_family == "deit" || info.source_family == "dinov2" ||
+                  info.source_family == "clip",
+              "checkpoint", "{}: metadata 'source_family' is '{}' (vit, deit, dinov2 or clip)", file.path,
+              info.source_family);
+  }
+  if (file.metadata.count("source_layout")) {
+    info.source_layout = meta("source_layout");
+    VIT_CHECK(
+        info.source_layout == "timm" || info.source_layout == "torchvision" || info.source_layout == "huggingface",
+        "checkpoint", "{}: metadata 'source_layout' is '{}' (timm, torchvision or huggingface)", file.path,
+        info.source_layout);
+  }
   if (file.metadata.count("evaluated")) info.evaluated = meta("evaluated");
   info.elapsed_seconds = parse_seconds(path, meta("elapsed_seconds"));
   for (const char* key : {"class_names", "normalization"}) {

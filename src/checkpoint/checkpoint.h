@@ -53,6 +53,10 @@ struct CheckpointInfo {
   // as "ema.*") or "raw" (the model weights); "" when not recorded (files written before it was).
   // Loading defaults to these (WeightSet::Recorded).
   std::string evaluated;
+  // A copy of a foreign model (vit quantize of a timm / torchvision / Hugging Face file): the family
+  // its keys said ("clip", "dinov2", "deit", "vit") and the layout it came in, kept so that the copy
+  // answers as the original does; "" for a model trained by vit.
+  std::string source_family, source_layout;
 };
 
 // Which of a checkpoint's weight sets to load: the one its run evaluated (the default), the model

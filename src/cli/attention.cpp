@@ -1,4 +1,6 @@
 // `vit attention`: the CLS token's attention and attention rollout drawn over an image.
+#include <fmt/format.h>
+
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -34,9 +36,15 @@ void add_attention_command(CLI::App& app) {
     const data::Image drawing = infer::render_attention(image, maps, o->size);
     check_output("attention", out_file, inputs, o->overwrite);  // again, just before writing
     data::write_image(o->out, drawing, o->overwrite ? Existing::Replace : Existing::Refuse);
-    std::printf("%s: predicted %s (%.2f%%); wrote %s [image | last-block attention | rollout], %ldx%ld grid\n",
-                o->image.c_str(), m.class_names[static_cast<size_t>(maps.predicted_class)].c_str(),
-                100.0 * maps.probability, o->out.c_str(), maps.grid, maps.grid);
+    const model::ViTConfig& c = m.model->config();
+    const std::string seen =
+        maps.predicted_class >= 0
+            ? fmt::format("predicted {} ({:.2f}%)", m.class_names[static_cast<size_t>(maps.predicted_class)],
+                          100.0 * maps.probability)
+            : fmt::format("{} has no classifier head ({}): the maps only", c.name,
+                          c.projection ? "its head is CLIP's image projection" : "a feature extractor");
+    std::printf("%s: %s; wrote %s [image | last-block attention | rollout], %ldx%ld grid\n", o->image.c_str(),
+                seen.c_str(), o->out.c_str(), maps.grid, maps.grid);
   });
 }
 

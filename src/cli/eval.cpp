@@ -2,10 +2,10 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/validators.h"
+#include "infer/pretrained.h"
 #include "train/evaluate.h"
 #include "train/utf8.h"
 
@@ -13,7 +13,8 @@ namespace vit::cli {
 
 void add_eval_command(CLI::App& app) {
   struct Options {
-    std::string checkpoint, data = "data/mnist", split = "test";
+    std::string checkpoint, data = "data/mnist", split = "test", layout;
+    int64_t heads = 0;
     bool json = false, ema = false, raw = false, allow_nonfinite = false;
     int threads = 0;
     int64_t batch = 500;
@@ -21,7 +22,12 @@ void add_eval_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("eval", "evaluate a checkpoint on a dataset");
-  cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file (.safetensors written by vit train)")->required();
+  cmd->add_option("--checkpoint", o->checkpoint,
+                  "model file (.safetensors): ours, int8, timm, torchvision or Hugging Face (a classifier)")
+      ->required();
+  cmd->add_option("--layout", o->layout, "force the key layout: timm, torchvision, huggingface (default: detected)");
+  cmd->add_option("--heads", o->heads, "attention heads of a foreign file (default: from the file, else standard)")
+      ->check(kPositive);
   cmd->add_option("--data", o->data, "dataset directory")->capture_default_str();
   cmd->add_option("--split", o->split, "test or train")->capture_default_str()->check(CLI::IsMember({"test", "train"}));
   cmd->add_option("--batch-size", o->batch, "batch size")->capture_default_str()->check(kPositive);
@@ -34,13 +40,21 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->callback([o] {
     set_threads(o->threads);
-    const checkpoint::LoadedCheckpoint ckpt =
-        checkpoint::load_checkpoint(o->checkpoint, {.allow_nonfinite = o->allow_nonfinite});
-    if (ckpt.checksum.empty()) warn_no_checksum(o->checkpoint);
-    const bool ema = checkpoint::uses_ema(ckpt, weight_set(o->ema, o->raw));
-    const std::string weights = checkpoint::weights_note(ckpt, ema);
-    auto model = checkpoint::model_from_checkpoint(ckpt, ema ? checkpoint::WeightSet::Ema : checkpoint::WeightSet::Raw);
-    const model::ViTConfig& mc = ckpt.info.model;
+    // Any file vit loads (ours, its int8 copy, timm, torchvision, Hugging Face), asked what it can
+    // do: only a classifier has classes to score.
+    infer::LoadOptions options;
+    if (!o->layout.empty()) options.layout = model::parse_layout(o->layout);
+    options.num_heads = o->heads;
+    options.weights = weight_set(o->ema, o->raw);
+    options.allow_nonfinite = o->allow_nonfinite;
+    const infer::LoadedModel m = infer::load_model(o->checkpoint, options);
+    if (m.layout == "vit" && m.checksum.empty()) warn_no_checksum(o->checkpoint);
+    const std::string weights = m.weights_note;
+    const bool ema = m.ema;
+    const model::ViTConfig& mc = m.model->config();
+    VIT_CHECK(mc.has_head() && !mc.projection, "eval",
+              "{}: {} has no classifier head ({}): there are no classes to score (vit embed gives its embeddings)",
+              o->checkpoint, mc.name, mc.projection ? "its head is CLIP's image projection" : "a feature extractor");
     model::check_memory(mc, o->batch, false);
     data::Dataset d = data::load_dataset(o->data, o->split == "test" ? data::Split::Test : data::Split::Train,
                                          mc.in_channels, mc.image_size, o->max_pixels);
@@ -50,14 +64,18 @@ void add_eval_command(CLI::App& app) {
     VIT_CHECK(d.channels == mc.in_channels && d.height == mc.image_size && d.width == mc.image_size, "eval",
               "{}: images are {}x{}x{} but {} expects {}x{}x{}", d.source, d.channels, d.height, d.width, o->checkpoint,
               mc.in_channels, mc.image_size, mc.image_size);
-    // Scored by class name: the checkpoint's names are the truth (its outputs' order).
-    if (!ckpt.info.class_names.empty()) {
-      const std::vector<std::string> missing =
-          data::map_classes(d, ckpt.info.class_names, "the checkpoint " + o->checkpoint);
-      if (!missing.empty()) fmt::print(stderr, "note: {} has no images of: {}\n", d.source, fmt::join(missing, ", "));
+    // Scored by class name where the model has names (ours recorded, ImageNet's for 1000 classes):
+    // they are the truth (its outputs' order). A foreign model without names is scored by position.
+    const bool named = m.layout == "vit" ? !m.recorded.class_names.empty() : mc.num_classes == 1000;
+    if (named) {
+      const std::vector<std::string>& model_names = m.layout == "vit" ? m.recorded.class_names : m.class_names;
+      const std::vector<std::string> missing = data::map_classes(d, model_names, "the checkpoint " + o->checkpoint);
+      if (!missing.empty() && m.layout == "vit")
+        fmt::print(stderr, "note: {} has no images of: {}\n", d.source, fmt::join(missing, ", "));
     }
-    const train::EvalResult r = train::evaluate(*model, d, ckpt.info.normalization, o->batch);
-    const std::vector<std::string>& names = ckpt.info.class_names;
+    const data::Normalization normalization{m.preprocess.mean, m.preprocess.std};
+    const train::EvalResult r = train::evaluate(*m.model, d, normalization, o->batch);
+    const std::vector<std::string>& names = m.class_names;
     auto name_of = [&](size_t k) { return k < names.size() ? names[k] : std::to_string(k); };
     if (o->json) {
       nlohmann::ordered_json j = {{"checkpoint", o->checkpoint},
@@ -67,7 +85,7 @@ void add_eval_command(CLI::App& app) {
                                   {"loss", r.loss},
                                   {"top1", r.top1},
                                   {"top5", r.top5},
-                                  {"weights", ema ? "ema" : "raw"}};
+                                  {"weights", weights.empty() ? "" : (ema ? "ema" : "raw")}};
       nlohmann::ordered_json per_class = nlohmann::ordered_json::object();
       for (size_t k = 0; k < r.per_class_accuracy.size(); ++k) per_class[name_of(k)] = r.per_class_accuracy[k];
       j["per_class_accuracy"] = per_class;

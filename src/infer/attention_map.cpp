@@ -61,17 +61,26 @@ AttentionMaps attention_maps(model::VisionTransformer& model, const data::Image&
   for (auto* attn : attentions) attn->keep_attention = true;
   const bool was_training = model.is_training();
   model.eval();
+  // A classifier also says what it sees; a CLIP image tower or a feature extractor (DINOv2) has no
+  // classes to name, and its class-token map needs no head: the tokens alone.
+  const bool classifier = c.has_head() && !c.projection;
   Tensor probs;
   {
     NoGradGuard no_grad;
-    probs = softmax(model(Variable(input)), 1).data().contiguous();
+    if (classifier) {
+      probs = softmax(model(Variable(input)), 1).data().contiguous();
+    } else {
+      model.forward_tokens(Variable(input));
+    }
   }
   model.train(was_training);
   AttentionMaps maps;
   maps.grid = c.grid();
-  const float* p = probs.data<float>();
-  maps.predicted_class = std::max_element(p, p + c.num_classes) - p;
-  maps.probability = p[maps.predicted_class];
+  if (classifier) {
+    const float* p = probs.data<float>();
+    maps.predicted_class = std::max_element(p, p + c.num_classes) - p;
+    maps.probability = p[maps.predicted_class];
+  }
   const bool cls = c.pool == "cls";
   const int64_t N = c.num_tokens();
   std::vector<double> rollout(static_cast<size_t>(N * N), 0.0);

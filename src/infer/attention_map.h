@@ -13,7 +13,7 @@ namespace vit::infer {
 struct AttentionMaps {
   int64_t grid = 0;                        // patches per side
   std::vector<float> last_layer, rollout;  // grid * grid weights each, summing to 1
-  int64_t predicted_class = -1;
+  int64_t predicted_class = -1;            // -1: the model has no classifier (CLIP's projection, features only)
   float probability = 0.0f;
 };
 

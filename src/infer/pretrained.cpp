@@ -149,6 +149,8 @@ checkpoint::CheckpointInfo checkpoint_info(const LoadedModel& m) {
     info.normalization.mean = m.preprocess.mean;
     info.normalization.std = m.preprocess.std;
     info.preprocess_json = preprocess_json(m.preprocess);
+    info.source_family = m.family;
+    info.source_layout = m.layout;
   }
   info.model = m.model->config();
   info.class_names = m.class_names;
@@ -210,6 +212,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
       out.preprocess = parse_preprocess(checkpoint.info.preprocess_json, config.in_channels, path);
     }
     scales = std::move(checkpoint.scales);
+    if (!checkpoint.info.source_family.empty()) out.family = checkpoint.info.source_family;  // a foreign model's copy
     out.recorded = std::move(checkpoint.info);
   } else {
     checkpoint::scan_checkpoint_file(file, /*checksum=*/false, options.allow_nonfinite);

@@ -147,6 +147,9 @@ Features pool_features(const SessionWeights& w, const VitDims& d, Pool pool, boo
       std::memcpy(pooled + b * taken * D, x + b * N * D, static_cast<size_t>(taken * D) * sizeof(float));
     }
     if (w.norm) w.norm.forward(pooled, pooled, B * taken, D);
+    // An fc_norm model (avg-pooled) asked for its class token: through fc_norm, as timm's
+    // forward_head(pre_logits=True) pools then normalises (pool_tokens does the same).
+    if (w.fc_norm) w.fc_norm.forward(pooled, pooled, B * taken, D);
   } else {  // the mean of the patch tokens (each through the final norm, if any), then fc_norm
 #pragma omp parallel for schedule(static) if (B > 1)
     for (int64_t b = 0; b < B; ++b) {

@@ -116,7 +116,10 @@ Variable VisionTransformer::pool_tokens(const Variable& tokens, const std::strin
   if (pool == "cls") {
     VIT_CHECK(c.class_token(), "vit", "pool 'cls': this model has no class token (pool it with avg)");
     const Variable first = tokens.select(1, 0);  // (B, D)
-    return dist_token.defined() ? (first + tokens.select(1, 1)) * 0.5 : first;
+    if (dist_token.defined()) return (first + tokens.select(1, 1)) * 0.5;
+    // An fc_norm model (avg-pooled, timm's use_fc_norm) asked for its class token: through fc_norm,
+    // as timm's forward_head(pre_logits=True) pools then normalises.
+    return fc_norm ? fc_norm->forward(first) : first;
   }
   VIT_CHECK(pool == "avg" || pool == "mean", "vit", "unknown pool '{}' (cls, avg)", pool);
   const Variable mean_patches = tokens.slice(1, c.prefix_tokens(), tokens.size(1)).mean({1});  // (B, D)

@@ -43,7 +43,9 @@ checkpoint::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_
           run.data.fingerprint,
           "",
           "",
-          run.ema ? "ema" : "raw"};
+          run.ema ? "ema" : "raw",
+          "",
+          ""};
 }
 
 void save(const Run& run, const std::string& path, const checkpoint::CheckpointInfo& info) {

@@ -172,6 +172,26 @@ TEST(Predictor, LoadsFilesAndAppliesPreprocessingOverrides) {
                "[preprocess] --std values must be positive, got 0");
 }
 
+// timm's forward_head(pre_logits=True) on an fc_norm (avg-pooled) model asked for its class token:
+// fc_norm(cls), in the session and the graph alike (was the raw class token).
+TEST(Predictor, TheClassTokenOfAnFcNormModelGoesThroughFcNorm) {
+  const model::ViTConfig c = variant("avg");
+  Predictor p(loaded_from(c));
+  model::VisionTransformer& m = *p.loaded().model;
+  ASSERT_TRUE(m.fc_norm != nullptr);
+  const Tensor x = images_for(p, 2);
+  NoGradGuard no_grad;
+  const Variable tokens = m.forward_tokens(Variable(x));                   // (B, N, D)
+  const Tensor expected = m.fc_norm->forward(tokens.select(1, 0)).data();  // (B, D)
+  const Tensor graph = m.pool_tokens(tokens, "cls").data();
+  const Tensor session = p.embed(x, Pool::Cls);
+  ASSERT_EQ(session.shape(), expected.shape());
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    EXPECT_EQ(graph.data<float>()[i], expected.data<float>()[i]) << i;
+    EXPECT_NEAR(session.data<float>()[i], expected.data<float>()[i], 1e-5) << i;
+  }
+}
+
 // A server's checkpoint rewritten or truncated on disk: with WeightPages::Own the predictor keeps
 // serving what it loaded (no SIGBUS reading a truncated mapping, no mix of two models' weights).
 TEST(Predictor, OwningItsWeightsItNeverReadsTheFileAgain) {
