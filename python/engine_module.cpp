@@ -6,6 +6,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+
 #include "autograd/ops.h"
 #include "nn/layers.h"
 
@@ -31,9 +33,22 @@ py::array_t<double> numpy_of(const vit::Tensor& t) {
   return out;
 }
 
-vit::Variable as_variable(const py::object& o) {
+// The other operand of an arithmetic operator: a vit.Tensor, or a Python int / float (a 0-d
+// tensor). Anything else: no value (the operator answers NotImplemented, and Python raises its
+// TypeError "unsupported operand type(s) for *: 'vit.Tensor' and 'str'", as for torch tensors).
+std::optional<vit::Variable> operand(const py::object& o) {
   if (py::isinstance<vit::Variable>(o)) return o.cast<vit::Variable>();
+  if (py::isinstance<py::bool_>(o) || !(py::isinstance<py::int_>(o) || py::isinstance<py::float_>(o)))
+    return std::nullopt;
   return vit::Variable(vit::Tensor::scalar(o.cast<double>()));
+}
+
+// a OP b for a Python operator, NotImplemented when b is not a number or a tensor.
+template <class Op>
+py::object binary(const vit::Variable& a, const py::object& b, bool reflected, Op op) {
+  const std::optional<vit::Variable> other = operand(b);
+  if (!other) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  return py::cast(reflected ? op(*other, a) : op(a, *other));
 }
 
 }  // namespace
@@ -66,13 +81,27 @@ void bind_engine(py::module_& m) {
       .def("tanh", &vit::Variable::tanh)
       .def("softmax", &vit::Variable::softmax, py::arg("dim"))
       .def("matmul", &vit::Variable::matmul)
-      .def("__add__", [](const vit::Variable& a, const py::object& b) { return a + as_variable(b); })
-      .def("__radd__", [](const vit::Variable& a, const py::object& b) { return as_variable(b) + a; })
-      .def("__sub__", [](const vit::Variable& a, const py::object& b) { return a - as_variable(b); })
-      .def("__rsub__", [](const vit::Variable& a, const py::object& b) { return as_variable(b) - a; })
-      .def("__mul__", [](const vit::Variable& a, const py::object& b) { return a * as_variable(b); })
-      .def("__rmul__", [](const vit::Variable& a, const py::object& b) { return as_variable(b) * a; })
-      .def("__truediv__", [](const vit::Variable& a, const py::object& b) { return a / as_variable(b); })
+      .def("__add__", [](const vit::Variable& a, const py::object& b) {
+             return binary(a, b, false, [](const vit::Variable& x, const vit::Variable& y) { return x + y; });
+           })
+      .def("__radd__", [](const vit::Variable& a, const py::object& b) {
+             return binary(a, b, true, [](const vit::Variable& x, const vit::Variable& y) { return x + y; });
+           })
+      .def("__sub__", [](const vit::Variable& a, const py::object& b) {
+             return binary(a, b, false, [](const vit::Variable& x, const vit::Variable& y) { return x - y; });
+           })
+      .def("__rsub__", [](const vit::Variable& a, const py::object& b) {
+             return binary(a, b, true, [](const vit::Variable& x, const vit::Variable& y) { return x - y; });
+           })
+      .def("__mul__", [](const vit::Variable& a, const py::object& b) {
+             return binary(a, b, false, [](const vit::Variable& x, const vit::Variable& y) { return x * y; });
+           })
+      .def("__rmul__", [](const vit::Variable& a, const py::object& b) {
+             return binary(a, b, true, [](const vit::Variable& x, const vit::Variable& y) { return x * y; });
+           })
+      .def("__truediv__", [](const vit::Variable& a, const py::object& b) {
+             return binary(a, b, false, [](const vit::Variable& x, const vit::Variable& y) { return x / y; });
+           })
       .def("__matmul__", [](const vit::Variable& a, const vit::Variable& b) { return a.matmul(b); })
       .def("__repr__", [](const vit::Variable& v) { return v.to_string(); });
 

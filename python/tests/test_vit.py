@@ -327,3 +327,23 @@ def test_ctrl_c_during_train_saves_then_raises_keyboard_interrupt_with_pythons_a
         assert os.path.exists(os.path.join(d, "run", "last.safetensors"))
         r = vit.train(resume=os.path.join(d, "run"), plain=True)
         assert r["epochs_run"] >= 1
+
+
+def test_engine_tensors_and_python_operands_fail_as_python_expects():
+    t = vit.Tensor(np.array([1.0, 2.0]))
+    np.testing.assert_allclose((t * 2 + 1).numpy(), [3.0, 5.0])
+    np.testing.assert_allclose((1 - t).numpy(), [0.0, -1.0])
+    with pytest.raises(TypeError, match=r"can't multiply sequence by non-int of type 'vit.Tensor'"):
+        t * "x"  # Python's own TypeError (NotImplemented, then str's), not pybind11's cast text
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for -: 'vit.Tensor' and 'dict'"):
+        t - {}
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for /: 'vit.Tensor' and 'NoneType'"):
+        t / None
+
+
+def test_quantize_errors_name_the_keywords():
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "exists.safetensors")
+        open(out, "wb").close()
+        with pytest.raises(vit.Error, match=r"\[quantize\] out .* exists \(overwrite replaces it\)"):
+            vit.quantize(TIMM, out, heads=4)

@@ -28,7 +28,7 @@ void add_attention_command(CLI::App& app) {
   cmd->add_option("--size", o->size, "panel size in pixels")->capture_default_str()->check(CLI::Range(16, 2048));
   cmd->callback([o] {
     const std::vector<InputFile> inputs = {{"the checkpoint", o->checkpoint}, {"the input image", o->image}};
-    const OutputFile out_file{"--out", o->out, "the image file"};
+    const OutputFile out_file{"--out", o->out, "the image file", "--overwrite"};
     check_output("attention", out_file, inputs, o->overwrite);  // before the model is loaded
     infer::LoadedModel m = load_model(*o);
     const data::Image image = data::read_image(o->image, o->max_pixels);

@@ -39,7 +39,7 @@ void add_embed_command(CLI::App& app) {
     VIT_CHECK(o->images.empty() != o->tensor.empty(), "embed", "give image files or --tensor FILE.npy (not both)");
     std::vector<InputFile> inputs = {{"the checkpoint", o->checkpoint}, {"the --tensor input", o->tensor}};
     for (const std::string& image : o->images) inputs.push_back({"the input image", image});
-    const OutputFile out_file{"--out", o->out, "the .npy file"};
+    const OutputFile out_file{"--out", o->out, "the .npy file", "--overwrite"};
     check_output("embed", out_file, inputs, o->overwrite);  // before the model is loaded
     infer::Predictor model = load_predictor(*o, infer::Predictor::WeightPages::Release);
     const model::ViTConfig& c = model.config();

@@ -35,7 +35,7 @@ void add_predict_command(CLI::App& app) {
     VIT_CHECK(o->out.empty() || !o->tensor.empty(), "predict", "--out writes logits of a --tensor input");
     VIT_CHECK(!o->overwrite || !o->out.empty(), "predict", "--overwrite replaces --out: give --out too");
     const std::vector<InputFile> inputs = {{"the checkpoint", o->checkpoint}, {"the --tensor input", o->tensor}};
-    const OutputFile out_file{"--out", o->out, "the .npy file"};
+    const OutputFile out_file{"--out", o->out, "the .npy file", "--overwrite"};
     if (!o->out.empty()) check_output("predict", out_file, inputs, o->overwrite);  // before the model is loaded
     // The graph-free path; the model is only read from here on, so the mapped copy of every
     // packed weight can be dropped (resident memory ~1x the weights).

@@ -63,7 +63,7 @@ void check_output(const char* op, const OutputFile& out, const std::vector<Input
     VIT_CHECK(S_ISREG(st.st_mode), op, "{} {} exists and is not a regular file: give {} to write", out.flag, path,
               out.what);
   }
-  VIT_CHECK(overwrite, op, "{} {} exists (--overwrite replaces it)", out.flag, path);
+  VIT_CHECK(overwrite, op, "{} {} exists ({} replaces it)", out.flag, path, out.overwrite_flag);
   const std::string folder = folder_of(path);
   VIT_CHECK(::access(folder.c_str(), W_OK | X_OK) == 0, op, "{} {}: cannot write in the folder {} ({})", out.flag, path,
             folder, std::strerror(errno));

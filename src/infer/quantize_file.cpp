@@ -13,11 +13,11 @@ namespace vit::infer {
 namespace fs = std::filesystem;
 
 QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadOptions& options,
-                                 bool overwrite) {
+                                 bool overwrite, const QuantizeNames& names) {
   const auto start = std::chrono::steady_clock::now();
   // The one rule for written files (core/output_file.h): not the input (links too), not a
   // directory, not an existing file without overwrite.
-  const OutputFile target{"--out", out, "the int8 file"};
+  const OutputFile target{names.out, out, "the int8 file", names.overwrite};
   check_output("quantize", target, {{"the input checkpoint", in}}, overwrite);
   LoadedModel m = load_model(in, options);
   VIT_CHECK(!checkpoint::is_quantized(*m.model), "quantize",
