@@ -61,6 +61,7 @@ void add_eval_command(CLI::App& app) {
     // Class names as training recorded them (bytes that are not UTF-8 as \xHH), so the data a
     // model was trained on matches its checkpoint.
     (void)train::escape_class_names(d);
+    if (const std::string note = data::skipped_note(d); !note.empty()) fmt::print(stderr, "note: {}\n", note);
     VIT_CHECK(d.channels == mc.in_channels && d.height == mc.image_size && d.width == mc.image_size, "eval",
               "{}: images are {}x{}x{} but {} expects {}x{}x{}", d.source, d.channels, d.height, d.width, o->checkpoint,
               mc.in_channels, mc.image_size, mc.image_size);

@@ -26,7 +26,7 @@ struct InputFile {
 struct OutputFile {
   std::string flag = "--out";  // the flag that named it, for messages
   std::string path;
-  std::string what = "the file";  // "the .npy file", "the int8 file": "give {what} to write"
+  std::string what = "the file";               // "the .npy file", "the int8 file": "give {what} to write"
   std::string overwrite_flag = "--overwrite";  // what replaces an existing file ("overwrite=True" in Python)
 };
 

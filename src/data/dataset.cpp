@@ -197,10 +197,15 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
   for (size_t k = 0; k < d.class_names.size(); ++k) {
     std::vector<fs::path>& files = class_files[k];
     for (const auto& entry : fs::directory_iterator(fs::path(root) / d.class_names[k])) {
-      if (!entry.is_regular_file()) continue;
       std::string ext = entry.path().extension().string();
       std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-      if (ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp") files.push_back(entry.path());
+      const bool image_name = ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp";
+      std::error_code file_error;
+      if (image_name && entry.is_regular_file(file_error)) {  // (follows links: a dangling one is no file)
+        files.push_back(entry.path());
+      } else {
+        d.skipped.push_back(entry.path().string());  // counted, and said by the caller
+      }
     }
     std::sort(files.begin(), files.end());
     total += static_cast<double>(files.size());
@@ -261,6 +266,16 @@ std::string idx_file(const fs::path& root, const std::string& prefix, const std:
 }
 
 }  // namespace
+
+std::string skipped_note(const Dataset& d) {
+  if (d.skipped.empty()) return "";
+  std::vector<std::string> shown(d.skipped.begin(), d.skipped.begin() + std::min<size_t>(d.skipped.size(), 3));
+  return fmt::format(
+      "{}: skipped {} entr{} of the class folders that are not image files (.png, .jpg, .jpeg, .bmp "
+      "regular files): {}{}",
+      d.source, d.skipped.size(), d.skipped.size() == 1 ? "y" : "ies", fmt::join(shown, ", "),
+      d.skipped.size() > shown.size() ? ", ..." : "");
+}
 
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size, int64_t max_pixels) {
   std::error_code ec;

@@ -18,12 +18,19 @@ struct Dataset {
   std::vector<int64_t> labels;  // (N)
   std::vector<std::string> class_names;
   std::string source;
+  // Image folders: entries of the class folders that were not read as images although named like
+  // one (dangling links, FIFOs, directories named *.png, ...), and other files; callers say so.
+  std::vector<std::string> skipped;
 
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
   int64_t num_classes() const { return static_cast<int64_t>(class_names.size()); }
   int64_t image_bytes() const { return channels * height * width; }
   const uint8_t* image(int64_t i) const { return pixels.data() + i * image_bytes(); }
 };
+
+// "ROOT: skipped N entries of the class folders that are not image files (...): a, b, c, ..." or ""
+// when nothing was skipped.
+std::string skipped_note(const Dataset& d);
 
 // MNIST IDX: images (magic 0x00000803, N x rows x cols) and labels (0x00000801, N). Files may
 // be gzip-compressed (detected by content).

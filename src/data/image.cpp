@@ -106,6 +106,20 @@ bool has_end_marker(const uint8_t* p, size_t size) {
   return false;
 }
 
+// An Adobe APP14 segment ("Adobe" in an 0xFFEE marker, before the scan): Adobe's CMYK JPEGs store
+// the inks inverted.
+bool has_adobe_marker(const uint8_t* bytes, size_t size) {
+  for (size_t i = 2; i + 10 < size;) {
+    if (bytes[i] != 0xFF) return false;
+    const uint8_t marker = bytes[i + 1];
+    if (marker == 0xDA) return false;  // start of scan: no more headers
+    const size_t length = (static_cast<size_t>(bytes[i + 2]) << 8) | bytes[i + 3];
+    if (marker == 0xEE && length >= 7 && std::memcmp(bytes + i + 4, "Adobe", 5) == 0) return true;
+    i += 2 + length;
+  }
+  return false;
+}
+
 template <typename CheckSize>
 Image decode_jpeg(const uint8_t* bytes, size_t size, const std::string& name, CheckSize check_size) {
   std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitDecompress(), tjDestroy);
@@ -125,11 +139,31 @@ Image decode_jpeg(const uint8_t* bytes, size_t size, const std::string& name, Ch
             truncated ? "truncated" : "corrupt", truncated ? "before the data ends" : "before its end-of-image marker");
   check_size(w, h);
   const bool grey = colorspace == TJCS_GRAY;
+  // CMYK (and YCCK) JPEGs, as print workflows write them, decode as CMYK and are converted to RGB
+  // as Pillow does (R = (255 - C)(255 - K) / 255); Adobe's files store the inks inverted.
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const int c = grey ? 1 : 3;
-  std::vector<uint8_t> interleaved(static_cast<size_t>(c) * w * h);
+  const int decoded_channels = cmyk ? 4 : c;
+  std::vector<uint8_t> interleaved(static_cast<size_t>(decoded_channels) * w * h);
   if (tjDecompress2(handle.get(), bytes, static_cast<unsigned long>(size), interleaved.data(), w, 0, h,
-                    grey ? TJPF_GRAY : TJPF_RGB, TJFLAG_ACCURATEDCT) != 0) {
+                    grey   ? TJPF_GRAY
+                    : cmyk ? TJPF_CMYK
+                           : TJPF_RGB,
+                    TJFLAG_ACCURATEDCT) != 0) {
     fail("image", "{}: cannot decode ({})", name, error());
+  }
+  if (cmyk) {
+    const bool inverted = has_adobe_marker(bytes, size);
+    std::vector<uint8_t> rgb(static_cast<size_t>(3) * w * h);
+    for (size_t i = 0; i < static_cast<size_t>(w) * h; ++i) {
+      const uint8_t* p = &interleaved[4 * i];
+      const int k = inverted ? p[3] : 255 - p[3];
+      for (int ch = 0; ch < 3; ++ch) {
+        const int ink = inverted ? p[ch] : 255 - p[ch];  // 255 - C: the light the ink lets through
+        rgb[3 * i + ch] = static_cast<uint8_t>((ink * k + 127) / 255);
+      }
+    }
+    interleaved.swap(rgb);
   }
   Image image;
   image.channels = c;
@@ -147,8 +181,8 @@ Image decode_jpeg(const uint8_t* bytes, size_t size, const std::string& name, Ch
 }  // namespace
 
 Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels) {
-  VIT_CHECK(size > 0 && size <= static_cast<size_t>(INT32_MAX), "image", "{}: empty or too large ({} bytes)", name,
-            size);
+  VIT_CHECK(size > 0, "image", "{}: the file is empty (0 bytes)", name);
+  VIT_CHECK(size <= static_cast<size_t>(INT32_MAX), "image", "{}: too large ({} bytes; at most 2 GiB)", name, size);
   size_t jpeg_start = 0;
   const char* format = image_format(bytes, size, jpeg_start);
   VIT_CHECK(format != nullptr, "image", "{}: cannot decode (not a PNG, JPEG or BMP file)", name);

@@ -52,6 +52,10 @@ void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed) {
   const model::ViTConfig& mc = c.model;
   run.data.train = data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels);
   run.data.test = data::load_dataset(c.data_dir, data::Split::Test, mc.in_channels, mc.image_size, c.max_pixels);
+  for (const data::Dataset* d : {&run.data.train, &run.data.test}) {
+    if (const std::string note = data::skipped_note(*d); !note.empty() && run.lead())
+      std::fprintf(stderr, "note: %s\n", note.c_str());
+  }
   // Class names (folder names, classes.txt lines) are any bytes, but checkpoints and report.html
   // record them as UTF-8 text: bytes that are not are recorded as "\xHH" (they are labels only,
   // never used to find files again).
