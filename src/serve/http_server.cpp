@@ -2,8 +2,6 @@
 // bounded worker pool (see http_server.h).
 #include "serve/http_server.h"
 
-#include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -449,43 +447,14 @@ Server::~Server() = default;
 
 int Server::bind() {
   Loop& l = *loop_;
-  const std::string& host = l.options.host;
   // Room for every connection (the soft descriptor limit is often 1024).
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
     files.rlim_cur = files.rlim_max;
     setrlimit(RLIMIT_NOFILE, &files);
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  const std::string where = l.options.port == 0 ? host + " (any port)" : fmt::format("{}:{}", host, l.options.port);
-  const int rc = getaddrinfo(host.c_str(), std::to_string(l.options.port).c_str(), &hints, &found);
-  VIT_CHECK(rc == 0, "serve", "cannot listen on {} ({})", where, gai_strerror(rc));
-  std::string why = "no address";
-  for (addrinfo* a = found; a != nullptr && l.listen_fd < 0; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    // SO_REUSEADDR (a quick restart) but not SO_REUSEPORT (a second server sharing a busy port).
-    int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
-      l.listen_fd = fd;
-    } else {
-      why = std::strerror(errno);
-      ::close(fd);
-    }
-  }
-  freeaddrinfo(found);
-  VIT_CHECK(l.listen_fd >= 0, "serve", "cannot listen on {} ({}: in use, or not an address of this machine)", where,
-            why);
-  sockaddr_storage bound{};
-  socklen_t size = sizeof(bound);
-  getsockname(l.listen_fd, reinterpret_cast<sockaddr*>(&bound), &size);
-  const int port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                                               : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  int port = l.options.port;
+  l.listen_fd = listen_socket(l.options.host, port);
   epoll_event e{};
   e.events = EPOLLIN;
   e.data.u64 = kListenId;

@@ -59,4 +59,9 @@ class Server {
   std::atomic<bool> stopping_{false};
 };
 
+// A listening socket on host:port (non-blocking; SO_REUSEADDR, not SO_REUSEPORT; backlog
+// SOMAXCONN); port 0 picks a free one, and `port` is set to the bound port. Throws
+// "[serve] cannot listen on HOST:PORT (...)".
+int listen_socket(const std::string& host, int& port);
+
 }  // namespace vit::serve::http
