@@ -107,7 +107,7 @@ std::string post(const std::string& path, const std::string& body, const std::st
 }
 const std::string kHealth = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
 
-// Clients that each send one byte of a request head every `gap`, until `stop`.
+// Clients that each send one byte of a request head every `gap`, for 15 s at most.
 class Drippers {
  public:
   Drippers(int port, int count, std::chrono::milliseconds gap) {
@@ -115,7 +115,8 @@ class Drippers {
       threads_.emplace_back([this, port, gap] {
         const int fd = connect_to(port);
         const std::string head = "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: " + std::string(2000, 'a');
-        for (size_t at = 0; at < head.size() && !stop_; ++at) {
+        const auto until = Clock::now() + std::chrono::seconds(15);
+        for (size_t at = 0; at < head.size() && !stop_ && Clock::now() < until; ++at) {
           if (send(fd, head.data() + at, 1, MSG_NOSIGNAL) != 1) break;
           std::this_thread::sleep_for(gap);
         }
@@ -181,9 +182,9 @@ TEST(ServeHttp, SigtermWithADrippingClientExitsWithinTheRequestDeadline) {
   Drippers slow(server.port(), 2, std::chrono::milliseconds(300));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const auto start = Clock::now();
-  const int code = server.terminate_and_wait();
+  const int code = server.terminate_and_wait(8.0);
   const double took = seconds_since(start);
-  EXPECT_EQ(code, 0) << server.log();
+  EXPECT_EQ(code, 0) << "still up 8 s after SIGTERM\n" << server.log();
   EXPECT_LT(took, 2.0 + 2.0) << server.log();
   EXPECT_NE(server.log().find("stopped after answering"), std::string::npos) << server.log();
 }

@@ -52,11 +52,19 @@ class ServeProcess {
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
   std::string log() const { return testing::read_text(log_); }
-  int terminate_and_wait() {
+  // SIGTERM, then the exit code; -1 (and SIGKILL) when it is still up after `seconds`.
+  int terminate_and_wait(double seconds = 120.0) {
     kill(pid_, SIGTERM);
-    const int code = testing::wait_for(pid_);
-    pid_ = -1;
-    return code;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;  // the destructor kills it
   }
 
  private:
