@@ -78,7 +78,7 @@ struct Server::Impl {
   std::unique_ptr<DecodeBudget> decode_budget;
   std::unique_ptr<http::Server> http;
   std::atomic<bool> draining{false};
-  std::atomic<int64_t> inflight{0}, answered{0};
+  std::atomic<int64_t> inflight{0}, answered{0};  // model requests
   // After stop(): nobody waits for the model beyond this (the HTTP drain's end).
   std::atomic<int64_t> give_up_ns{std::numeric_limits<int64_t>::max()};
 
@@ -304,8 +304,8 @@ struct Server::Impl {
     if (route->runs_model) {
       metrics.request(route->path, status, std::chrono::duration<double>(Clock::now() - start).count());
       --inflight;
+      ++answered;
     }
-    ++answered;
     return res;
   }
 
