@@ -43,6 +43,7 @@ struct Connection {
   Head head;  // the request being read
   ChunkedDecoder chunks;
   uint64_t lingered = 0;
+  uint64_t reserved = 0;  // body bytes counted against max_buffered_body_bytes
   uint32_t events = 0;
   bool registered = false, dead = false;
   bool peer_closed = false;  // read() gave 0: the client sends no more (it may still read)
@@ -66,6 +67,7 @@ struct Server::Loop {
   uint64_t next_id = 2;
   std::vector<uint64_t> ready;  // connections whose buffered bytes wait to be parsed
   bool draining = false;
+  uint64_t buffered = 0;  // body bytes reserved by all connections
   Clock::duration timeout{};
   Clock::time_point accept_paused_until{};
   // The worker pool: whole requests in, answers out (then the loop is woken through wake_fd).
@@ -130,8 +132,26 @@ struct Server::Loop {
     c.registered = true;
     c.events = events;
   }
+  // Request bodies held at once (being read, or with their handler) are bounded.
+  bool reserve(Connection& c, uint64_t bytes) {
+    if (buffered + bytes > options.max_buffered_body_bytes) return false;
+    buffered += bytes;
+    c.reserved += bytes;
+    return true;
+  }
+  void release(Connection& c) {
+    buffered -= c.reserved;
+    c.reserved = 0;
+  }
+  void refuse_busy(Connection& c) {
+    refuse(c, 503,
+           fmt::format("the server holds {} MiB of request bodies (--http-threads x --max-body); retry",
+                       options.max_buffered_body_bytes >> 20));
+  }
+
   void close(Connection& c) {
     if (c.dead) return;
+    release(c);
     if (c.registered) epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c.fd, nullptr);
     ::close(c.fd);
     c.dead = true;
@@ -170,6 +190,7 @@ struct Server::Loop {
   }
 
   void respond(Connection& c, const Response& response) {
+    release(c);  // the request's body is gone with its handler
     if (draining) c.close_after = true;
     c.out = serialize(response, !c.close_after, c.head_only);
     c.written = 0;
@@ -269,6 +290,7 @@ struct Server::Loop {
                                   "(--max-body)",
                                   c.head.content_length, options.limits.max_body_bytes));
       }
+      if (!c.head.chunked && !reserve(c, static_cast<uint64_t>(c.head.content_length))) return refuse_busy(c);
       if (c.head.expect_continue && c.in.empty() && (c.head.chunked || c.head.content_length > 0)) {
         static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
         [[maybe_unused]] const ssize_t n = send(c.fd, kContinue, sizeof(kContinue) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -280,6 +302,7 @@ struct Server::Loop {
     if (c.head.chunked) {
       const ChunkedDecoder::State state = c.chunks.feed(c.in, request.body, options.limits.max_body_bytes);
       if (state == ChunkedDecoder::State::Error) return refuse(c, c.chunks.status(), c.chunks.error());
+      if (request.body.size() > c.reserved && !reserve(c, request.body.size() - c.reserved)) return refuse_busy(c);
       if (state == ChunkedDecoder::State::More) {
         if (c.peer_closed) refuse(c, 400, "the connection was closed before the chunked body was complete", false);
         return;

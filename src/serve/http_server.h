@@ -32,6 +32,8 @@ struct ServerOptions {
   int port = 8080;  // 0: any free port
   int workers = 64;
   int max_connections = 1024;
+  // Request bodies held at once, being read or with their handlers (503 beyond).
+  uint64_t max_buffered_body_bytes = uint64_t{4} << 30;
   double request_timeout = 30.0;  // seconds
   Limits limits;
 };

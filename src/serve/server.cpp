@@ -358,6 +358,7 @@ Server::Server(infer::Predictor model, ServerOptions options) : impl_(std::make_
   h.max_connections = s.options.max_connections;
   h.request_timeout = s.options.request_timeout;
   h.limits.max_body_bytes = static_cast<uint64_t>(s.options.max_body_bytes);
+  h.max_buffered_body_bytes = h.limits.max_body_bytes * static_cast<uint64_t>(s.options.http_threads);
   s.http = std::make_unique<http::Server>(
       h, [&s](const http::Request& req) { return s.handle(req); },
       [](const http::Request& req) {  // cheap: everything but a model endpoint

@@ -2,8 +2,9 @@
 // clients hold no worker (/healthz answers within 1 s), a deadline on the whole request, a
 // bounded SIGTERM drain, pipelined requests answered in order, a half-closed client answered,
 // RFC 9112 framing (Content-Length, Transfer-Encoding, Host, Expect, 431, 405 with Allow),
-// connections beyond capacity answered 503, the image-decode budget's 503, the top_k rule and
-// unknown query parameters (finding 12), the [::1] banner and --std 0's tag (finding 14).
+// connections beyond capacity, bodies beyond what the server holds at once and image decodes
+// beyond the decode budget answered 503, the top_k rule and unknown query parameters (finding
+// 12), the [::1] banner and --std 0's tag (finding 14).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -304,6 +305,26 @@ TEST(ServeHttp, ConnectionsBeyondCapacityAreAnswered503) {
                 .rfind("HTTP/1.1 200", 0),
             0u);
   for (const int fd : held) close(fd);
+}
+
+TEST(ServeHttp, RequestBodiesHeldAtOnceAreBounded) {
+  TempDir dir;
+  ServeProcess server(dir, {"--http-threads", "1", "--max-body", "100000"});  // 100000 bytes of bodies at once
+  ASSERT_GT(server.port(), 0);
+  const int slow = connect_to(server.port());
+  ASSERT_TRUE(
+      send_all(slow, "POST /v1/predict HTTP/1.1\r\nHost: t\r\nContent-Length: 80000\r\n\r\n" + std::string(1000, 'x')));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string refused =
+      round_trip(server.port(), "POST /v1/predict HTTP/1.1\r\nHost: t\r\nContent-Length: 50000\r\n\r\n");
+  EXPECT_EQ(refused.rfind("HTTP/1.1 503", 0), 0u) << refused;
+  EXPECT_NE(refused.find("request bodies"), std::string::npos) << refused;
+  close(slow);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string body = npy_body(dir, 1);
+  const std::vector<Reply> ok = replies(round_trip(server.port(), post("/v1/predict", body, "Connection: close\r\n")));
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok[0].status, 200) << ok[0].body;
 }
 
 TEST(ServeHttp, ImageDecodesBeyondTheMemoryBudgetAreAnswered503) {
