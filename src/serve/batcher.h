@@ -3,7 +3,7 @@
 // collecting requests of the same kind (logits, or embeddings with the same pooling) that arrive
 // within max_delay of it, up to max_batch images, runs them through the model as one batch, and
 // hands every request its own rows. A full queue refuses at once (HTTP 429); a request whose
-// caller stopped waiting (timeout) is skipped, not run.
+// caller stopped waiting (timeout, cancel()) leaves the queue at once and is never run.
 #pragma once
 
 #include <atomic>
@@ -59,6 +59,9 @@ class Batcher {
   // Queues images (B, C, H, W); throws QueueFull when max_queue requests already wait, and
   // ShuttingDown once drain() has begun.
   Ticket submit(const Kind& kind, Tensor images);
+  // The caller stops waiting (a timeout): the request leaves the queue at once (its place freed,
+  // never run); one already in the running batch is only dropped from the answers.
+  void cancel(const Ticket& ticket);
   int64_t queue_depth() const;  // requests waiting
   // Stops taking requests (submit throws) and runs what is queued; returns when it is done.
   void drain();

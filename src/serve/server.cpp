@@ -1,17 +1,20 @@
-// `vit serve` (see server.h): HTTP translation onto the inference session, through the batcher.
+// `vit serve` (see server.h): the route table and its handlers, translating HTTP requests
+// (serve/http_server.h) onto the inference session through the batcher.
 #include "serve/server.h"
 
-#include <httplib.h>
-
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
 #include "data/image.h"
 #include "io/npy.h"
+#include "serve/decode_budget.h"
+#include "serve/http_server.h"
 #include "serve/metrics.h"
 
 namespace vit::serve {
@@ -27,30 +30,27 @@ struct HttpError {
   std::string message;
 };
 
-void reply(httplib::Response& res, int status, const json& body) {
+void reply(http::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.content_type = "application/json";
+  res.body = body.dump();
 }
 
-const char* reason(int status) {
-  switch (status) {
-    case 400:
-      return "bad request";
-    case 404:
-      return "no such endpoint (POST /v1/predict, POST /v1/embed, GET /healthz, GET /metrics)";
-    case 405:
-      return "method not allowed";
-    case 408:
-      return "the request was not received in time";
-    case 413:
-      return "the request body is larger than the server's limit (--max-body)";
-    case 414:
-      return "the request URI is too long";
-    case 431:
-      return "the request headers are too large";
-    default:
-      return status >= 500 ? "internal error" : "the request was refused";
+// The value of a query parameter, or nullptr.
+const std::string* param(const http::Request& req, const std::string& name) {
+  for (const auto& [key, value] : req.query) {
+    if (key == name) return &value;
   }
+  return nullptr;
+}
+
+// ?top_k: any positive whole number (one beyond int64 counts as the largest).
+int64_t parse_top_k(const std::string& v) {
+  VIT_CHECK(!v.empty() && v.find_first_not_of("0123456789") == std::string::npos &&
+                v.find_first_not_of('0') != std::string::npos,
+            "serve", "top_k must be a positive whole number, got '{}'", v);
+  const std::string digits = v.substr(v.find_first_not_of('0'));
+  return digits.size() > 18 ? std::numeric_limits<int64_t>::max() : std::stoll(digits);
 }
 
 // Rows of a float tensor as nested JSON arrays (B, ...).
@@ -64,6 +64,10 @@ json rows_json(const Tensor& t) {
   return out;
 }
 
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -71,20 +75,46 @@ struct Server::Impl {
   ServerOptions options;
   Metrics metrics;
   std::unique_ptr<Batcher> batcher;
-  httplib::Server http;
+  std::unique_ptr<DecodeBudget> decode_budget;
+  std::unique_ptr<http::Server> http;
   std::atomic<bool> draining{false};
-  std::atomic<int64_t> inflight{0}, answered{0};
-  int port = 0;
-  socket_t listen_fd = INVALID_SOCKET;  // the last socket httplib made to bind (the bound one when it succeeds)
+  std::atomic<int64_t> inflight{0}, answered{0};  // model requests
+  // After stop(): nobody waits for the model beyond this (the HTTP drain's end).
+  std::atomic<int64_t> give_up_ns{std::numeric_limits<int64_t>::max()};
 
   explicit Impl(infer::Predictor m) : model(std::move(m)) {}
   const model::ViTConfig& config() const { return model.config(); }
 
+  // An image decoded within the decode budget.
+  data::Image decode(const uint8_t* bytes, size_t size) const {
+    const char* name = "the request body";
+    const int64_t max_pixels = options.max_pixels > 0 ? options.max_pixels : data::kDefaultMaxPixels;
+    const data::ImageHeader header = data::read_image_header(bytes, size, name);
+    if (header.height * header.width > max_pixels) return data::decode_image(bytes, size, name, max_pixels);  // refuses
+    const int64_t need = kPeakBytesPerValue * header.height * header.width *
+                         std::max<int64_t>({header.channels, config().in_channels, 1});
+    const std::optional<DecodeBudget::Lease> lease = decode_budget->try_reserve(need);
+    if (!lease) {
+      throw HttpError{503,
+                      fmt::format("[serve] the server is short of image-decoding memory: this {}x{} image needs {} "
+                                  "MiB at its peak, {} of {} MiB (--decode-memory) are in use; retry",
+                                  header.width, header.height, need >> 20, decode_budget->used() >> 20,
+                                  decode_budget->total() >> 20)};
+    }
+    try {
+      return data::decode_image(bytes, size, name, max_pixels);
+    } catch (const Error& e) {  // stb's allocation failure: the server is short, not the image bad
+      if (std::strstr(e.what(), "(outofmem)") != nullptr) throw std::bad_alloc();
+      throw;
+    }
+  }
+
   // The request body as a (B, C, H, W) float32 batch, checked; `image` tells which kind it was.
-  Tensor input(const httplib::Request& req, const std::string& body, bool& image) const {
+  Tensor input(const http::Request& req, bool& image) const {
     const model::ViTConfig& c = config();
+    const std::string& body = req.body;
     VIT_CHECK(!body.empty(), "serve", "the request body is empty: send an image (PNG/JPEG) or a float32 .npy");
-    const std::string type = req.get_header_value("Content-Type");
+    const std::string type = req.header("content-type");
     const bool npy = type.rfind("application/x-npy", 0) == 0 || body.rfind("\x93NUMPY", 0) == 0;
     if (type.rfind("application/json", 0) == 0 || type.rfind("text/", 0) == 0)
       throw HttpError{415, fmt::format("Content-Type {}: send an image (PNG/JPEG bytes) or a float32 (B, {}, {}, {}) "
@@ -101,14 +131,13 @@ struct Server::Impl {
       VIT_CHECK(f.size(0) >= 1, "serve", "the .npy body holds no images (B = 0)");
       return f;
     }
-    const data::Image decoded = data::decode_image(
-        bytes, body.size(), "the request body", options.max_pixels > 0 ? options.max_pixels : data::kDefaultMaxPixels);
     Tensor x = Tensor::empty(model.input_shape(1));
-    model.preprocess_into(decoded, x.data<float>());
+    model.preprocess_into(decode(bytes, body.size()), x.data<float>());
     return x;
   }
 
-  // Through the batcher, within the timeout.
+  // Through the batcher, within the timeout (and the drain's end): a request given up on leaves
+  // the queue at once.
   Tensor run(const infer::Request& kind, Tensor x) {
     Batcher::Ticket ticket;
     try {
@@ -118,17 +147,22 @@ struct Server::Impl {
     } catch (const ShuttingDown& e) {
       throw HttpError{503, e.what()};
     }
-    const auto wait = std::chrono::duration<double>(options.request_timeout);
-    if (ticket.result.wait_for(wait) != std::future_status::ready) {
-      ticket.cancelled->store(true);
-      throw HttpError{
-          503, fmt::format("timed out after {} s waiting for the model (--request-timeout)", options.request_timeout)};
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(options.request_timeout));
+    for (;;) {
+      const auto now = Clock::now();
+      const auto give_up = Clock::time_point(std::chrono::nanoseconds(give_up_ns.load()));
+      if (now >= deadline || now >= give_up) break;
+      const auto slice = std::min({deadline - now, give_up - now, Clock::duration(std::chrono::milliseconds(100))});
+      if (ticket.result.wait_for(slice) == std::future_status::ready) return ticket.result.get();
     }
-    return ticket.result.get();
+    batcher->cancel(ticket);
+    throw HttpError{
+        503, fmt::format("timed out after {} s waiting for the model (--request-timeout)", options.request_timeout)};
   }
 
   // POST /v1/predict: an image -> top-k classes; a .npy -> logits.
-  void predict(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+  void predict(const http::Request& req, http::Response& res) {
     if (!model.has_classifier()) {
       try {
         model.require_classifier("serve", "", "POST /v1/embed");
@@ -136,38 +170,39 @@ struct Server::Impl {
         throw HttpError{400, e.what()};
       }
     }
-    int64_t k = options.top_k;
-    if (req.has_param("top_k")) {
-      const std::string v = req.get_param_value("top_k");
-      VIT_CHECK(!v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos, "serve",
-                "top_k must be a positive whole number, got '{}'", v);
-      k = std::stoll(v);
-      VIT_CHECK(k >= 1, "serve", "top_k must be >= 1, got {}", k);
-    }
+    const std::string* asked = param(req, "top_k");
+    const int64_t k = asked != nullptr ? parse_top_k(*asked) : options.top_k;
     bool image = false;
-    Tensor x = input(req, body, image);
+    Tensor x = input(req, image);
     const Tensor logits = run({infer::Output::Logits}, std::move(x));  // (B, K)
     if (!image) {
       reply(res, 200, {{"logits", rows_json(logits)}});
       return;
     }
+    // One rule for top_k, said in the answer: at most the class count.
+    const int64_t classes = model.num_classes(), given = std::min(k, classes);
     json predictions = json::array();
     const std::vector<std::vector<infer::ClassScore>> top =
-        model.top_k(logits, k);  // kept: a row of a temporary dangles
+        model.top_k(logits, given);  // kept: a row of a temporary dangles
     for (const infer::ClassScore& s : top[0]) {
       predictions.push_back({{"index", s.index}, {"label", model.label(s.index)}, {"probability", s.probability}});
     }
-    reply(res, 200, {{"predictions", predictions}});
+    json answer = {{"predictions", predictions}, {"top_k", given}};
+    if (k > classes) {
+      answer["note"] =
+          fmt::format("top_k {} is more than the model's {} classes: all {} are given", k, classes, classes);
+    }
+    reply(res, 200, answer);
   }
 
   // POST /v1/embed: an image -> one embedding; a .npy -> a row per image.
-  void embed(const httplib::Request& req, const std::string& body, httplib::Response& res) {
-    const infer::Pool pool = req.has_param("pool") && !req.get_param_value("pool").empty()
-                                 ? infer::parse_pool(req.get_param_value("pool"), "serve")
-                                 : model.default_pool();
+  void embed(const http::Request& req, http::Response& res) {
+    const std::string* asked = param(req, "pool");
+    const infer::Pool pool =
+        asked != nullptr && !asked->empty() ? infer::parse_pool(*asked, "serve") : model.default_pool();
     model.check_pool(pool, "serve");
     bool image = false;
-    Tensor x = input(req, body, image);
+    Tensor x = input(req, image);
     const Tensor e = run({infer::Output::Embedding, pool}, std::move(x));
     const Shape row(e.shape().begin() + 1, e.shape().end());
     if (image) {
@@ -177,41 +212,7 @@ struct Server::Impl {
     }
   }
 
-  // The one error wrapper (llama.cpp's ex_wrapper): every model endpoint's failure becomes a JSON
-  // error with its status, and is counted in the metrics.
-  using Handler = void (Impl::*)(const httplib::Request&, const std::string&, httplib::Response&);
-  void handle(Handler handler, const httplib::Request& req, const std::string& body, httplib::Response& res,
-              const std::string& endpoint) {
-    const auto start = Clock::now();
-    ++inflight;
-    int status = 200;
-    try {
-      if (draining) throw HttpError{503, "the server is shutting down"};
-      (this->*handler)(req, body, res);
-    } catch (const HttpError& e) {
-      status = e.status;
-      reply(res, e.status, {{"error", e.message}});
-      if (e.status == 429 || e.status == 503) res.set_header("Retry-After", "1");
-    } catch (const Error& e) {
-      status = 400;
-      reply(res, 400, {{"error", e.what()}});
-    } catch (const std::exception& e) {
-      status = 500;
-      reply(res, 500, {{"error", fmt::format("[serve] {}", e.what())}});
-    }
-    metrics.request(endpoint, status, std::chrono::duration<double>(Clock::now() - start).count());
-    ++answered;
-    --inflight;
-  }
-
-  // The model endpoints (the route table): POST with an image or a .npy body.
-  struct Route {
-    const char* path;
-    Handler handler;
-  };
-  static std::vector<Route> routes() { return {{"/v1/predict", &Impl::predict}, {"/v1/embed", &Impl::embed}}; }
-
-  void healthz(httplib::Response& res) const {
+  void healthz(const http::Request&, http::Response& res) {
     if (draining) {
       reply(res, 503, {{"status", "draining"}});
       return;
@@ -228,6 +229,104 @@ struct Server::Impl {
            {"classes", model.num_classes()},
            {"max_batch", options.batching.max_batch}});
   }
+
+  void metrics_text(const http::Request&, http::Response& res) {
+    res.content_type = "text/plain; version=0.0.4";
+    res.body = metrics.text(batcher->queue_depth(), inflight.load());
+  }
+
+  // The route table: method, path, handler, the query parameters it takes, and whether it runs
+  // the model (through the error wrapper, on a worker) or is cheap (answered on the event loop).
+  using Handler = void (Impl::*)(const http::Request&, http::Response&);
+  struct Route {
+    const char* method;
+    const char* path;
+    Handler handler;
+    std::vector<std::string> params;
+    bool runs_model;
+  };
+  static const std::vector<Route>& routes() {
+    static const std::vector<Route> table = {{"POST", "/v1/predict", &Impl::predict, {"top_k"}, true},
+                                             {"POST", "/v1/embed", &Impl::embed, {"pool"}, true},
+                                             {"GET", "/healthz", &Impl::healthz, {}, false},
+                                             {"GET", "/metrics", &Impl::metrics_text, {}, false}};
+    return table;
+  }
+  static const Route* find_route(const http::Request& req) {
+    for (const Route& r : routes()) {
+      if (req.path == r.path && (req.method == r.method || (req.method == "HEAD" && std::strcmp(r.method, "GET") == 0)))
+        return &r;
+    }
+    return nullptr;
+  }
+
+  // Unknown or repeated query parameters are refused, naming the known ones.
+  static void check_query(const Route& route, const http::Request& req) {
+    std::vector<std::string> seen;
+    for (const auto& [key, value] : req.query) {
+      if (std::find(route.params.begin(), route.params.end(), key) == route.params.end()) {
+        const std::string known =
+            route.params.empty() ? "it takes none" : fmt::format("known: {}", fmt::join(route.params, ", "));
+        throw HttpError{400, fmt::format("[serve] unknown query parameter '{}' for {} {} ({})", key, route.method,
+                                         route.path, known)};
+      }
+      VIT_CHECK(std::find(seen.begin(), seen.end(), key) == seen.end(), "serve", "query parameter '{}' given twice",
+                key);
+      seen.push_back(key);
+    }
+  }
+
+  // The one error wrapper (llama.cpp's ex_wrapper): every failure becomes a JSON error with its
+  // status, and a model endpoint's is counted in the metrics.
+  http::Response handle(const http::Request& req) {
+    http::Response res;
+    const Route* route = find_route(req);
+    if (route == nullptr) return refuse_route(req);
+    const auto start = Clock::now();
+    if (route->runs_model) ++inflight;
+    int status = 200;
+    try {
+      check_query(*route, req);
+      (this->*route->handler)(req, res);
+      status = res.status;
+    } catch (const HttpError& e) {
+      status = e.status;
+      res = http::error_response(e.status, e.message);
+    } catch (const Error& e) {
+      status = 400;
+      res = http::error_response(400, e.what());
+    } catch (const std::bad_alloc&) {
+      status = 503;
+      res = http::error_response(503, "[serve] the server is short of memory for this request; retry");
+    } catch (const std::exception& e) {
+      status = 500;
+      res = http::error_response(500, fmt::format("[serve] {}", e.what()));
+    }
+    if (route->runs_model) {
+      metrics.request(route->path, status, std::chrono::duration<double>(Clock::now() - start).count());
+      --inflight;
+      ++answered;
+    }
+    return res;
+  }
+
+  // 404 for an unknown path, 405 (with Allow) for a known path and another method.
+  static http::Response refuse_route(const http::Request& req) {
+    std::vector<std::string> allowed;
+    for (const Route& r : routes()) {
+      if (req.path == r.path) allowed.push_back(r.method);
+    }
+    if (allowed.empty()) {
+      return http::error_response(404,
+                                  "no such endpoint (POST /v1/predict, POST /v1/embed, GET /healthz, GET /metrics)");
+    }
+    if (allowed[0] == "GET") allowed.push_back("HEAD");
+    http::Response res = http::error_response(
+        405,
+        fmt::format("{} takes {}{}", req.path, allowed[0], allowed[0] == "POST" ? " (an image or a .npy body)" : ""));
+    res.headers.emplace_back("Allow", fmt::format("{}", fmt::join(allowed, ", ")));
+    return res;
+  }
 };
 
 Server::Server(infer::Predictor model, ServerOptions options) : impl_(std::make_unique<Impl>(std::move(model))) {
@@ -242,122 +341,60 @@ Server::Server(infer::Predictor model, ServerOptions options) : impl_(std::make_
   VIT_CHECK(s.options.http_threads >= 1 && s.options.http_threads <= 4096, "serve",
             "--http-threads must be in [1, 4096], got {}", s.options.http_threads);
   VIT_CHECK(s.options.top_k >= 1, "serve", "--top-k must be >= 1, got {}", s.options.top_k);
+  const int64_t max_pixels = s.options.max_pixels > 0 ? s.options.max_pixels : data::kDefaultMaxPixels;
+  const int64_t largest = kPeakBytesPerValue * 4 * max_pixels;  // an RGBA image at the pixel limit
+  VIT_CHECK(s.options.decode_memory_bytes >= largest, "serve",
+            "--decode-memory {} MiB cannot decode one image at the pixel limit ({} pixels: {} MiB at its peak); "
+            "raise it or lower --max-pixels",
+            s.options.decode_memory_bytes >> 20, max_pixels, largest >> 20);
+  s.decode_budget = std::make_unique<DecodeBudget>(s.options.decode_memory_bytes);
   s.model.prepare();  // the weights packed before the first request
   s.batcher = std::make_unique<Batcher>(
       s.options.batching, [&s](const infer::Request& kind, const Tensor& images) { return s.model.run(kind, images); },
       [&s](int64_t images, int64_t requests) { s.metrics.batch(images, requests); });
-
-  httplib::Server& http = s.http;
-  const int threads = s.options.http_threads;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  // A body over --max-body is still read, and dropped, for up to kDrainBytes more: a client that
-  // sends its whole body before reading the answer then gets the 413 instead of a reset connection.
-  // Beyond that (a Content-Length past it, or a stream that goes on) the connection is closed.
-  constexpr size_t kDrainBytes = size_t{16} << 20;
-  const auto limit = static_cast<size_t>(s.options.max_body_bytes);
-  http.set_payload_max_length(limit + kDrainBytes);
-  const auto timeout = std::chrono::duration<double>(s.options.request_timeout);
-  http.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-  http.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-  // The bodies are read through a content reader: httplib's own reading parses a body sent as
-  // application/x-www-form-urlencoded (curl --data-binary's default type) as a form and refuses
-  // it beyond 8 KiB; an image sent that way is still an image here.
-  for (const Impl::Route& route : Impl::routes()) {
-    const char* path = route.path;
-    const auto handler = route.handler;
-    http.Post(path, [&s, path, handler, limit](const httplib::Request& req, httplib::Response& res,
-                                               const httplib::ContentReader& read) {
-      std::string body;
-      size_t received = 0;
-      const bool whole = read([&](const char* data, size_t n) {
-        received += n;  // a chunked body has no Content-Length for httplib to hold: counted here
-        if (received <= limit) {
-          body.append(data, n);
-        } else {
-          std::string().swap(body);  // dropped (and freed) while the rest drains
-        }
-        return received <= limit + kDrainBytes;
+  http::ServerOptions h;
+  h.host = s.options.host;
+  h.port = s.options.port;
+  h.workers = s.options.http_threads;
+  h.max_connections = s.options.max_connections;
+  h.request_timeout = s.options.request_timeout;
+  h.limits.max_body_bytes = static_cast<uint64_t>(s.options.max_body_bytes);
+  h.max_buffered_body_bytes = h.limits.max_body_bytes * static_cast<uint64_t>(s.options.http_threads);
+  s.http = std::make_unique<http::Server>(
+      h, [&s](const http::Request& req) { return s.handle(req); },
+      [](const http::Request& req) {  // cheap: everything but a model endpoint
+        const Impl::Route* route = Impl::find_route(req);
+        return route == nullptr || !route->runs_model;
       });
-      const bool too_large = received > limit || res.status == 413;
-      if (!whole || too_large) {  // too large (413) or the client went away / sent a broken body (400)
-        const int status = too_large ? 413 : res.status >= 400 ? res.status : 400;
-        reply(res, status, {{"error", reason(status)}});
-        s.metrics.request(path, status, 0.0);
-        ++s.answered;
-        return;
-      }
-      s.handle(handler, req, body, res, path);
-    });
-  }
-  for (const Impl::Route& route : Impl::routes()) {
-    const char* path = route.path;
-    http.Get(path, [path](const httplib::Request&, httplib::Response& res) {
-      reply(res, 405, {{"error", fmt::format("{} takes POST (an image or a .npy body)", path)}});
-      res.set_header("Allow", "POST");
-    });
-  }
-  http.Get("/healthz", [&s](const httplib::Request&, httplib::Response& res) { s.healthz(res); });
-  http.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
-    res.set_content(s.metrics.text(s.batcher->queue_depth(), s.inflight.load()), "text/plain; version=0.0.4");
-  });
-  // Errors httplib answers itself (404, 413, a malformed request) get a JSON body too.
-  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty()) reply(res, res.status, {{"error", reason(res.status)}});
-  });
-  // Answers go out as headers then body: without TCP_NODELAY, Nagle's algorithm holds the body
-  // until the client's delayed ACK of the headers (~40 ms on Linux) on every keep-alive request.
-  http.set_tcp_nodelay(true);
-  // httplib's default sets SO_REUSEPORT, which lets a second server share a busy port and
-  // steal half its connections; SO_REUSEADDR alone refuses a port in use but allows a quick restart.
-  http.set_socket_options([&s](socket_t sock) {
-    s.listen_fd = sock;
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<void*>(&yes), sizeof(yes));
-  });
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    reply(res, 500, {{"error", "[serve] " + what}});
-  });
 }
 
 Server::~Server() {
-  if (impl_) impl_->batcher.reset();  // drains before the session goes
+  if (impl_) {
+    impl_->http.reset();     // no more requests
+    impl_->batcher.reset();  // drains before the session goes
+  }
 }
 
 int Server::bind() {
   Impl& s = *impl_;
-  if (s.options.port == 0) {
-    s.port = s.http.bind_to_any_port(s.options.host);
-    VIT_CHECK(s.port > 0, "serve", "cannot listen on {} (any port)", s.options.host);
-  } else {
-    VIT_CHECK(s.options.port > 0 && s.options.port <= 65535, "serve", "--port must be in [0, 65535], got {}",
-              s.options.port);
-    VIT_CHECK(s.http.bind_to_port(s.options.host, s.options.port), "serve",
-              "cannot listen on {}:{} (in use, or not an address of this machine)", s.options.host, s.options.port);
-    s.port = s.options.port;
-  }
-  // httplib listens with a backlog of 5: a burst of clients connecting at once overflows it and
-  // some see their connection reset. Listening again on the bound socket raises the backlog.
-  if (s.listen_fd != INVALID_SOCKET) ::listen(s.listen_fd, SOMAXCONN);
-  return s.port;
+  VIT_CHECK(s.options.port >= 0 && s.options.port <= 65535, "serve", "--port must be in [0, 65535], got {}",
+            s.options.port);
+  return s.http->bind();
 }
 
 void Server::serve() {
   Impl& s = *impl_;
-  s.http.listen_after_bind();  // returns after stop(), its handlers finished
+  s.http->serve();  // returns after stop() and the drain
   s.draining = true;
   s.batcher->drain();
 }
 
 void Server::stop() {
-  impl_->draining = true;
-  impl_->http.stop();
+  Impl& s = *impl_;
+  s.draining = true;
+  const auto grace = std::chrono::duration<double>(s.options.request_timeout) + std::chrono::seconds(1);
+  s.give_up_ns = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(grace).count();
+  s.http->stop();
 }
 
 int64_t Server::answered() const { return impl_->answered.load(); }

@@ -1,5 +1,5 @@
-// `vit serve`: a model behind HTTP (cpp-httplib), with dynamic batching (serve/batcher.h) and
-// Prometheus metrics (serve/metrics.h).
+// `vit serve`: a model behind HTTP (our own HTTP/1.1 layer, serve/http_server.h), with dynamic batching
+// (serve/batcher.h) and Prometheus metrics (serve/metrics.h).
 //   POST /v1/predict  body: an image (PNG/JPEG/BMP bytes) -> {"predictions": [{index, label,
 //                     probability}, ...]} (?top_k=N); or a float32 (B, C, H, W) .npy
 //                     (Content-Type: application/x-npy) -> {"logits": [[...], ...]}
@@ -7,11 +7,16 @@
 //                     (?pool=cls|avg|tokens; default the model's)
 //   GET  /healthz     {"status": "ok", model...}; 503 {"status": "draining"} while shutting down
 //   GET  /metrics     Prometheus text
+// (the route table in server.cpp). ?top_k: any positive whole number, at most the class count
+// given ("top_k" in the answer says how many, with a "note" when it was more). A query parameter
+// the endpoint does not know is refused (400, naming it and the known ones).
 // Every error is JSON {"error": "..."}: 400 a bad body (not an image, a truncated or misshapen
-// .npy, NaN), 404 / 405 an unknown path or method, 413 a body over the limit, 429 the queue is
-// full, 503 a request that waited past the timeout, or the server is draining. A request never
-// stops the server. stop() (SIGTERM, SIGINT) stops accepting connections, answers everything in
-// flight, then returns from serve().
+// .npy, NaN) or a malformed request, 404 / 405 an unknown path or method (405 with Allow), 408 a
+// request that did not arrive within --request-timeout, 413 a body over the limit, 431 headers
+// too large, 429 the queue is full, 503 a request that waited past the timeout, an image whose
+// decoding does not fit in --decode-memory beside the decodes running, memory exhausted, or too
+// many connections. A request never stops the server. stop() (SIGTERM, SIGINT) stops accepting
+// connections, answers what is in flight (for up to --request-timeout + 1 s), then returns from serve().
 #pragma once
 
 #include <memory>
@@ -27,8 +32,10 @@ struct ServerOptions {
   int port = 8080;  // 0: any free port (bind() tells which)
   BatcherOptions batching;
   int64_t max_body_bytes = 64 << 20;
-  double request_timeout = 30.0;  // seconds: waiting for the model, and reading a request
-  int http_threads = 64;          // connections handled at once
+  double request_timeout = 30.0;  // seconds: a whole request arriving, waiting for the model, an answer written
+  int http_threads = 64;          // requests handled at once (workers; slow clients hold none)
+  int max_connections = 1024;     // open connections (503 beyond)
+  int64_t decode_memory_bytes = int64_t{2} << 30;  // images decoded at once, at their peak (503 beyond)
   int64_t top_k = 5;
   int64_t max_pixels = 0;  // images: refuse larger ones (0: data::kDefaultMaxPixels)
 };
@@ -41,7 +48,7 @@ class Server {
   Server& operator=(const Server&) = delete;
   // Binds the listening socket; returns the port. Throws "[serve] cannot listen on HOST:PORT".
   int bind();
-  // Serves until stop(), then drains (everything accepted is answered) and returns.
+  // Serves until stop(), then drains (what is in flight is answered, within the request timeout) and returns.
   void serve();
   // From any thread (a signal watcher): begin the drain.
   void stop();

@@ -19,6 +19,7 @@
 #include "data/image.h"
 #include "io/npy.h"
 #include "run_vit.h"
+#include "serve_process.h"
 #include "support/files.h"
 #include "support/tolerances.h"
 
@@ -27,54 +28,6 @@ namespace {
 
 using json = nlohmann::json;
 using testing::TempDir;
-
-const std::string kTimm = std::string(VIT_GOLDEN_DIR) + "/layouts/timm.safetensors";  // 3x32x32, 10 classes, 4 heads
-
-// A running `vit serve`, stopped (SIGKILL if still up) on destruction.
-class ServeProcess {
- public:
-  ServeProcess(const TempDir& dir, const std::vector<std::string>& flags) : log_(dir.file("serve.log")) {
-    // The tests' httplib clients write without MSG_NOSIGNAL: one still sending a body the server
-    // already refused (413) and closed must get EPIPE, not end the test (the server ignores it too).
-    signal(SIGPIPE, SIG_IGN);
-    std::vector<std::string> args = {"serve", "--checkpoint", kTimm, "--heads", "4", "--port", "0", "--threads", "2"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    pid_ = testing::spawn(args, log_);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    const std::regex listening(R"(on http://127\.0\.0\.1:(\d+))");
-    while (std::chrono::steady_clock::now() < until) {
-      std::smatch m;
-      const std::string text = testing::read_text(log_);
-      if (std::regex_search(text, m, listening)) {
-        port_ = std::stoi(m[1]);
-        return;
-      }
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ADD_FAILURE() << "vit serve did not start: " << testing::read_text(log_);
-  }
-  ~ServeProcess() {
-    if (pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  int port() const { return port_; }
-  pid_t pid() const { return pid_; }
-  std::string log() const { return testing::read_text(log_); }
-  int terminate_and_wait() {
-    kill(pid_, SIGTERM);
-    const int code = testing::wait_for(pid_);
-    pid_ = -1;
-    return code;
-  }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
 
 std::string npy_bytes(const TempDir& dir, const Tensor& t, const std::string& name) {
   io::save_npy(dir.file(name), t);

@@ -1,7 +1,7 @@
 // The dynamic batcher of `vit serve`: requests arriving within the delay run as one model call
 // (up to max_batch images), kinds never mix, every request gets its own rows, a full queue
-// refuses at once, a cancelled request is not run, a failing call fails only its batch, and
-// drain() runs what is queued before returning.
+// refuses at once, a cancelled request is not run (and leaves the queue at once), a failing call fails only its batch,
+// and drain() runs what is queued before returning.
 #include "serve/batcher.h"
 
 #include <gtest/gtest.h>
@@ -97,6 +97,27 @@ TEST(Batcher, AFullQueueRefusesAndCancelledRequestsAreNotRun) {
   EXPECT_EQ(running.result.get().data<float>()[0], 1.0f);
   EXPECT_THROW(cancelled.result.get(), Error);
   EXPECT_EQ(waiting.result.get().data<float>()[0], 3.0f);
+  std::lock_guard lock(model.mutex);
+  EXPECT_EQ(model.calls.size(), 2u);
+}
+
+// A caller that gives up (the server's request timeout) frees its place in the queue at once:
+// the next request is not refused for it, and the model never sees it.
+TEST(Batcher, ACancelledRequestLeavesTheQueueAtOnce) {
+  Recorder model;
+  model.delay = std::chrono::milliseconds(200);
+  Batcher batcher({.max_batch = 1, .max_delay_us = 0, .max_queue = 1},
+                  [&](const Kind& k, const Tensor& x) { return model(k, x); });
+  auto running = batcher.submit(kLogits, marked(1, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // taken by the worker
+  auto given_up = batcher.submit(kLogits, marked(1, 2));
+  EXPECT_EQ(batcher.queue_depth(), 1);
+  batcher.cancel(given_up);
+  EXPECT_EQ(batcher.queue_depth(), 0);
+  auto next = batcher.submit(kLogits, marked(1, 3));  // room again while the model is still busy
+  EXPECT_THROW(given_up.result.get(), Error);
+  EXPECT_EQ(running.result.get().data<float>()[0], 1.0f);
+  EXPECT_EQ(next.result.get().data<float>()[0], 3.0f);
   std::lock_guard lock(model.mutex);
   EXPECT_EQ(model.calls.size(), 2u);
 }
