@@ -212,7 +212,7 @@ PYBIND11_MODULE(vit, m) {
       [](const std::string& path, std::optional<int64_t> heads, std::optional<std::string> layout,
          std::optional<double> eps, std::optional<std::string> act, std::optional<int64_t> image_size, bool strict,
          bool ema, bool raw, std::optional<int64_t> resize, std::optional<int64_t> crop, std::optional<std::string> interpolation,
-         std::optional<std::vector<double>> mean, std::optional<std::vector<double>> std) {
+         std::optional<std::vector<double>> mean, std::optional<std::vector<double>> std, const std::string& precision) {
         vit::LoadOptions o = load_options(heads, layout, eps, act, image_size, strict, ema);
         o.raw = raw;
         o.resize = resize.value_or(0);
@@ -220,6 +220,7 @@ PYBIND11_MODULE(vit, m) {
         o.interpolation = interpolation.value_or("");
         o.mean = mean.value_or(std::vector<double>{});
         o.std = std.value_or(std::vector<double>{});
+        o.precision = precision;
         checked_path(path, "load");
         py::gil_scoped_release release;
         return vit::Model::load(path, o);
@@ -228,6 +229,7 @@ PYBIND11_MODULE(vit, m) {
       py::arg("act") = py::none(), py::arg("image_size") = py::none(), py::arg("strict") = true,
       py::arg("ema") = false, py::arg("raw") = false, py::arg("resize") = py::none(), py::arg("crop") = py::none(),
       py::arg("interpolation") = py::none(), py::arg("mean") = py::none(), py::arg("std") = py::none(),
+      py::arg("precision") = "fp32",
       "Load any checkpoint vit reads (ours, int8, timm, torchvision, Hugging Face; DeiT, DINOv2, CLIP, ...); "
       "resize/crop/interpolation/mean/std override its preprocessing as vit predict's flags do.");
 

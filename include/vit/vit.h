@@ -59,6 +59,9 @@ struct LoadOptions {
   int64_t crop = -1;          // >= 0: center crop to this (0: none)
   std::string interpolation;  // "bilinear" or "bicubic" ("": the checkpoint's)
   std::vector<double> mean, std;  // one value, or one per channel
+  // "fp32", or "bf16": the Linear layers in bfloat16 with float32 accumulation (AVX512_BF16 CPUs;
+  // elsewhere a correct but slow emulation), as --precision bf16.
+  std::string precision = "fp32";
 };
 
 struct Prediction {

@@ -347,3 +347,13 @@ def test_quantize_errors_name_the_keywords():
         open(out, "wb").close()
         with pytest.raises(vit.Error, match=r"\[quantize\] out .* exists \(overwrite replaces it\)"):
             vit.quantize(TIMM, out, heads=4)
+
+
+def test_bf16_precision_follows_float32():
+    x = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    a = vit.load(TIMM, heads=4).predict(x)
+    b = vit.load(TIMM, heads=4, precision="bf16").predict(x)
+    cosine = float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
+    assert cosine >= 0.9999 and not np.array_equal(a, b)
+    with pytest.raises(vit.Error, match=r"\[load\] precision must be fp32 or bf16, got 'fp16'"):
+        vit.load(TIMM, heads=4, precision="fp16")

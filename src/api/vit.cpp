@@ -88,7 +88,9 @@ infer::Predictor& Model::handle() const {
 
 Model Model::load(const std::string& path, const LoadOptions& options) {
   VIT_CHECK(!path.empty(), "load", "no path given: name a checkpoint file (.safetensors)");
-  infer::Predictor p = infer::Predictor::load(path, to_internal(options));
+  const infer::Precision precision = infer::parse_precision(options.precision, "load");
+  infer::Predictor p =
+      infer::Predictor::load(path, to_internal(options), infer::Predictor::WeightPages::Keep, precision);
   p.prepare();  // the weights packed now, not at the first call
   return Model(std::make_unique<Impl>(std::move(p)));
 }

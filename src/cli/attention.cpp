@@ -30,6 +30,9 @@ void add_attention_command(CLI::App& app) {
     const std::vector<InputFile> inputs = {{"the checkpoint", o->checkpoint}, {"the input image", o->image}};
     const OutputFile out_file{"--out", o->out, "the image file", "--overwrite"};
     check_output("attention", out_file, inputs, o->overwrite);  // before the model is loaded
+    VIT_CHECK(o->precision == "fp32", "attention",
+              "--precision {}: attention maps come from the float32 graph (bf16 is for predict, embed and serve)",
+              o->precision);
     infer::LoadedModel m = load_model(*o);
     const data::Image image = data::read_image(o->image, o->max_pixels);
     const infer::AttentionMaps maps = infer::attention_maps(*m.model, image, m.preprocess);

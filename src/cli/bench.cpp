@@ -34,6 +34,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", o->config.warmup, "warm-up iterations")->capture_default_str()->check(kNonNegative);
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->add_flag("--train", o->config.train, "time a full training step (forward, loss, backward, AdamW)");
+  cmd->add_option("--precision", o->config.precision,
+                  "inference arithmetic of the Linear layers: fp32, or bf16 (bfloat16 inputs, float32 accumulation)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--graph", o->config.graph,
                 "inference through the autograd graph (the training code path) instead of the fused inference path");
   cmd->add_flag("--json", o->json, "print one JSON object");

@@ -19,6 +19,7 @@ struct ModelOptions {
   std::vector<double> mean, std;
   int threads = 0;
   int64_t max_pixels = 0;
+  std::string precision = "fp32";  // fp32 or bf16 (the inference session's Linear layers)
 };
 
 // Registers --checkpoint, --layout, --heads, --eps, --image-size, --no-strict, --ema, --raw,

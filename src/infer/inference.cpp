@@ -7,13 +7,14 @@
 
 namespace vit::infer {
 
-InferenceSession::InferenceSession(const model::VisionTransformer& model, WeightPages pages)
+InferenceSession::InferenceSession(const model::VisionTransformer& model, WeightPages pages, Precision precision)
     : model_(model),
       model_pool_(model.config().pool == "cls" ? Pool::Cls : Pool::Avg),
       activations_(std::make_unique<Activations>()) {
   VIT_CHECK(supports(model), "inference",
             "the inference path needs float32 (or int8 Linear) parameters with contiguous storage");
-  weights_ = std::make_shared<const SessionWeights>(model, pages == WeightPages::Release, pages == WeightPages::Own);
+  weights_ = std::make_shared<const SessionWeights>(model, pages == WeightPages::Release, pages == WeightPages::Own,
+                                                    precision == Precision::BF16);
 }
 
 InferenceSession::~InferenceSession() = default;

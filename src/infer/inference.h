@@ -44,7 +44,9 @@ class InferenceSession {
   // reads, so that after construction it never reads the file (a server whose checkpoint is
   // rewritten or truncated on disk keeps serving the weights it loaded).
   enum class WeightPages { Keep, Release, Own };
-  explicit InferenceSession(const model::VisionTransformer& model, WeightPages pages = WeightPages::Keep);
+  // precision BF16: the float32 Linear layers run in bfloat16 (kernels/bf16_gemm.h); int8 ones stay int8.
+  explicit InferenceSession(const model::VisionTransformer& model, WeightPages pages = WeightPages::Keep,
+                            Precision precision = Precision::F32);
   ~InferenceSession();
   static bool supports(const model::VisionTransformer& model);  // float32 parameters
 

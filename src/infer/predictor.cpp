@@ -7,12 +7,12 @@
 
 namespace vit::infer {
 
-Predictor Predictor::load(const std::string& path, const LoadOptions& options, WeightPages pages) {
-  return Predictor(load_model(path, options), pages);
+Predictor Predictor::load(const std::string& path, const LoadOptions& options, WeightPages pages, Precision precision) {
+  return Predictor(load_model(path, options), pages, precision);
 }
 
-Predictor::Predictor(LoadedModel model, WeightPages pages)
-    : loaded_(std::move(model)), pages_(pages), mutex_(std::make_unique<std::mutex>()) {
+Predictor::Predictor(LoadedModel model, WeightPages pages, Precision precision)
+    : loaded_(std::move(model)), pages_(pages), precision_(precision), mutex_(std::make_unique<std::mutex>()) {
   VIT_CHECK(loaded_.model != nullptr, "load", "no model was loaded");
 }
 
@@ -132,7 +132,7 @@ Tensor Predictor::read_npy(const std::string& path, const char* op) const {
 InferenceSession& Predictor::session() {
   // The session holds a reference to the model, which lives behind a unique_ptr: moving the
   // Predictor moves neither.
-  if (!session_) session_ = std::make_unique<InferenceSession>(*loaded_.model, pages_);
+  if (!session_) session_ = std::make_unique<InferenceSession>(*loaded_.model, pages_, precision_);
   return *session_;
 }
 

@@ -29,9 +29,10 @@ class Predictor {
   using WeightPages = InferenceSession::WeightPages;
   // Loads the file (any layout load_model reads). The weights are packed for the inference session
   // at the first call that runs the model, or by prepare().
-  static Predictor load(const std::string& path, const LoadOptions& options = {},
-                        WeightPages pages = WeightPages::Keep);
-  explicit Predictor(LoadedModel model, WeightPages pages = WeightPages::Keep);
+  static Predictor load(const std::string& path, const LoadOptions& options = {}, WeightPages pages = WeightPages::Keep,
+                        Precision precision = Precision::F32);
+  explicit Predictor(LoadedModel model, WeightPages pages = WeightPages::Keep, Precision precision = Precision::F32);
+  Precision precision() const { return precision_; }
   Predictor(Predictor&&) noexcept;
   Predictor& operator=(Predictor&&) noexcept;
   ~Predictor();
@@ -89,6 +90,7 @@ class Predictor {
   InferenceSession& session();  // created on first use; the caller holds mutex_
   LoadedModel loaded_;
   WeightPages pages_;
+  Precision precision_;
   std::unique_ptr<InferenceSession> session_;
   std::unique_ptr<std::mutex> mutex_;  // one run at a time (the session's arena)
 };

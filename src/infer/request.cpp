@@ -24,6 +24,14 @@ const char* pool_name(Pool pool) {
   return "?";
 }
 
+Precision parse_precision(const std::string& name, const char* op) {
+  if (name == "fp32" || name == "float32") return Precision::F32;
+  if (name == "bf16" || name == "bfloat16") return Precision::BF16;
+  fail(op, "precision must be fp32 or bf16, got '{}'", name);
+}
+
+const char* precision_name(Precision precision) { return precision == Precision::BF16 ? "bf16" : "fp32"; }
+
 std::string request_name(const Request& request) {
   if (request.output == Output::Logits) return "logits";
   return std::string("embed ") + pool_name(request.pool);

@@ -26,8 +26,8 @@ void release_pages(const void* p, size_t bytes) {
 // memory-mapped one.
 class Packer {
  public:
-  Packer(bool release, bool own, std::vector<std::unique_ptr<float[]>>& owned)
-      : release_(release || own), own_(own), simd_(kernels::packed_gemm_supported()), owned_(owned) {}
+  Packer(bool release, bool own, bool bf16, std::vector<std::unique_ptr<float[]>>& owned)
+      : release_(release || own), own_(own), bf16_(bf16), simd_(kernels::packed_gemm_supported()), owned_(owned) {}
 
   // The parameter's floats as the session reads them (null for an absent one).
   const float* ptr(const Variable& v) {
@@ -48,6 +48,18 @@ class Packer {
     l.in = in;
     l.out = out;
     l.bias = ptr(bias);
+    if (bf16_) {  // converted once; the float32 original is then not read again
+      const float* source = weight.data().data<float>();
+      auto& packed = bf16_matrices_[source];
+      if (!packed) {
+        packed = std::make_shared<const kernels::Bf16Matrix>(kernels::Bf16Matrix::from_weight(source, out, in));
+        if (release_ && weight.data().is_file_mapped()) {
+          release_pages(source, static_cast<size_t>(out * in) * sizeof(float));
+        }
+      }
+      l.bf16 = packed;
+      return l;
+    }
     if (!simd_) {  // float weights are packed only where the kernel runs: read in place (or a copy)
       l.weight = ptr(weight);
       return l;
@@ -85,7 +97,8 @@ class Packer {
   }
 
  private:
-  bool release_, own_, simd_;
+  bool release_, own_, bf16_, simd_;
+  std::map<const float*, std::shared_ptr<const kernels::Bf16Matrix>> bf16_matrices_;
   std::vector<std::unique_ptr<float[]>>& owned_;
   std::map<const float*, const float*> copies_;  // a mapped parameter's copy, made once
   std::map<const float*, std::shared_ptr<const kernels::PackedMatrix>> float_;
@@ -154,6 +167,8 @@ std::vector<StemLayerWeights> stem_of(const model::VisionTransformer& model, Pac
 void LinearWeights::forward(const float* x, int64_t rows, float* y, const kernels::Epilogue& epilogue) const {
   if (int8) {
     kernels::linear_int8(x, rows, in, in, *int8, bias, y, out, epilogue);
+  } else if (bf16) {
+    kernels::linear_bf16(x, rows, in, in, *bf16, bias, y, out, epilogue);
   } else if (packed) {
     kernels::linear_forward_packed(x, rows, in, in, *packed, bias, y, out, epilogue);
   } else {
@@ -165,9 +180,9 @@ void NormWeights::forward(const float* x, float* y, int64_t rows, int64_t n) con
   kernels::layernorm_forward<float>(x, weight, bias, y, nullptr, nullptr, rows, n, eps);
 }
 
-SessionWeights::SessionWeights(const model::VisionTransformer& model, bool release, bool own) {
+SessionWeights::SessionWeights(const model::VisionTransformer& model, bool release, bool own, bool bf16) {
   const model::ViTConfig& c = model.config();
-  Packer packer(release, own, owned);
+  Packer packer(release, own, bf16, owned);
   auto ptr = [&packer](const Variable& v) { return packer.ptr(v); };
   stem = stem_of(model, packer);
   const nn::Conv2d& proj = *model.patch_embed->proj;

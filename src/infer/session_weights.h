@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/bf16_gemm.h"
 #include "kernels/epilogue.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/packed_gemm.h"
@@ -25,6 +26,7 @@ struct LinearWeights {
   const float* weight = nullptr;                        // (out, in), read in place when not packed
   std::shared_ptr<const kernels::PackedMatrix> packed;  // float32, packed once
   std::shared_ptr<const kernels::Int8Matrix> int8;      // an int8 Linear
+  std::shared_ptr<const kernels::Bf16Matrix> bf16;      // float32 weights run in bfloat16
   explicit operator bool() const { return out > 0; }
   void forward(const float* x, int64_t rows, float* y, const kernels::Epilogue& epilogue) const;
 };
@@ -75,7 +77,8 @@ struct SessionWeights {
 
   // release: drop each packed weight's mapped pages; own: also copy every other memory-mapped
   // parameter the session reads, so that it never reads the checkpoint's file again.
-  SessionWeights(const model::VisionTransformer& model, bool release, bool own = false);
+  // bf16: float32 Linear weights are converted to bfloat16 once and run by kernels/bf16_gemm.h.
+  SessionWeights(const model::VisionTransformer& model, bool release, bool own = false, bool bf16 = false);
   std::vector<std::unique_ptr<float[]>> owned;  // the copies (own)
 };
 

@@ -45,6 +45,10 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   r.precision = checkpoint::is_quantized(model) ? "int8" : "float32";
   VIT_CHECK(!config.train || r.precision == "float32", "bench",
             "{}: an int8 model is for inference; --train needs a float checkpoint", config.checkpoint);
+  const infer::Precision precision = infer::parse_precision(config.precision, "bench");
+  VIT_CHECK(precision == infer::Precision::F32 || (!config.train && !config.graph), "bench",
+            "--precision bf16 is for the inference path (not --train or --graph)");
+  if (precision == infer::Precision::BF16 && r.precision == "float32") r.precision = "bf16";
   const Tensor images = Tensor::randn({config.batch, c.in_channels, c.image_size, c.image_size}, *gen);
   std::vector<int64_t> labels;
   for (int64_t b = 0; b < config.batch; ++b) labels.push_back(static_cast<int64_t>(gen->integer(c.num_classes)));
@@ -63,7 +67,8 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   std::unique_ptr<infer::InferenceSession> session;
   if (!config.train && !config.graph) {
     const auto start = std::chrono::steady_clock::now();
-    session = std::make_unique<infer::InferenceSession>(model, infer::InferenceSession::WeightPages::Release);
+    session =
+        std::make_unique<infer::InferenceSession>(model, infer::InferenceSession::WeightPages::Release, precision);
     r.pack_ms = 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   auto step = [&] {

@@ -18,8 +18,9 @@ struct BenchmarkConfig {
   int64_t iters = 20;
   int64_t warmup = 3;
   bool train = false;
-  bool graph = false;      // inference through the autograd graph instead of the inference path
-  std::string checkpoint;  // non-empty: load this model (timed) instead of building `model`
+  bool graph = false;              // inference through the autograd graph instead of the inference path
+  std::string checkpoint;          // non-empty: load this model (timed) instead of building `model`
+  std::string precision = "fp32";  // inference: "bf16" runs the float32 Linears in bfloat16
   uint64_t seed = 0;
 };
 
@@ -29,7 +30,7 @@ struct BenchmarkResult {
   double peak_rss_mb = 0;
   double pack_ms = -1;    // inference: time to set up the session (every weight packed for the GEMM)
   double load_ms = -1;    // with a checkpoint: time to load it (memory-mapped, no copy of float32 weights)
-  std::string precision;  // "float32", or "int8" for a model written by vit quantize
+  std::string precision;  // "float32", "bf16" (--precision bf16), or "int8" for a model written by vit quantize
   std::string to_json(const BenchmarkConfig& config, int threads) const;
 };
 

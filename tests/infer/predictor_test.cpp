@@ -192,6 +192,30 @@ TEST(Predictor, TheClassTokenOfAnFcNormModelGoesThroughFcNorm) {
   }
 }
 
+// --precision bf16: the Linear layers in bfloat16 (float32 accumulation), the rest float32: the
+// logits stay within bf16's rounding of float32's (cosine >= 0.9999), embeddings too.
+TEST(Predictor, Bf16LogitsFollowFloat32) {
+  const model::ViTConfig c = variant("dist_token");
+  Predictor fp32(loaded_from(c));
+  Predictor bf16(loaded_from(c), Predictor::WeightPages::Keep, Precision::BF16);
+  EXPECT_EQ(bf16.precision(), Precision::BF16);
+  const Tensor x = images_for(fp32, 4);
+  for (const auto& [a, b] : {std::pair{fp32.predict(x), bf16.predict(x)},
+                             std::pair{fp32.embed(x, Pool::Tokens), bf16.embed(x, Pool::Tokens)}}) {
+    ASSERT_EQ(a.shape(), b.shape());
+    double dot = 0, na = 0, nb = 0, worst = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const double u = a.data<float>()[i], v = b.data<float>()[i];
+      dot += u * v, na += u * u, nb += v * v;
+      worst = std::max(worst, std::fabs(u - v));
+    }
+    EXPECT_GE(dot / std::sqrt(na * nb), 0.9999);
+    EXPECT_GT(worst, 0.0);  // bf16 really ran (float32 would be identical)
+  }
+  EXPECT_EQ(parse_precision("bfloat16"), Precision::BF16);
+  expect_error([] { parse_precision("fp16", "predict"); }, "[predict] precision must be fp32 or bf16, got 'fp16'");
+}
+
 // A server's checkpoint rewritten or truncated on disk: with WeightPages::Own the predictor keeps
 // serving what it loaded (no SIGBUS reading a truncated mapping, no mix of two models' weights).
 TEST(Predictor, OwningItsWeightsItNeverReadsTheFileAgain) {
