@@ -5,7 +5,7 @@
 // Levels are ordered; a kernel entry made for level L runs when active_isa() >= L:
 //   Scalar      plain C++ (and BLAS for float32 GEMMs)
 //   Avx2        AVX2 + FMA: the float32 6 x 16 micro-kernel, the int8 vpmaddubsw micro-kernel
-//   Avx512      AVX-512 F + BW + VL: the float32 12 x 32 micro-kernel
+//   Avx512      AVX-512 F + BW + VL: the float32 8 x 32 micro-kernel
 //   Avx512Vnni  + AVX-512 VNNI: the int8 vpdpbusd micro-kernel
 // A new ISA (AVX-512 bf16, ...) is one flag here, one level, and one entry in each dispatch
 // table that gains a micro-kernel for it (packed_gemm.cpp, int8_gemm.cpp).
@@ -67,7 +67,7 @@ class ScopedIsaLimit {
 };
 
 // Which kernels run at the active level, for `vit bench` / `vit info`, e.g.
-// "avx512 (fp32 12x32), int8 avx512-vnni (4x48)".
+// "avx512-vnni (fp32 avx512 8x32), int8 avx512-vnni".
 std::string kernels_summary();
 
 }  // namespace vit::kernels

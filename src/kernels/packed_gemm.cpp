@@ -68,10 +68,14 @@ void pack_a_for(int64_t mr, bool trans_a, const float* A, int64_t lda, int64_t m
   switch (mr) {
     case 6:
       return pack_a<6>(trans_a, A, lda, m0, mc, k0, kc, out);
+    case 8:
+      return pack_a<8>(trans_a, A, lda, m0, mc, k0, kc, out);
     case 12:
       return pack_a<12>(trans_a, A, lda, m0, mc, k0, kc, out);
+    case 14:
+      return pack_a<14>(trans_a, A, lda, m0, mc, k0, kc, out);
     default:
-      VIT_ASSERT(mr == 6 || mr == 12);
+      VIT_ASSERT(mr == 6 || mr == 8 || mr == 12 || mr == 14);
   }
 }
 
@@ -100,6 +104,9 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
     tail.alpha = p.e.alpha;
     tail.beta = p.e.beta;
     tail.act = p.e.act;
+    // Before the last K block, whole tiles go straight to C when the kernel can (no epilogue yet).
+    const bool direct = mk.direct && !tail.last && p.e.alpha == 1.0f && tail.init != Init::Scale;
+    const packed::Out direct_out = tail.init == Init::Add ? packed::Out::AddC : packed::Out::SetC;
     for (int64_t m0 = m_begin; m0 < m_end; m0 += mc_max) {
       const int64_t mc = std::min(mc_max, m_end - m0), micro = (mc + mr - 1) / mr;
       pack_a_for(mr, p.trans_a, p.A, p.lda, m0, mc, k0, kc, abuf);
@@ -123,9 +130,14 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
               _mm_prefetch(reinterpret_cast<const char*>(next + (l / lines) * panel_stride) + 64 * (l % lines),
                            _MM_HINT_T1);
           }
-          kernel(abuf + i * mr * kc, bp, panel_stride, kc, t);
           const int64_t rows = std::min(mr, mc - i * mr);
-          mk.store(t, np * kNr, rows, cols, p.C + (m0 + i * mr) * p.ldc + n0, p.ldc, tail);
+          float* c = p.C + (m0 + i * mr) * p.ldc + n0;
+          if (direct && rows == mr && cols == mk.panels * kNr) {  // a whole tile before the last K block
+            kernel(abuf + i * mr * kc, bp, panel_stride, kc, t, c, p.ldc, direct_out);
+            continue;
+          }
+          kernel(abuf + i * mr * kc, bp, panel_stride, kc, t, nullptr, 0, packed::Out::Tile);
+          mk.store(t, np * kNr, rows, cols, c, p.ldc, tail);
         }
       }
     }

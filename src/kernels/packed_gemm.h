@@ -7,7 +7,7 @@
 // panels of mr rows (k-major: mr contiguous floats per k); a group of the micro-kernel's panels
 // (one or two 16-column panels of B, 256 deep: stays in L1); every micro-panel of the A block
 // (in L2) against it in the micro-kernel. The micro-kernel is picked per call from a table by
-// ISA (kernels/packed_micro.h: AVX-512 12 x 32, AVX2 + FMA 6 x 16, or a plain C++ 6 x 16, whose
+// ISA (kernels/packed_micro.h: AVX-512 8 x 32, AVX2 + FMA 6 x 16, or a plain C++ 6 x 16, whose
 // std::fma chains in k order make every entry bit-identical), each compiled with its own target
 // attributes: one baseline x86-64 build runs the best one the CPU has. The epilogue
 // (kernels/epilogue.h: alpha, beta, bias, GELU) is applied when a tile is stored for the last
@@ -26,7 +26,7 @@ inline constexpr int64_t kPanelWidth = 16;
 // True where the packed kernel has a vector micro-kernel (isa_enabled(Isa::Avx2)); elsewhere it
 // runs the plain one (correct, slow: callers then prefer BLAS).
 bool packed_gemm_supported();
-// The micro-kernel the active ISA runs, e.g. "avx512 12x32" (packed_micro.h lists them).
+// The micro-kernel the active ISA runs, e.g. "avx512 8x32" (packed_micro.h lists them).
 const char* packed_gemm_kernel_name();
 
 // A (K, N) operand packed into 16-column panels (see above); 64-byte aligned.

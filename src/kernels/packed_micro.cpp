@@ -90,7 +90,8 @@ inline void store_generic(const float* t, int64_t width, int64_t rows, int64_t c
 
 // The plain one, for reading and for CPUs without AVX2 (std::fma: one rounding, as vfmadd).
 constexpr int64_t kScalarMr = 6;
-void micro_scalar(const float* __restrict Ap, const float* __restrict Bp, int64_t, int64_t kc, float* __restrict t) {
+void micro_scalar(const float* __restrict Ap, const float* __restrict Bp, int64_t, int64_t kc, float* __restrict t,
+                  float*, int64_t, Out) {
   for (int64_t i = 0; i < kScalarMr * kNr; ++i) t[i] = 0.0f;
   for (int64_t k = 0; k < kc; ++k) {
     for (int64_t r = 0; r < kScalarMr; ++r) {
@@ -103,7 +104,7 @@ void micro_scalar(const float* __restrict Ap, const float* __restrict Bp, int64_
 // AVX2: 12 accumulators in registers, per k two loads of B, six broadcasts of A, twelve FMAs.
 constexpr int64_t kAvx2Mr = 6;
 VIT_TARGET_AVX2 void micro_avx2(const float* __restrict Ap, const float* __restrict Bp, int64_t, int64_t kc,
-                                float* __restrict t) {
+                                float* __restrict t, float*, int64_t, Out) {
   __m256 c0[kAvx2Mr], c1[kAvx2Mr];
 #pragma GCC unroll 6
   for (int r = 0; r < kAvx2Mr; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
@@ -128,7 +129,7 @@ VIT_TARGET_AVX2 void micro_avx2(const float* __restrict Ap, const float* __restr
 // broadcasts of A (folded into the FMAs as {1to16} memory operands).
 template <int MR, int P>
 VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, const float* __restrict Bp, int64_t ps,
-                                           int64_t kc, float* __restrict t) {
+                                           int64_t kc, float* __restrict t, float* __restrict C, int64_t ldc, Out out) {
   __m512 c[MR][P];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
@@ -147,28 +148,42 @@ VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, const flo
       for (int p = 0; p < P; ++p) c[r][p] = _mm512_fmadd_ps(a, b[p], c[r][p]);
     }
   }
+  if (out == Out::Tile) {
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) _mm512_store_ps(t + r * P * kNr + p * kNr, c[r][p]);
+    }
+    return;
+  }
+  // The sums of this K block into C (1 * sum + C: the store's rounding, so every entry agrees).
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
 #pragma GCC unroll 2
-    for (int p = 0; p < P; ++p) _mm512_store_ps(t + r * P * kNr + p * kNr, c[r][p]);
+    for (int p = 0; p < P; ++p) {
+      float* c_rp = C + r * ldc + p * kNr;
+      _mm512_storeu_ps(c_rp, out == Out::AddC ? _mm512_add_ps(c[r][p], _mm512_loadu_ps(c_rp)) : c[r][p]);
+    }
   }
 }
 
-constexpr int64_t kAvx512Mr = 12;
-VIT_TARGET_AVX512 void micro_avx512_full(const float* Ap, const float* Bp, int64_t ps, int64_t kc, float* t) {
-  micro_avx512<kAvx512Mr, 2>(Ap, Bp, ps, kc, t);
+constexpr int64_t kAvx512Mr = 8;
+VIT_TARGET_AVX512 void micro_avx512_full(const float* Ap, const float* Bp, int64_t ps, int64_t kc, float* t, float* C,
+                                         int64_t ldc, Out out) {
+  micro_avx512<kAvx512Mr, 2>(Ap, Bp, ps, kc, t, C, ldc, out);
 }
-VIT_TARGET_AVX512 void micro_avx512_single(const float* Ap, const float* Bp, int64_t ps, int64_t kc, float* t) {
-  micro_avx512<kAvx512Mr, 1>(Ap, Bp, ps, kc, t);
+VIT_TARGET_AVX512 void micro_avx512_single(const float* Ap, const float* Bp, int64_t ps, int64_t kc, float* t, float* C,
+                                           int64_t ldc, Out out) {
+  micro_avx512<kAvx512Mr, 1>(Ap, Bp, ps, kc, t, C, ldc, out);
 }
 
 static_assert(kAvx512Mr <= kMaxMr && kAvx2Mr <= kMaxMr && kScalarMr <= kMaxMr);
 
 // The dispatch table, best first: the first entry the active ISA allows runs.
 const MicroKernelEntry kMicroKernels[] = {
-    {Isa::Avx512, "avx512 12x32", kAvx512Mr, 2, micro_avx512_full, micro_avx512_single, store_avx512},
-    {Isa::Avx2, "avx2 6x16", kAvx2Mr, 1, micro_avx2, micro_avx2, store_avx2},
-    {Isa::Scalar, "scalar 6x16", kScalarMr, 1, micro_scalar, micro_scalar, store_scalar},
+    {Isa::Avx512, "avx512 8x32", kAvx512Mr, 2, micro_avx512_full, micro_avx512_single, store_avx512, true},
+    {Isa::Avx2, "avx2 6x16", kAvx2Mr, 1, micro_avx2, micro_avx2, store_avx2, false},
+    {Isa::Scalar, "scalar 6x16", kScalarMr, 1, micro_scalar, micro_scalar, store_scalar, false},
 };
 
 }  // namespace
