@@ -8,8 +8,7 @@
 #include <cstring>
 #include <iterator>
 
-#define VIT_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define VIT_TARGET_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl")))
+#include "kernels/isa_target.h"
 
 namespace vit::kernels::packed {
 namespace {
