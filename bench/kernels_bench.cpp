@@ -19,11 +19,12 @@ namespace {
 
 using vit::Tensor;
 
-// GFLOP/s and the fraction of the measured FMA peak (peak_probe.h) of the threads in use:
-// run with OMP_NUM_THREADS=1 for the single-core fraction.
+// GFLOP/s and the fraction of the measured FMA peak (peak_probe.h) of the threads in use, at the
+// vector width the active ISA allows (VIT_ISA=avx2: 256-bit): run with OMP_NUM_THREADS=1 for the
+// single-core fraction.
 void gemm_counters(benchmark::State& state, double flops) {
   state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-  const double peak = vit::bench::fma_peak_gflops() * 1e9 * omp_get_max_threads();
+  const double peak = vit::bench::active_fma_peak_gflops() * 1e9 * omp_get_max_threads();
   state.counters["of_peak"] = benchmark::Counter(flops / peak, benchmark::Counter::kIsIterationInvariantRate);
 }
 

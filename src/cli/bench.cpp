@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/validators.h"
+#include "kernels/cpu_features.h"
 #include "perf/allreduce_benchmark.h"
 #include "perf/model_benchmark.h"
 
@@ -19,6 +20,7 @@ void add_bench_command(CLI::App& app) {
     int threads = 0;
     bool json = false;
     bool allreduce = false;
+    std::string isa;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("bench", "time inference (or a training step with --train) of a preset");
@@ -40,12 +42,16 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--graph", o->config.graph,
                 "inference through the autograd graph (the training code path) instead of the fused inference path");
+  cmd->add_option("--isa", o->isa,
+                  "cap the kernels' instruction set: scalar, avx2, avx512 or avx512-vnni (default: the CPU's best; "
+                  "the VIT_ISA environment variable does the same for any command)");
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_flag("--allreduce", o->allreduce,
                 "under mpirun: time the sum over the ranks (the gradient allreduce) of 64 KB to 64 MB, with the bus "
                 "bandwidth achieved");
   cmd->callback([o, preset, model_flags] {
     set_threads(o->threads);
+    if (!o->isa.empty()) kernels::set_isa_limit(kernels::parse_isa(o->isa, "--isa"));
     if (o->allreduce) {
       dist::Comm& comm = dist::Comm::world();
       VIT_CHECK(comm.distributed(), "bench",
@@ -74,6 +80,7 @@ void add_bench_command(CLI::App& app) {
                 o->config.iters, o->config.warmup);
     std::printf("  median %.2f ms, p90 %.2f ms, %.1f images/s, %.1f GFLOP/s, peak RSS %.1f MiB\n", r.median_ms,
                 r.p90_ms, r.images_per_s, r.gflops, r.peak_rss_mb);
+    std::printf("  kernels: %s\n", kernels::kernels_summary().c_str());
     if (r.load_ms >= 0) std::printf("  loaded in %.1f ms\n", r.load_ms);
     if (r.pack_ms >= 0) std::printf("  weights packed in %.1f ms\n", r.pack_ms);
   });

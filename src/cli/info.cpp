@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "infer/pretrained.h"
+#include "kernels/cpu_features.h"
 #include "nn/layers.h"
 
 namespace vit::cli {
@@ -126,6 +127,7 @@ void add_info_command(CLI::App& app) {
     const std::string stem = cost.stem > 0 ? fmt::format("stem {:.3f}, ", static_cast<double>(cost.stem) / 1e9) : "";
     std::printf("  %spatch_embed %.3f, attention %.3f, mlp %.3f, head %.3f GMACs\n", stem.c_str(),
                 cost.patch_embed / 1e9, cost.attention / 1e9, cost.mlp / 1e9, cost.head / 1e9);
+    std::printf("kernels on this machine: %s\n", kernels::kernels_summary().c_str());
   });
 }
 

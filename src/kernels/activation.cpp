@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/isa_target.h"
 #include "kernels/vmath.h"
 
 namespace vit::kernels {
@@ -109,14 +110,34 @@ const char* unary_name(Unary op) {
 // Exact GELU in float32 with the vectorisable erf/exp (vmath.h's gelu_fast). The simd loops sit
 // in their own functions so the vectoriser sees them whole; threads split the array into chunks.
 
-void gelu_forward_chunk(const float* __restrict x, float* __restrict y, int64_t n) {
+inline void gelu_forward_body(const float* __restrict x, float* __restrict y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = gelu_fast(x[i]);
 }
 
-void gelu_backward_chunk(const float* __restrict x, const float* __restrict dy, float* __restrict dx, int64_t n) {
+inline void gelu_backward_body(const float* __restrict x, const float* __restrict dy, float* __restrict dx, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * gelu_grad_fast(x[i]);
+}
+
+// Each chunk loop once per ISA (isa_target.h): vectorised at each width in a baseline build.
+using ForwardChunk = void (*)(const float*, float*, int64_t);
+using BackwardChunk = void (*)(const float*, const float*, float*, int64_t);
+[[gnu::flatten]] void gelu_forward_plain(const float* x, float* y, int64_t n) { gelu_forward_body(x, y, n); }
+[[gnu::flatten]] VIT_TARGET_AVX2 void gelu_forward_avx2(const float* x, float* y, int64_t n) {
+  gelu_forward_body(x, y, n);
+}
+[[gnu::flatten]] VIT_TARGET_AVX512 void gelu_forward_avx512(const float* x, float* y, int64_t n) {
+  gelu_forward_body(x, y, n);
+}
+[[gnu::flatten]] void gelu_backward_plain(const float* x, const float* dy, float* dx, int64_t n) {
+  gelu_backward_body(x, dy, dx, n);
+}
+[[gnu::flatten]] VIT_TARGET_AVX2 void gelu_backward_avx2(const float* x, const float* dy, float* dx, int64_t n) {
+  gelu_backward_body(x, dy, dx, n);
+}
+[[gnu::flatten]] VIT_TARGET_AVX512 void gelu_backward_avx512(const float* x, const float* dy, float* dx, int64_t n) {
+  gelu_backward_body(x, dy, dx, n);
 }
 
 // Calls fn(begin, end) on contiguous chunks of [0, n), in parallel when n is large.
@@ -132,7 +153,8 @@ template <typename T>
 void unary_forward(Unary op, const T* x, T* y, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     if (op == Unary::Gelu) {
-      for_chunks(n, [&](int64_t b, int64_t e) { gelu_forward_chunk(x + b, y + b, e - b); });
+      const ForwardChunk chunk = per_isa<ForwardChunk>(gelu_forward_plain, gelu_forward_avx2, gelu_forward_avx512);
+      for_chunks(n, [&](int64_t b, int64_t e) { chunk(x + b, y + b, e - b); });
       return;
     }
   }
@@ -144,7 +166,8 @@ template <typename T>
 void unary_backward(Unary op, const T* x, const T* y, const T* dy, T* dx, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     if (op == Unary::Gelu) {
-      for_chunks(n, [&](int64_t b, int64_t e) { gelu_backward_chunk(x + b, dy + b, dx + b, e - b); });
+      const BackwardChunk chunk = per_isa<BackwardChunk>(gelu_backward_plain, gelu_backward_avx2, gelu_backward_avx512);
+      for_chunks(n, [&](int64_t b, int64_t e) { chunk(x + b, dy + b, dx + b, e - b); });
       return;
     }
   }

@@ -6,35 +6,68 @@
 #include <omp.h>
 
 #include <cmath>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "kernels/isa_target.h"
+
 namespace vit::kernels {
+
+namespace {
+
+// One row of the forward pass.
+template <typename T>
+inline void layernorm_row(const T* xr, const T* weight, const T* bias, T* yr, T* mean, T* rstd, int64_t n, double eps) {
+  // omp simd: the sums may be reassociated (vectorised); they stay in double.
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += xr[i];
+  const double m = sum / static_cast<double>(n);
+  double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t i = 0; i < n; ++i) sq += (xr[i] - m) * (xr[i] - m);
+  const double s = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
+  const T tm = static_cast<T>(m), ts = static_cast<T>(s);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T xhat = (xr[i] - tm) * ts;
+    yr[i] = xhat * (weight ? weight[i] : T(1)) + (bias ? bias[i] : T(0));
+  }
+  if (mean) *mean = tm;
+  if (rstd) *rstd = ts;
+}
+
+// The float row once per ISA (isa_target.h).
+using FloatRow = void (*)(const float*, const float*, const float*, float*, float*, float*, int64_t, double);
+[[gnu::flatten]] void row_plain(const float* x, const float* w, const float* b, float* y, float* m, float* s, int64_t n,
+                                double eps) {
+  layernorm_row<float>(x, w, b, y, m, s, n, eps);
+}
+[[gnu::flatten]] VIT_TARGET_AVX2 void row_avx2(const float* x, const float* w, const float* b, float* y, float* m,
+                                               float* s, int64_t n, double eps) {
+  layernorm_row<float>(x, w, b, y, m, s, n, eps);
+}
+[[gnu::flatten]] VIT_TARGET_AVX512 void row_avx512(const float* x, const float* w, const float* b, float* y, float* m,
+                                                   float* s, int64_t n, double eps) {
+  layernorm_row<float>(x, w, b, y, m, s, n, eps);
+}
+
+}  // namespace
 
 template <typename T>
 void layernorm_forward(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, int64_t rows, int64_t n,
                        double eps) {
+  if constexpr (std::is_same_v<T, float>) {
+    const FloatRow row = per_isa<FloatRow>(row_plain, row_avx2, row_avx512);
 #pragma omp parallel for schedule(static) if (rows * n > (1 << 14))
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * n;
-    // omp simd: the sums may be reassociated (vectorised); they stay in double.
-    double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i) sum += xr[i];
-    const double m = sum / static_cast<double>(n);
-    double sq = 0.0;
-#pragma omp simd reduction(+ : sq)
-    for (int64_t i = 0; i < n; ++i) sq += (xr[i] - m) * (xr[i] - m);
-    const double s = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
-    const T tm = static_cast<T>(m), ts = static_cast<T>(s);
-    T* yr = y + r * n;
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      const T xhat = (xr[i] - tm) * ts;
-      yr[i] = xhat * (weight ? weight[i] : T(1)) + (bias ? bias[i] : T(0));
-    }
-    if (mean) mean[r] = tm;
-    if (rstd) rstd[r] = ts;
+    for (int64_t r = 0; r < rows; ++r)
+      row(x + r * n, weight, bias, y + r * n, mean ? mean + r : nullptr, rstd ? rstd + r : nullptr, n, eps);
+  } else {
+#pragma omp parallel for schedule(static) if (rows * n > (1 << 14))
+    for (int64_t r = 0; r < rows; ++r)
+      layernorm_row<T>(x + r * n, weight, bias, y + r * n, mean ? mean + r : nullptr, rstd ? rstd + r : nullptr, n,
+                       eps);
   }
 }
 

@@ -12,160 +12,70 @@
 #include "core/check.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_driver.h"
+#include "kernels/packed_micro.h"
 
 namespace vit::kernels {
 namespace {
 
-constexpr int64_t kMr = 6;            // rows of A per micro-panel
-constexpr int64_t kNr = kPanelWidth;  // columns of B per panel (two AVX2 registers)
-constexpr int64_t kKc = 256;          // depth of a block: a B panel is kKc x 16 floats = 16 KiB (L1)
-constexpr int64_t kMc = 33 * kMr;     // rows of an A block: 198 x 256 floats = 198 KiB (L2); 197 tokens fit
+using packed::Init;
+using packed::kMaxMr;
+using packed::kMaxPanels;
+using packed::kNr;
+using packed::MicroKernelEntry;
+using packed::Tail;
 
-// How the old C enters the first store of a tile.
-enum class Init { Overwrite, Scale, Add };
+constexpr int64_t kKc = 256;  // depth of a block: a B panel is kKc x 16 floats = 16 KiB (L1)
+constexpr int64_t kMcRows =
+    198;  // rows of an A block, rounded up to micro-panels: ~200 x 256 floats (L2); 197 tokens fit
+constexpr int64_t kMcMax = kMcRows + kMaxMr;
 
-// C tile (rows x cols) from the accumulated tile t (6 x 16). Not first: C += alpha t. First: C =
-// alpha t (+ beta C). Last: then + bias and the activation.
-template <Init I, bool Last, Activation A>
-inline void store_tile(const float* __restrict t, int64_t rows, int64_t cols, float* __restrict C, int64_t ldc,
-                       float alpha, float beta, const float* __restrict bias) {
-  alignas(32) float b[kNr] = {};
-  if (Last && bias) std::memcpy(b, bias, static_cast<size_t>(cols) * sizeof(float));
-  for (int64_t r = 0; r < rows; ++r) {
-    float* c = C + r * ldc;
-    const float* v = t + r * kNr;
-    // Whole rows of 16 through a local buffer, in plain loops GCC vectorises (GELU included).
-    alignas(32) float x[kNr] = {};
-    if (I == Init::Overwrite || cols == kNr) {
-      if constexpr (I == Init::Overwrite) {
-        for (int64_t j = 0; j < kNr; ++j) x[j] = alpha * v[j];
-      } else if constexpr (I == Init::Scale) {
-        for (int64_t j = 0; j < kNr; ++j) x[j] = alpha * v[j] + beta * c[j];
-      } else {
-        for (int64_t j = 0; j < kNr; ++j) x[j] = alpha * v[j] + c[j];
-      }
-    } else {
-      for (int64_t j = 0; j < cols; ++j) x[j] = alpha * v[j] + (I == Init::Scale ? beta : 1.0f) * c[j];
-    }
-    if constexpr (Last) {
-      for (int64_t j = 0; j < kNr; ++j) x[j] = activate<A>(x[j] + b[j]);
-    }
-    if (cols == kNr) {
-      std::memcpy(c, x, sizeof(x));
-    } else {
-      std::memcpy(c, x, static_cast<size_t>(cols) * sizeof(float));
-    }
-  }
-}
+// Rows of an A block for micro-panels of mr rows.
+constexpr int64_t block_rows(int64_t mr) { return (kMcRows + mr - 1) / mr * mr; }
 
-struct Tail {
-  Init init;
-  bool last;
-  float alpha, beta;
-  const float* bias;  // at the tile's first column, or null
-  Activation act;
-};
-
-void finish_tile(const float* t, int64_t rows, int64_t cols, float* C, int64_t ldc, const Tail& tail) {
-  auto go = [&]<Init I>() {
-    if (!tail.last)
-      return store_tile<I, false, Activation::None>(t, rows, cols, C, ldc, tail.alpha, tail.beta, nullptr);
-    with_activation(tail.act, [&]<Activation A>() {
-      store_tile<I, true, A>(t, rows, cols, C, ldc, tail.alpha, tail.beta, tail.bias);
-    });
-  };
-  switch (tail.init) {
-    case Init::Overwrite:
-      return go.template operator()<Init::Overwrite>();
-    case Init::Scale:
-      return go.template operator()<Init::Scale>();
-    case Init::Add:
-      return go.template operator()<Init::Add>();
-  }
-}
-
-// The 6 x 16 micro-kernels: tile = Ap (kc x 6, k-major) ^T @ Bp (kc x 16). Each element is a
-// chain of fused multiply-adds in k order, so every entry gives the same bits.
-using MicroKernel = void (*)(const float* Ap, const float* Bp, int64_t kc, float* t);
-
-// The plain one, for reading and for CPUs without AVX2 (std::fma: one rounding, as vfmadd).
-void micro_kernel_scalar(const float* __restrict Ap, const float* __restrict Bp, int64_t kc, float* __restrict t) {
-  for (int64_t i = 0; i < kMr * kNr; ++i) t[i] = 0.0f;
-  for (int64_t k = 0; k < kc; ++k) {
-    for (int64_t r = 0; r < kMr; ++r) {
-      for (int64_t j = 0; j < kNr; ++j) t[r * kNr + j] = std::fma(Ap[k * kMr + r], Bp[k * kNr + j], t[r * kNr + j]);
-    }
-  }
-}
-
-// AVX2: 12 accumulators in registers, per k two loads of B, six broadcasts of A, twelve FMAs.
-__attribute__((target("avx2,fma"))) void micro_kernel_avx2(const float* __restrict Ap, const float* __restrict Bp,
-                                                           int64_t kc, float* __restrict t) {
-  __m256 c0[kMr], c1[kMr];
-#pragma GCC unroll 6
-  for (int r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
-#pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_load_ps(Bp + k * kNr), b1 = _mm256_load_ps(Bp + k * kNr + 8);
-#pragma GCC unroll 6
-    for (int r = 0; r < kMr; ++r) {
-      const __m256 a = _mm256_broadcast_ss(Ap + k * kMr + r);
-      c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
-      c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
-    }
-  }
-#pragma GCC unroll 6
-  for (int r = 0; r < kMr; ++r) {
-    _mm256_store_ps(t + r * kNr, c0[r]);
-    _mm256_store_ps(t + r * kNr + 8, c1[r]);
-  }
-}
-
-// The dispatch table, best first: the first entry the active ISA allows runs. (An AVX-512 or
-// bf16 micro-kernel is one more function and one more line here.)
-struct MicroKernelEntry {
-  Isa isa;
-  MicroKernel kernel;
-};
-constexpr MicroKernelEntry kMicroKernels[] = {
-    {Isa::Avx2, micro_kernel_avx2},
-    {Isa::Scalar, micro_kernel_scalar},
-};
-
-MicroKernel pick_micro_kernel() {
-  for (const MicroKernelEntry& e : kMicroKernels) {
-    if (isa_enabled(e.isa)) return e.kernel;
-  }
-  return micro_kernel_scalar;
-}
-
-// Rows m0 .. m0+mc, depth k0 .. k0+kc of op(A) into micro-panels of 6 rows (zero past mc).
+// Rows m0 .. m0+mc, depth k0 .. k0+kc of op(A) into micro-panels of MR rows (zero past mc).
+template <int64_t MR>
 void pack_a(bool trans_a, const float* A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
             float* __restrict out) {
-  for (int64_t i = 0; i < mc; i += kMr) {
-    const int64_t rows = std::min(kMr, mc - i);
+  for (int64_t i = 0; i < mc; i += MR) {
+    const int64_t rows = std::min(MR, mc - i);
     float* __restrict p = out + i * kc;
-    if (trans_a) {  // A stored (K, M): the 6 rows of one k are contiguous
+    if (trans_a) {  // A stored (K, M): the MR rows of one k are contiguous
       for (int64_t k = 0; k < kc; ++k) {
         const float* a = A + (k0 + k) * lda + m0 + i;
-        for (int64_t r = 0; r < rows; ++r) p[k * kMr + r] = a[r];
-        for (int64_t r = rows; r < kMr; ++r) p[k * kMr + r] = 0.0f;
+        for (int64_t r = 0; r < rows; ++r) p[k * MR + r] = a[r];
+        for (int64_t r = rows; r < MR; ++r) p[k * MR + r] = 0.0f;
       }
       continue;
     }
-    if (rows == kMr) {
-      const float* a[kMr];
-      for (int64_t r = 0; r < kMr; ++r) a[r] = A + (m0 + i + r) * lda + k0;
+    if (rows == MR) {
+      const float* a[MR];
+      for (int64_t r = 0; r < MR; ++r) a[r] = A + (m0 + i + r) * lda + k0;
       for (int64_t k = 0; k < kc; ++k) {
-#pragma GCC unroll 6
-        for (int64_t r = 0; r < kMr; ++r) p[k * kMr + r] = a[r][k];
+#pragma GCC unroll 16
+        for (int64_t r = 0; r < MR; ++r) p[k * MR + r] = a[r][k];
       }
       continue;
     }
     for (int64_t k = 0; k < kc; ++k) {
-      for (int64_t r = 0; r < rows; ++r) p[k * kMr + r] = A[(m0 + i + r) * lda + k0 + k];
-      for (int64_t r = rows; r < kMr; ++r) p[k * kMr + r] = 0.0f;
+      for (int64_t r = 0; r < rows; ++r) p[k * MR + r] = A[(m0 + i + r) * lda + k0 + k];
+      for (int64_t r = rows; r < MR; ++r) p[k * MR + r] = 0.0f;
     }
+  }
+}
+
+void pack_a_for(int64_t mr, bool trans_a, const float* A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
+                float* out) {
+  switch (mr) {
+    case 6:
+      return pack_a<6>(trans_a, A, lda, m0, mc, k0, kc, out);
+    case 8:
+      return pack_a<8>(trans_a, A, lda, m0, mc, k0, kc, out);
+    case 12:
+      return pack_a<12>(trans_a, A, lda, m0, mc, k0, kc, out);
+    case 14:
+      return pack_a<14>(trans_a, A, lda, m0, mc, k0, kc, out);
+    default:
+      VIT_ASSERT(mr == 6 || mr == 8 || mr == 12 || mr == 14);
   }
 }
 
@@ -179,11 +89,13 @@ struct Problem {
   int64_t ldc;
   const float* bias;
   Epilogue e;
-  MicroKernel kernel;
+  const MicroKernelEntry* kernel;
 };
 
-// Rows [m_begin, m_end) x panels [j_begin, j_end) of C; abuf holds kMc x kKc floats.
+// Rows [m_begin, m_end) x panels [j_begin, j_end) of C; abuf holds kMcMax x kKc floats.
 void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin, int64_t j_end, float* abuf) {
+  const MicroKernelEntry& mk = *p.kernel;
+  const int64_t mr = mk.mr, mc_max = block_rows(mr), panel_stride = p.K * kNr;
   for (int64_t k0 = 0; k0 < p.K; k0 += kKc) {
     const int64_t kc = std::min(kKc, p.K - k0);
     Tail tail{};
@@ -192,27 +104,40 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
     tail.alpha = p.e.alpha;
     tail.beta = p.e.beta;
     tail.act = p.e.act;
-    for (int64_t m0 = m_begin; m0 < m_end; m0 += kMc) {
-      const int64_t mc = std::min(kMc, m_end - m0), micro = (mc + kMr - 1) / kMr;
-      pack_a(p.trans_a, p.A, p.lda, m0, mc, k0, kc, abuf);
-      for (int64_t j = j_begin; j < j_end; ++j) {
-        const float* bp = p.B + j * p.K * kNr + k0 * kNr;
-        const float* next = j + 1 < j_end ? bp + p.K * kNr : nullptr;
-        const int64_t n0 = j * kNr, cols = std::min(kNr, p.N - n0);
+    // Before the last K block, whole tiles go straight to C when the kernel can (no epilogue yet).
+    const bool direct = mk.direct && !tail.last && p.e.alpha == 1.0f && tail.init != Init::Scale;
+    const packed::Out direct_out = tail.init == Init::Add ? packed::Out::AddC : packed::Out::SetC;
+    for (int64_t m0 = m_begin; m0 < m_end; m0 += mc_max) {
+      const int64_t mc = std::min(mc_max, m_end - m0), micro = (mc + mr - 1) / mr;
+      pack_a_for(mr, p.trans_a, p.A, p.lda, m0, mc, k0, kc, abuf);
+      // Column groups of mk.panels panels (the last one may hold fewer).
+      for (int64_t j = j_begin; j < j_end; j += mk.panels) {
+        const int64_t np = std::min(mk.panels, j_end - j);
+        const float* bp = p.B + j * panel_stride + k0 * kNr;
+        const int64_t next_np = std::min(mk.panels, j_end - j - np);
+        const float* next = next_np > 0 ? bp + np * panel_stride : nullptr;
+        const int64_t n0 = j * kNr, cols = std::min(np * kNr, p.N - n0);
+        const packed::MicroKernel kernel = np == mk.panels ? mk.full : mk.single;
         tail.bias = p.bias ? p.bias + n0 : nullptr;
-        // The next B panel comes from memory (a model's weights do not fit in cache): each
-        // micro-panel call first asks for its share of the panel's lines, so the fetch is spread
-        // over this panel's whole sweep instead of stalling the next one.
-        const int64_t lines = kc * kNr * static_cast<int64_t>(sizeof(float)) / 64;
+        // The next B panels come from memory (a model's weights do not fit in cache): each
+        // micro-panel call first asks for its share of their lines, so the fetch is spread over
+        // this group's whole sweep instead of stalling the next one.
+        const int64_t lines = kc * kNr * static_cast<int64_t>(sizeof(float)) / 64, all = lines * next_np;
         for (int64_t i = 0; i < micro; ++i) {
-          alignas(32) float t[kMr * kNr];
+          alignas(64) float t[kMaxMr * kMaxPanels * kNr];
           if (next) {
-            for (int64_t l = lines * i / micro; l < lines * (i + 1) / micro; ++l)
-              _mm_prefetch(reinterpret_cast<const char*>(next) + 64 * l, _MM_HINT_T1);
+            for (int64_t l = all * i / micro; l < all * (i + 1) / micro; ++l)
+              _mm_prefetch(reinterpret_cast<const char*>(next + (l / lines) * panel_stride) + 64 * (l % lines),
+                           _MM_HINT_T1);
           }
-          p.kernel(abuf + i * kMr * kc, bp, kc, t);
-          const int64_t rows = std::min(kMr, mc - i * kMr);
-          finish_tile(t, rows, cols, p.C + (m0 + i * kMr) * p.ldc + n0, p.ldc, tail);
+          const int64_t rows = std::min(mr, mc - i * mr);
+          float* c = p.C + (m0 + i * mr) * p.ldc + n0;
+          if (direct && rows == mr && cols == mk.panels * kNr) {  // a whole tile before the last K block
+            kernel(abuf + i * mr * kc, bp, panel_stride, kc, t, c, p.ldc, direct_out);
+            continue;
+          }
+          kernel(abuf + i * mr * kc, bp, panel_stride, kc, t, nullptr, 0, packed::Out::Tile);
+          mk.store(t, np * kNr, rows, cols, c, p.ldc, tail);
         }
       }
     }
@@ -226,20 +151,21 @@ float* aligned_scratch(std::vector<float>& storage, size_t floats) {
   return p + (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
 }
 
-// The calling thread's A block (kMc x kKc floats).
+// The calling thread's A block (kMcMax x kKc floats).
 float* a_buffer() {
   thread_local std::vector<float> storage;
-  return aligned_scratch(storage, static_cast<size_t>(kMc * kKc));
+  return aligned_scratch(storage, static_cast<size_t>(kMcMax * kKc));
 }
 
 // K = 0: C = act(beta C + bias).
 void epilogue_only(int64_t M, int64_t N, float* C, int64_t ldc, const float* bias, const Epilogue& e) {
-  const float zeros[kMr * kNr] = {};
-  for (int64_t m = 0; m < M; m += kMr) {
+  const float zeros[kNr] = {};
+  const packed::TileStore store = packed::pick_micro_kernel().store;
+  for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < N; n += kNr) {
       const Tail tail{
           e.beta == 0.0f ? Init::Overwrite : Init::Scale, true, e.alpha, e.beta, bias ? bias + n : nullptr, e.act};
-      finish_tile(zeros, std::min(kMr, M - m), std::min(kNr, N - n), C + m * ldc + n, ldc, tail);
+      store(zeros, 0, 1, std::min(kNr, N - n), C + m * ldc + n, ldc, tail);
     }
   }
 }
@@ -274,6 +200,8 @@ __attribute__((target("avx2,fma"))) int64_t transpose_panel(const float* B, int6
 }  // namespace
 
 bool packed_gemm_supported() { return isa_enabled(Isa::Avx2); }
+
+const char* packed_gemm_kernel_name() { return packed::pick_micro_kernel().name; }
 
 size_t packed_size(int64_t K, int64_t N) { return static_cast<size_t>(((N + kNr - 1) / kNr) * K * kNr); }
 
@@ -334,9 +262,9 @@ void packed_gemm(bool trans_a, const float* A, int64_t lda, int64_t M, const flo
             "invalid sizes M={} K={} N={} lda={} ldc={}", M, K, N, lda, ldc);
   if (M == 0 || N == 0) return;
   if (K == 0) return epilogue_only(M, N, C, ldc, bias, e);
-  const Problem p{trans_a, A, lda, M, packed_b, K, N, C, ldc, bias, e, pick_micro_kernel()};
+  const Problem p{trans_a, A, lda, M, packed_b, K, N, C, ldc, bias, e, &packed::pick_micro_kernel()};
   run_gemm_grid(
-      M, (N + kNr - 1) / kNr, kMr, M * N * K, [](int64_t, int64_t) {},
+      M, (N + kNr - 1) / kNr, p.kernel->mr, M * N * K, [](int64_t, int64_t) {},
       [&](int64_t m0, int64_t m1, int64_t j0, int64_t j1) { run_block(p, m0, m1, j0, j1, a_buffer()); });
 }
 

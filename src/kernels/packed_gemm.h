@@ -1,15 +1,17 @@
-// The float32 GEMM of the hot paths, BLIS-style, for AVX2 + FMA:
+// The float32 GEMM of the hot paths, BLIS-style:
 //   C (M, N) = act(alpha * op(A) (M, K) @ B (K, N) + beta * C + bias)
 // B is packed into column panels of 16 (PackedMatrix: for each panel, K rows of 16 contiguous
-// floats, zero-padded past N), once at load for inference weights, or per call otherwise.
-// The loops (outermost first): K in blocks of kKc; M in blocks of kMc rows, packed into micro-
-// panels of 6 rows (k-major: 6 contiguous floats per k); one 16-column panel of B (kKc x 16 =
-// 16 KiB, stays in L1); every 6-row micro-panel of the A block (in L2) against it in the 6 x 16
-// micro-kernel: 12 accumulators in registers, per k two loads of B, six broadcasts of A and
-// twelve FMAs. The epilogue (kernels/epilogue.h: alpha, beta, bias, GELU) is applied when a
-// tile is stored for the last time. The threads and the cut follow kernels/gemm_driver.h. The
-// micro-kernel is picked per call from a table by ISA (kernels/cpu_features.h): AVX2 + FMA, or a
-// plain C++ one (std::fma in the same order: bit-identical, and the reference the tests force).
+// floats, zero-padded past N), once at load for inference weights, or per call otherwise; the
+// layout is the same for every ISA.
+// The loops (outermost first): K in blocks of 256; M in blocks of ~200 rows, packed into micro-
+// panels of mr rows (k-major: mr contiguous floats per k); a group of the micro-kernel's panels
+// (one or two 16-column panels of B, 256 deep: stays in L1); every micro-panel of the A block
+// (in L2) against it in the micro-kernel. The micro-kernel is picked per call from a table by
+// ISA (kernels/packed_micro.h: AVX-512 8 x 32, AVX2 + FMA 6 x 16, or a plain C++ 6 x 16, whose
+// std::fma chains in k order make every entry bit-identical), each compiled with its own target
+// attributes: one baseline x86-64 build runs the best one the CPU has. The epilogue
+// (kernels/epilogue.h: alpha, beta, bias, GELU) is applied when a tile is stored for the last
+// time. The threads and the cut follow kernels/gemm_driver.h.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,8 @@ inline constexpr int64_t kPanelWidth = 16;
 // True where the packed kernel has a vector micro-kernel (isa_enabled(Isa::Avx2)); elsewhere it
 // runs the plain one (correct, slow: callers then prefer BLAS).
 bool packed_gemm_supported();
+// The micro-kernel the active ISA runs, e.g. "avx512 8x32" (packed_micro.h lists them).
+const char* packed_gemm_kernel_name();
 
 // A (K, N) operand packed into 16-column panels (see above); 64-byte aligned.
 class PackedMatrix {

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/isa_target.h"
 #include "kernels/vmath.h"
 
 namespace vit::kernels {
@@ -43,10 +44,26 @@ void softmax_row(const T* x, T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= inv;
 }
 
+// The float row once per ISA (isa_target.h): exp_fast vectorised at each width.
+using FloatRow = void (*)(const float*, float*, int64_t);
+[[gnu::flatten]] void softmax_row_plain(const float* x, float* y, int64_t n) { softmax_row<float>(x, y, n); }
+[[gnu::flatten]] VIT_TARGET_AVX2 void softmax_row_avx2(const float* x, float* y, int64_t n) {
+  softmax_row<float>(x, y, n);
+}
+[[gnu::flatten]] VIT_TARGET_AVX512 void softmax_row_avx512(const float* x, float* y, int64_t n) {
+  softmax_row<float>(x, y, n);
+}
+
 template <typename T>
 void softmax_forward(const T* x, T* y, int64_t rows, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const FloatRow row = per_isa<FloatRow>(softmax_row_plain, softmax_row_avx2, softmax_row_avx512);
 #pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) softmax_row<T>(x + r * n, y + r * n, n);
+    for (int64_t r = 0; r < rows; ++r) row(x + r * n, y + r * n, n);
+  } else {
+#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
+    for (int64_t r = 0; r < rows; ++r) softmax_row<T>(x + r * n, y + r * n, n);
+  }
 }
 
 template <typename T>

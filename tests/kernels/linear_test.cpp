@@ -20,7 +20,7 @@ double gelu_tanh_ref(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 
-enum class Impl { Auto, Blas, Ref };
+enum class Impl { Auto, Avx2, Blas, Ref };  // Auto: the best micro-kernel here; Avx2: forced
 
 void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, int64_t pad, Impl impl = Impl::Auto) {
   const int64_t lda = K + pad, ldc = N + 2 * pad;
@@ -32,7 +32,9 @@ void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, i
   if (impl == Impl::Ref) {
     linear_forward_ref<float>(A.data(), M, K, lda, W.data(), N, b, C.data(), ldc, epilogue);
   } else {
-    const ScopedIsaLimit path(impl == Impl::Blas ? Isa::Scalar : isa_limit());  // Scalar: the BLAS fallback
+    const ScopedIsaLimit path(impl == Impl::Blas   ? Isa::Scalar  // Scalar: the BLAS fallback
+                              : impl == Impl::Avx2 ? Isa::Avx2
+                                                   : isa_limit());
     linear_forward<float>(A.data(), M, K, lda, W.data(), N, b, C.data(), ldc, epilogue);
   }
   double worst = 0;
@@ -61,7 +63,7 @@ void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, i
 }
 
 TEST(Linear, MatchesReferenceAroundPanelAndBlockEdges) {
-  for (Impl impl : {Impl::Auto, Impl::Blas, Impl::Ref}) {
+  for (Impl impl : {Impl::Auto, Impl::Avx2, Impl::Blas, Impl::Ref}) {
     for (int64_t M : {1, 5, 16, 17, 33, 197}) {
       for (int64_t N : {1, 6, 10, 17, 64}) {
         for (int64_t K : {1, 7, 64}) check(M, K, N, Epilogue::Store, true, 0, impl);
@@ -92,7 +94,7 @@ TEST(Linear, DoubleMatchesReference) {
 
 TEST(Linear, EmptyBatchIsANoOpAndBadSizesAreRefused) {
   std::vector<float> W(12, 1.0f), C(4, 7.0f);
-  for (Isa path : {Isa::Avx512Vnni, Isa::Scalar}) {  // the fast path where it runs, the BLAS fallback
+  for (Isa path : {Isa::Avx512Vnni, Isa::Avx2, Isa::Scalar}) {  // the fast paths where they run, the BLAS fallback
     const ScopedIsaLimit limit(path);
     linear_forward<float>(nullptr, 0, 3, 3, W.data(), 4, nullptr, C.data(), 4, Epilogue::Store);
     EXPECT_EQ(C, std::vector<float>(4, 7.0f));

@@ -2,7 +2,8 @@
 // micro-panels, 16-column panels, 256-deep K blocks and 198-row M blocks; both transposes;
 // alpha, beta (0 ignores NaN in C), bias and both GELUs; strided A and C (the padding is never
 // written); the threaded and the single-thread split; K = 0; the two ways to pack B; the plain
-// micro-kernel (the ISA capped to Scalar) against the AVX2 one, bit for bit.
+// micro-kernel (the ISA capped to Scalar) against the AVX2 and AVX-512 ones, bit for bit; each
+// level forced on awkward sizes.
 #include "kernels/packed_gemm.h"
 
 #include <fmt/format.h>
@@ -118,11 +119,31 @@ TEST(PackedGemm, PlainMicroKernelMatchesReferenceAndTheFastOneBitForBit) {
   for (Activation act : {Activation::None, Activation::Gelu, Activation::GeluTanh}) {
     std::vector<float> slow(static_cast<size_t>(M * N)), fast(slow.size());
     packed_gemm(false, A.data(), K, M, packed.data(), K, N, slow.data(), N, bias.data(), {1.0f, 0.0f, act});
-    {
-      const ScopedIsaLimit all(Isa::Avx512Vnni);
+    // Every vector micro-kernel (AVX2 6x16, AVX-512 8x32) runs the same FMA chains in the same
+    // order: bit for bit.
+    for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni}) {
+      const ScopedIsaLimit level(isa);
       packed_gemm(false, A.data(), K, M, packed.data(), K, N, fast.data(), N, bias.data(), {1.0f, 0.0f, act});
+      EXPECT_EQ(slow, fast) << activation_name(act) << " " << isa_name(active_isa());
     }
-    EXPECT_EQ(slow, fast) << activation_name(act);  // the same FMA chains in the same order
+  }
+}
+
+// Every level the CPU has (forced with the cap) against the reference, around each micro-kernel's
+// edges: 6 and 8 rows, one and two 16-column panels, an odd panel count, K blocks, M blocks.
+TEST(PackedGemm, EveryIsaMatchesTheReferenceOnAwkwardSizes) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (isa > detected_isa()) continue;
+    const ScopedIsaLimit level(isa);
+    SCOPED_TRACE(packed_gemm_kernel_name());
+    for (int64_t M : {1, 7, 8, 9, 11, 12, 13, 25}) {
+      for (int64_t N : {16, 31, 32, 33, 48, 80}) check({M, N, 19});
+    }
+    check({205, 47, 300, false, true, 1.0f, 1.0f, true, Activation::Gelu, 2});
+    check({205, 47, 300, true, false, 0.5f, 0.25f, true, Activation::GeluTanh});
+    check({37, 200, 520}, true);
+    check({37, 200, 520});
+    check({300, 40, 33});  // few panels, many rows: the rows split between threads
   }
 }
 

@@ -1,0 +1,197 @@
+// The packed float32 GEMM's micro-kernels and tile stores, one per ISA (see packed_micro.h).
+#include "kernels/packed_micro.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+
+#include "kernels/isa_target.h"
+
+namespace vit::kernels::packed {
+namespace {
+
+// 16 columns of a tile (row stride `width`) into C. Whole rows of 16 through a local buffer, in
+// plain loops the compiler vectorises at the width of the function it is inlined into (GELU
+// included).
+template <Init I, bool Last, Activation A>
+inline void store_panel(const float* __restrict t, int64_t width, int64_t rows, int64_t cols, float* __restrict C,
+                        int64_t ldc, float alpha, float beta, const float* __restrict bias) {
+  alignas(64) float b[kNr] = {};
+  if (Last && bias) std::memcpy(b, bias, static_cast<size_t>(cols) * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* c = C + r * ldc;
+    const float* v = t + r * width;
+    alignas(64) float x[kNr] = {};
+    if (I == Init::Overwrite || cols == kNr) {
+      if constexpr (I == Init::Overwrite) {
+        for (int64_t j = 0; j < kNr; ++j) x[j] = alpha * v[j];
+      } else if constexpr (I == Init::Scale) {
+        for (int64_t j = 0; j < kNr; ++j) x[j] = alpha * v[j] + beta * c[j];
+      } else {
+        for (int64_t j = 0; j < kNr; ++j) x[j] = alpha * v[j] + c[j];
+      }
+    } else {
+      for (int64_t j = 0; j < cols; ++j) x[j] = alpha * v[j] + (I == Init::Scale ? beta : 1.0f) * c[j];
+    }
+    if constexpr (Last) {
+      for (int64_t j = 0; j < kNr; ++j) x[j] = activate<A>(x[j] + b[j]);
+    }
+    if (cols == kNr) {
+      std::memcpy(c, x, sizeof(x));
+    } else {
+      std::memcpy(c, x, static_cast<size_t>(cols) * sizeof(float));
+    }
+  }
+}
+
+template <Init I, bool Last, Activation A>
+inline void store_tile(const float* t, int64_t width, int64_t rows, int64_t cols, float* C, int64_t ldc,
+                       const Tail& tail) {
+  for (int64_t j = 0; j < cols; j += kNr) {
+    store_panel<I, Last, A>(t + j, width, rows, std::min(kNr, cols - j), C + j, ldc, tail.alpha, tail.beta,
+                            tail.bias ? tail.bias + j : nullptr);
+  }
+}
+
+inline void store_generic(const float* t, int64_t width, int64_t rows, int64_t cols, float* C, int64_t ldc,
+                          const Tail& tail) {
+  auto go = [&]<Init I>() {
+    if (!tail.last) return store_tile<I, false, Activation::None>(t, width, rows, cols, C, ldc, tail);
+    with_activation(tail.act, [&]<Activation A>() { store_tile<I, true, A>(t, width, rows, cols, C, ldc, tail); });
+  };
+  switch (tail.init) {
+    case Init::Overwrite:
+      return go.template operator()<Init::Overwrite>();
+    case Init::Scale:
+      return go.template operator()<Init::Scale>();
+    case Init::Add:
+      return go.template operator()<Init::Add>();
+  }
+}
+
+// The same store compiled for each ISA: flatten inlines the generic one (and the activation's
+// vmath.h functions) into the target-specific body.
+[[gnu::flatten]] void store_scalar(const float* t, int64_t width, int64_t rows, int64_t cols, float* C, int64_t ldc,
+                                   const Tail& tail) {
+  store_generic(t, width, rows, cols, C, ldc, tail);
+}
+[[gnu::flatten]] VIT_TARGET_AVX2 void store_avx2(const float* t, int64_t width, int64_t rows, int64_t cols, float* C,
+                                                 int64_t ldc, const Tail& tail) {
+  store_generic(t, width, rows, cols, C, ldc, tail);
+}
+[[gnu::flatten]] VIT_TARGET_AVX512 void store_avx512(const float* t, int64_t width, int64_t rows, int64_t cols,
+                                                     float* C, int64_t ldc, const Tail& tail) {
+  store_generic(t, width, rows, cols, C, ldc, tail);
+}
+
+// The plain one, for reading and for CPUs without AVX2 (std::fma: one rounding, as vfmadd).
+constexpr int64_t kScalarMr = 6;
+void micro_scalar(const float* __restrict Ap, const float* __restrict Bp, int64_t, int64_t kc, float* __restrict t,
+                  float*, int64_t, Out) {
+  for (int64_t i = 0; i < kScalarMr * kNr; ++i) t[i] = 0.0f;
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int64_t r = 0; r < kScalarMr; ++r) {
+      for (int64_t j = 0; j < kNr; ++j)
+        t[r * kNr + j] = std::fma(Ap[k * kScalarMr + r], Bp[k * kNr + j], t[r * kNr + j]);
+    }
+  }
+}
+
+// AVX2: 12 accumulators in registers, per k two loads of B, six broadcasts of A, twelve FMAs.
+constexpr int64_t kAvx2Mr = 6;
+VIT_TARGET_AVX2 void micro_avx2(const float* __restrict Ap, const float* __restrict Bp, int64_t, int64_t kc,
+                                float* __restrict t, float*, int64_t, Out) {
+  __m256 c0[kAvx2Mr], c1[kAvx2Mr];
+#pragma GCC unroll 6
+  for (int r = 0; r < kAvx2Mr; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(Bp + k * kNr), b1 = _mm256_load_ps(Bp + k * kNr + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < kAvx2Mr; ++r) {
+      const __m256 a = _mm256_broadcast_ss(Ap + k * kAvx2Mr + r);
+      c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < kAvx2Mr; ++r) {
+    _mm256_store_ps(t + r * kNr, c0[r]);
+    _mm256_store_ps(t + r * kNr + 8, c1[r]);
+  }
+}
+
+// AVX-512: MR x (P * 16), MR * P zmm accumulators; per k, P loads of B (one per panel) and MR
+// broadcasts of A (folded into the FMAs as {1to16} memory operands).
+template <int MR, int P>
+VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, const float* __restrict Bp, int64_t ps,
+                                           int64_t kc, float* __restrict t, float* __restrict C, int64_t ldc, Out out) {
+  __m512 c[MR][P];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) c[r][p] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 b[P];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) b[p] = _mm512_load_ps(Bp + p * ps + k * kNr);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 a = _mm512_set1_ps(Ap[k * MR + r]);
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) c[r][p] = _mm512_fmadd_ps(a, b[p], c[r][p]);
+    }
+  }
+  if (out == Out::Tile) {
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) _mm512_store_ps(t + r * P * kNr + p * kNr, c[r][p]);
+    }
+    return;
+  }
+  // The sums of this K block into C (1 * sum + C: the store's rounding, so every entry agrees).
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) {
+      float* c_rp = C + r * ldc + p * kNr;
+      _mm512_storeu_ps(c_rp, out == Out::AddC ? _mm512_add_ps(c[r][p], _mm512_loadu_ps(c_rp)) : c[r][p]);
+    }
+  }
+}
+
+constexpr int64_t kAvx512Mr = 8;
+VIT_TARGET_AVX512 void micro_avx512_full(const float* Ap, const float* Bp, int64_t ps, int64_t kc, float* t, float* C,
+                                         int64_t ldc, Out out) {
+  micro_avx512<kAvx512Mr, 2>(Ap, Bp, ps, kc, t, C, ldc, out);
+}
+VIT_TARGET_AVX512 void micro_avx512_single(const float* Ap, const float* Bp, int64_t ps, int64_t kc, float* t, float* C,
+                                           int64_t ldc, Out out) {
+  micro_avx512<kAvx512Mr, 1>(Ap, Bp, ps, kc, t, C, ldc, out);
+}
+
+static_assert(kAvx512Mr <= kMaxMr && kAvx2Mr <= kMaxMr && kScalarMr <= kMaxMr);
+
+// The dispatch table, best first: the first entry the active ISA allows runs.
+const MicroKernelEntry kMicroKernels[] = {
+    {Isa::Avx512, "avx512 8x32", kAvx512Mr, 2, micro_avx512_full, micro_avx512_single, store_avx512, true},
+    {Isa::Avx2, "avx2 6x16", kAvx2Mr, 1, micro_avx2, micro_avx2, store_avx2, false},
+    {Isa::Scalar, "scalar 6x16", kScalarMr, 1, micro_scalar, micro_scalar, store_scalar, false},
+};
+
+}  // namespace
+
+const MicroKernelEntry& pick_micro_kernel() {
+  for (const MicroKernelEntry& e : kMicroKernels) {
+    if (isa_enabled(e.isa)) return e;
+  }
+  return kMicroKernels[std::size(kMicroKernels) - 1];
+}
+
+}  // namespace vit::kernels::packed
