@@ -18,8 +18,9 @@ struct QuantizeFileResult {
 };
 
 // Refuses an empty `out`, a directory, the input itself, an existing file without `overwrite`,
-// and an input that is already int8, naming the path.
+// and an input that is already int8, naming the path. bits: the weights' (8, or 7 for the older
+// scheme).
 QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadOptions& options,
-                                 bool overwrite);
+                                 bool overwrite, int bits = 8);
 
 }  // namespace vit::infer
