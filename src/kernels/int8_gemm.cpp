@@ -136,6 +136,8 @@ __attribute__((target("avx2,fma"))) void store_tile(const int32_t* __restrict t,
     float* c = C + r * ldc;
     if constexpr (Accumulate) {
       for (int64_t j = 0; j < cols; ++j) c[j] += x[j];
+    } else if (cols == kNr) {
+      std::memcpy(c, x, sizeof(x));  // a constant size: two stores, not a call
     } else {
       std::memcpy(c, x, static_cast<size_t>(cols) * sizeof(float));
     }
