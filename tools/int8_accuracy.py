@@ -14,6 +14,7 @@ torchvision zeroes, drawn from N(0, 0.02); no pretrained weights are reachable f
 
   /usr/bin/python3 tools/int8_accuracy.py --build build
   /usr/bin/python3 tools/int8_accuracy.py --build build --checkpoint model.safetensors --smooth 200
+  /usr/bin/python3 tools/int8_accuracy.py --build build --bits 7     # the older 7-bit scheme
 
 Needs python3-torch, python3-torchvision, python3-pil (Debian) and numpy.
 """
@@ -58,7 +59,7 @@ def logits(build, checkpoint, x, tmp, name, threads):
     x_path, y_path = os.path.join(tmp, name + "_x.npy"), os.path.join(tmp, name + "_y.npy")
     np.save(x_path, x)
     subprocess.run([os.path.join(build, "vit"), "predict", "--checkpoint", checkpoint, "--tensor", x_path, "--out",
-                    y_path, "--threads", str(threads)], check=True, stdout=subprocess.DEVNULL)
+                    y_path, "--threads", str(threads), "--overwrite"], check=True, stdout=subprocess.DEVNULL)
     return np.load(y_path).astype(np.float64)
 
 
@@ -82,6 +83,7 @@ def main():
     p.add_argument("--smooth", type=int, default=100, help="smooth random inputs")
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--bits", type=int, default=8, choices=(7, 8), help="vit quantize --bits (weights' bits)")
     a = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="vit-int8-") as tmp:
         f32 = a.checkpoint
@@ -95,7 +97,8 @@ def main():
             write_safetensors(f32, model.state_dict().items())
             print("model: torchvision vit_b_16, torchvision's initialisation (seed 0), head ~ N(0, 0.02)")
         q8 = os.path.join(tmp, "int8.safetensors")
-        out = subprocess.run([os.path.join(a.build, "vit"), "quantize", "--checkpoint", f32, "--out", q8],
+        out = subprocess.run([os.path.join(a.build, "vit"), "quantize", "--checkpoint", f32, "--out", q8,
+                              "--bits", str(a.bits)],
                              check=True, capture_output=True, text=True).stdout
         print(out.strip())
         ph = np.stack([x.numpy() for x in photos(a.size)])

@@ -6,11 +6,13 @@ Requirements: Debian's python3-torch (1.13). Run with the system interpreter:
     /usr/bin/python3 tools/quantize_reference.py            # writes tests/golden/int8/
     /usr/bin/python3 tools/quantize_reference.py --check CKPT_F32 CKPT_INT8
         # compares a float checkpoint (timm layout) quantized here with vit quantize's file
+        # (7- or 8-bit: the file's scheme says which)
 
-The scheme (src/kernels/int8_gemm.h says the same):
-  weights, per output channel, symmetric, 7 bits:
-      scale[n] = max_k |W[n,k]| / 63 (float32; 1 for a row of zeros),
-      q[n,k]   = clamp(round_half_even(W[n,k] / scale[n]), -63, 63)
+The schemes (src/kernels/int8_gemm.h says the same): vit-int8-2 (8-bit weights, Q = 127, what
+vit quantize writes by default) and vit-int8-1 (7-bit weights, Q = 63, vit quantize --bits 7):
+  weights, per output channel, symmetric:
+      scale[n] = max_k |W[n,k]| / Q (float32; 1 for a row of zeros),
+      q[n,k]   = clamp(round_half_even(W[n,k] / scale[n]), -Q, Q)
   activations, per row (token), asymmetric, uint8, at run time:
       mn = min(0, min_k x), mx = max(0, max_k x), s = (mx - mn) / 255 (float32; 1 when < FLT_MIN),
       inv = 1 / s, z = clamp(round_half_even(-mn * inv), 0, 255),
@@ -24,16 +26,19 @@ tests/golden/int8/ (deterministic: seed 4321, one thread):
                          bias, LayerNorm eps 1e-6; weights ~ 0.05 randn (LayerNorm 1 + 0.1 randn,
                          biases 0.1 randn), one fc1 row scaled by 40 and one fc2 input column by
                          25 (outlier channels, as trained ViTs have).
-  reference.safetensors  input (2,3,16,16); for each of the 10 Linear layers L (in module order):
+  reference.safetensors  (7-bit weights, vit-int8-1) input (2,3,16,16); for each of the 10 Linear
+                         layers L (in module order):
                            L.q (I8) and L.scale (F32): the weight quantized here;
                            L.input (F32, (34, K)): what reaches the layer in this int8 forward;
                            L.qa (I32 (34, K)), L.row_scale (F32), L.zero_point (I32): its rows
                            quantized; L.acc (I32 (34, N)): sum_k qa qw; L.output (F64): the
                            layer's float result from those integers.
                          logits (F64 (2, 10)): the int8 forward; logits_f32: the float model.
+  reference_8bit.safetensors  the same for 8-bit weights (vit-int8-2).
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -47,15 +52,17 @@ from convert_checkpoint import read_safetensors, write_safetensors  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "tests", "golden", "int8")
 FLT_MIN = float(np.finfo(np.float32).tiny)
-WMAX = 63
+WMAX = {7: 63, 8: 127}
+SCHEME = {7: "vit-int8-1", 8: "vit-int8-2"}
+REFERENCE = {7: "reference.safetensors", 8: "reference_8bit.safetensors"}
 
 
-def quantize_weight(w):
+def quantize_weight(w, bits):
     """w float32 (N, K) -> q int8 (N, K), scale float32 (N,)."""
     w = w.to(torch.float32)
-    scale = w.abs().amax(dim=1) / WMAX
+    scale = w.abs().amax(dim=1) / WMAX[bits]
     scale = torch.where(scale >= FLT_MIN, scale, torch.ones_like(scale))
-    q = torch.clamp(torch.round(w / scale[:, None]), -WMAX, WMAX).to(torch.int8)
+    q = torch.clamp(torch.round(w / scale[:, None]), -WMAX[bits], WMAX[bits]).to(torch.int8)
     return q, scale
 
 
@@ -159,15 +166,24 @@ def make_golden():
     W["head.bias"] = 0.1 * torch.randn(K)
     x = torch.randn(2, C, S, S)
 
-    int8 = {name: quantize_weight(W[name + ".weight"]) for name in linear_names(W)}
-    records = []
-    with torch.no_grad():
-        logits = forward(W, x, heads, 1e-6, int8, records)
-        logits_f32 = forward(W, x, heads, 1e-6)
-
     os.makedirs(OUT_DIR, exist_ok=True)
     model_path = os.path.join(OUT_DIR, "tiny_vit.safetensors")
     write_safetensors(model_path, [(k, v, "F32") for k, v in W.items()], {"num_heads": str(heads)})
+    paths = [model_path]
+    with torch.no_grad():
+        logits_f32 = forward(W, x, heads, 1e-6)
+    for bits in (7, 8):
+        paths.append(write_reference(W, x, heads, bits, logits_f32))
+    for path in paths:
+        read_safetensors(path)  # re-read: the writer's output parses
+        print("wrote %s (%d bytes)" % (os.path.relpath(path, ROOT), os.path.getsize(path)))
+
+
+def write_reference(W, x, heads, bits, logits_f32):
+    int8 = {name: quantize_weight(W[name + ".weight"], bits) for name in linear_names(W)}
+    records = []
+    with torch.no_grad():
+        logits = forward(W, x, heads, 1e-6, int8, records)
     ref = [("input", x, "F32")]
     for name, rec in records:
         q, scale = int8[name]
@@ -176,23 +192,25 @@ def make_golden():
                 (name + ".zero_point", rec["zero_point"], "I32"), (name + ".acc", rec["acc"], "I32"),
                 (name + ".output", rec["output"], "F64")]
     ref += [("logits", logits.to(torch.float64), "F64"), ("logits_f32", logits_f32, "F32")]
-    ref_path = os.path.join(OUT_DIR, "reference.safetensors")
-    write_safetensors(ref_path, ref, {"torch": torch.__version__, "scheme": "vit-int8-1"})
-    for path in (model_path, ref_path):
-        read_safetensors(path)  # re-read: the writer's output parses
-        print("wrote %s (%d bytes)" % (os.path.relpath(path, ROOT), os.path.getsize(path)))
+    ref_path = os.path.join(OUT_DIR, REFERENCE[bits])
+    write_safetensors(ref_path, ref, {"torch": torch.__version__, "scheme": SCHEME[bits]})
     cos = F.cosine_similarity(logits.to(torch.float32), logits_f32, dim=1)
-    print("int8 vs float logits: cosine %s, max |diff| %.3g" %
-          (cos.tolist(), (logits.to(torch.float32) - logits_f32).abs().max().item()))
+    print("int8 (%d-bit weights) vs float logits: cosine %s, max |diff| %.3g" %
+          (bits, cos.tolist(), (logits.to(torch.float32) - logits_f32).abs().max().item()))
+    return ref_path
 
 
 def check(float_path, int8_path):
     """Quantizes a timm-layout float file here and compares with vit quantize's output, bit for bit."""
     W = {k: v.to(torch.float32) for k, v in read_safetensors(float_path)[0]}
-    Q = dict(read_safetensors(int8_path)[0])
+    tensors, metadata, _ = read_safetensors(int8_path)
+    Q = dict(tensors)
+    scheme = json.loads(metadata["quantization"])["scheme"]
+    bits = {v: k for k, v in SCHEME.items()}[scheme]
+    print("%s: scheme %s (%d-bit weights)" % (int8_path, scheme, bits))
     bad = 0
     for name in linear_names(W):
-        q, scale = quantize_weight(W[name + ".weight"])
+        q, scale = quantize_weight(W[name + ".weight"], bits)
         same = torch.equal(q, Q[name + ".weight"]) and torch.equal(scale, Q[name + ".weight_scale"])
         bad += not same
         if not same:

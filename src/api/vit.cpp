@@ -197,7 +197,7 @@ std::vector<float> Model::decode_image(const void* bytes, size_t size, const std
 
 QuantizeReport quantize(const std::string& in, const std::string& out, const LoadOptions& options, bool overwrite) {
   const infer::QuantizeFileResult r =
-      infer::quantize_file(in, out, to_internal(options), overwrite, {.out = "out", .overwrite = "overwrite"});
+      infer::quantize_file(in, out, to_internal(options), overwrite, 8, {.out = "out", .overwrite = "overwrite"});
   return {r.summary.tensors, r.summary.max_rel_rms_error, r.in_bytes, r.out_bytes};
 }
 

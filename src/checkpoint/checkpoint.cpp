@@ -372,7 +372,10 @@ std::string weights_note(const LoadedCheckpoint& checkpoint, bool ema) {
 std::unique_ptr<model::VisionTransformer> model_from_checkpoint(const LoadedCheckpoint& checkpoint, WeightSet weights) {
   const bool use_ema = uses_ema(checkpoint, weights);
   auto model = std::make_unique<model::VisionTransformer>(checkpoint.info.model, std::make_shared<Generator>(0));
-  if (!use_ema) prepare_quantized(*model, checkpoint.scales, checkpoint.path);
+  if (!use_ema) {
+    prepare_quantized(*model, checkpoint.scales, quantization_bits(checkpoint.info.quantization_json, checkpoint.path),
+                      checkpoint.path);
+  }
   try {
     model->load_state_dict(use_ema ? checkpoint.ema : checkpoint.weights);
   } catch (const std::exception& e) {

@@ -1,6 +1,8 @@
 // The int8 model's representation in a checkpoint file (see int8_format.h).
 #include "checkpoint/int8_format.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -37,15 +39,43 @@ bool is_quantized(const model::VisionTransformer& model) {
   return false;
 }
 
+int quantization_bits(const std::string& metadata, const std::string& path) {
+  if (metadata.empty()) return 0;
+  std::string scheme;
+  try {
+    const auto j = nlohmann::json::parse(metadata);
+    VIT_CHECK(j.is_object() && j.contains("scheme") && j["scheme"].is_string(), "checkpoint",
+              "{}: metadata 'quantization' has no \"scheme\"", path);
+    scheme = j["scheme"].get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("checkpoint", "{}: metadata 'quantization' is not {{\"scheme\": ..., \"tensors\": [names]}} ({})", path,
+         e.what());
+  }
+  if (scheme == kQuantizationScheme8) return 8;
+  VIT_CHECK(scheme == kQuantizationScheme7, "checkpoint",
+            "{}: metadata 'quantization' scheme is '{}'; this vit reads '{}' (8-bit weights) and '{}' (7-bit)", path,
+            scheme, kQuantizationScheme8, kQuantizationScheme7);
+  return 7;
+}
+
 std::string quantization_metadata(const model::VisionTransformer& model) {
   std::vector<std::string> names;
+  int bits = 0;
   for (const auto& [name, l] : named_linears(model)) {
-    if (l->quantized()) names.push_back(name + ".weight");
+    if (!l->quantized()) continue;
+    names.push_back(name + ".weight");
+    VIT_CHECK(bits == 0 || bits == l->weight_bits, "checkpoint",
+              "'{}' has {}-bit weights, the Linears before it {}-bit: one file holds one scheme", names.back(),
+              l->weight_bits, bits);
+    bits = l->weight_bits;
   }
   if (names.empty()) return "";
+  const int32_t wmax = kernels::int8_weight_max(bits);
   return nlohmann::json{
-      {"scheme", kQuantizationScheme},
-      {"weights", "int8 per output channel, symmetric, values in [-63, 63] (7 bits), float32 scale '<name>_scale'"},
+      {"scheme", bits == 8 ? kQuantizationScheme8 : kQuantizationScheme7},
+      {"weights", fmt::format("int8 per output channel, symmetric, values in [-{}, {}] ({} bits), float32 scale "
+                              "'<name>_scale'",
+                              wmax, wmax, bits)},
       {"activations", "uint8 per row (token), asymmetric, quantized at run time"},
       {"tensors", names}}
       .dump();
@@ -62,14 +92,10 @@ model::NamedTensors quantization_scales(const model::VisionTransformer& model) {
 model::NamedTensors split_quantization(model::NamedTensors& weights, const std::string& metadata,
                                        const std::string& path) {
   std::set<std::string> listed;
+  const int bits = quantization_bits(metadata, path);
   if (!metadata.empty()) {
     try {
       const auto j = nlohmann::json::parse(metadata);
-      VIT_CHECK(j.is_object() && j.contains("scheme") && j["scheme"].is_string(), "checkpoint",
-                "{}: metadata 'quantization' has no \"scheme\"", path);
-      const auto scheme = j["scheme"].get<std::string>();
-      VIT_CHECK(scheme == kQuantizationScheme, "checkpoint",
-                "{}: metadata 'quantization' scheme is '{}'; this vit reads '{}'", path, scheme, kQuantizationScheme);
       const auto names = j.at("tensors").get<std::vector<std::string>>();
       VIT_CHECK(!names.empty(), "checkpoint", "{}: metadata 'quantization' lists no tensors", path);
       for (const auto& n : names) {
@@ -119,17 +145,17 @@ model::NamedTensors split_quantization(model::NamedTensors& weights, const std::
       VIT_CHECK(std::isfinite(v) && v > 0, "checkpoint",
                 "{}: scale '{}' holds {} at index {} (scales must be finite and > 0)", path, name, number_str(v), i);
     }
-    // Values outside [-63, 63] could saturate the AVX2 kernel (kernels/int8_gemm.h): refused.
+    // Values outside the scheme's range ([-63, 63] or [-127, 127]; -128 never) are refused.
+    const int32_t wmax = kernels::int8_weight_max(bits);
     const Tensor qc = q.contiguous();
     const int8_t* p = qc.data<int8_t>();
     int worst = 0;
     for (int64_t i = 0; i < qc.numel(); ++i) worst = std::max(worst, std::abs(static_cast<int>(p[i])));
-    if (worst > kernels::kInt8WeightMax) {
+    if (worst > wmax) {
       int64_t i = 0;
-      while (std::abs(static_cast<int>(p[i])) <= kernels::kInt8WeightMax) ++i;
-      fail("checkpoint", "{}: quantized tensor '{}' holds {} at ({}, {}), outside [-{}, {}] (7-bit weights)", path,
-           weight, static_cast<int>(p[i]), i / q.size(1), i % q.size(1), kernels::kInt8WeightMax,
-           kernels::kInt8WeightMax);
+      while (std::abs(static_cast<int>(p[i])) <= wmax) ++i;
+      fail("checkpoint", "{}: quantized tensor '{}' holds {} at ({}, {}), outside [-{}, {}] ({}-bit weights)", path,
+           weight, static_cast<int>(p[i]), i / q.size(1), i % q.size(1), wmax, wmax, bits);
     }
   }
   for (const auto& [name, q] : int8) {
@@ -140,7 +166,8 @@ model::NamedTensors split_quantization(model::NamedTensors& weights, const std::
   return scales;
 }
 
-void prepare_quantized(model::VisionTransformer& model, const model::NamedTensors& scales, const std::string& path) {
+void prepare_quantized(model::VisionTransformer& model, const model::NamedTensors& scales, int bits,
+                       const std::string& path) {
   if (scales.empty()) return;
   std::map<std::string, nn::Linear*> linears;
   for (const auto& [name, l] : named_linears(model)) linears[name + ".weight" + kScaleSuffix] = l;
@@ -154,6 +181,7 @@ void prepare_quantized(model::VisionTransformer& model, const model::NamedTensor
     l.weight.node()->data = Tensor::empty({l.out_features, l.in_features}, DType::I8);
     l.weight.node()->requires_grad = false;
     l.weight_scale = s.contiguous();
+    l.weight_bits = bits;
   }
 }
 

@@ -33,8 +33,15 @@ void print_storage(const model::VisionTransformer& model, const std::string& pat
     (p.data().dtype() == DType::I8 ? part_of(name).i8 : part_of(name).f32) += p.data().numel();
   }
   for (const auto& [name, s] : checkpoint::quantization_scales(model)) part_of(name).scales += s.numel();
-  std::printf("storage (%s):\n",
-              checkpoint::is_quantized(model) ? "int8 model: Linear weights int8, the rest float32" : "float32 model");
+  int bits = 0;  // the int8 scheme's weight bits (one per file)
+  for (const auto& [name, l] : checkpoint::named_linears(model)) {
+    if (l->quantized()) bits = l->weight_bits;
+  }
+  const std::string kind =
+      bits ? fmt::format("int8 model: Linear weights int8 ({}-bit, scheme {}), the rest float32", bits,
+                         bits == 8 ? checkpoint::kQuantizationScheme8 : checkpoint::kQuantizationScheme7)
+           : "float32 model";
+  std::printf("storage (%s):\n", kind.c_str());
   double total = 0;
   for (const auto& [name, p] : parts) {
     const double bytes = static_cast<double>(p.i8 + 4 * (p.f32 + p.scales));

@@ -291,7 +291,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     if (options.strict) skip.emplace();
     out.model = std::make_unique<model::VisionTransformer>(config, std::make_shared<Generator>(0));
   }
-  checkpoint::prepare_quantized(*out.model, scales, path);
+  checkpoint::prepare_quantized(*out.model, scales, checkpoint::quantization_bits(out.recorded.quantization_json, path),
+                                path);
   if (options.strict) check_layer_scale(weights, config, path);
   try {
     const nn::LoadResult r = out.model->load_state_dict(weights, options.strict, /*share=*/true);

@@ -8,10 +8,12 @@
 
 namespace vit::infer {
 
-QuantizeSummary quantize_linears(model::VisionTransformer& model) {
+QuantizeSummary quantize_linears(model::VisionTransformer& model, int bits) {
+  VIT_CHECK(bits == 7 || bits == 8, "quantize", "--bits {}: the int8 schemes have 8-bit or 7-bit weights", bits);
   VIT_CHECK(!checkpoint::is_quantized(model), "quantize",
             "the model is already quantized (int8); quantize its float checkpoint");
   QuantizeSummary s;
+  s.bits = bits;
   for (const auto& [name, l] : checkpoint::named_linears(model)) {
     const std::string weight_name = name + ".weight";
     const Tensor w = l->weight.data().to(DType::F32).contiguous();
@@ -21,7 +23,7 @@ QuantizeSummary quantize_linears(model::VisionTransformer& model) {
     Tensor q = Tensor::empty({N, K}, DType::I8);
     Tensor scale = Tensor::empty({N});
     const float* wp = w.data<float>();
-    const int64_t bad = kernels::quantize_weight(wp, N, K, q.data<int8_t>(), scale.data<float>());
+    const int64_t bad = kernels::quantize_weight(wp, N, K, q.data<int8_t>(), scale.data<float>(), bits);
     VIT_CHECK(bad < 0, "quantize", "'{}' holds {} at ({}, {}): refusing to quantize non-finite weights", weight_name,
               bad >= 0 ? number_str(wp[bad]) : "", bad / std::max<int64_t>(K, 1), bad % std::max<int64_t>(K, 1));
     double sum_sq = 0, err_sq = 0;
@@ -41,6 +43,7 @@ QuantizeSummary quantize_linears(model::VisionTransformer& model) {
     l->weight.node()->data = q;
     l->weight.node()->requires_grad = false;
     l->weight_scale = scale;
+    l->weight_bits = bits;
     ++s.tensors;
     s.int8_values += N * K;
   }

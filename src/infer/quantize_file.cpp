@@ -13,7 +13,7 @@ namespace vit::infer {
 namespace fs = std::filesystem;
 
 QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadOptions& options,
-                                 bool overwrite, const QuantizeNames& names) {
+                                 bool overwrite, int bits, const QuantizeNames& names) {
   const auto start = std::chrono::steady_clock::now();
   // The one rule for written files (core/output_file.h): not the input (links too), not a
   // directory, not an existing file without overwrite.
@@ -24,7 +24,7 @@ QuantizeFileResult quantize_file(const std::string& in, const std::string& out, 
             "{}: already an int8 model (written by vit quantize); quantize the float checkpoint it came from", in);
   QuantizeFileResult result;
   try {
-    result.summary = quantize_linears(*m.model);
+    result.summary = quantize_linears(*m.model, bits);
   } catch (const std::exception& e) {
     checkpoint::rethrow_for_file(in, e);
   }

@@ -18,13 +18,13 @@ struct QuantizeFileResult {
 };
 
 // Refuses an empty `out`, a directory, the input itself, an existing file without `overwrite`,
-// and an input that is already int8, naming the path.
-// `names` says how the caller spelled the output and overwrite options in messages (the command's
-// flags by default; the library's and Python's keywords).
+// and an input that is already int8, naming the path. bits: the weights' (8, or 7 for the older
+// scheme). `names` says how the caller spelled the output and overwrite options in messages (the
+// command's flags by default; the library's and Python's keywords).
 struct QuantizeNames {
   std::string out = "--out", overwrite = "--overwrite";
 };
 QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadOptions& options,
-                                 bool overwrite, const QuantizeNames& names = {});
+                                 bool overwrite, int bits = 8, const QuantizeNames& names = {});
 
 }  // namespace vit::infer

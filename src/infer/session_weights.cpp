@@ -88,8 +88,9 @@ class Packer {
               shape_str(layer.weight_scale.shape()));
     auto& packed = int8_[&layer];
     if (!packed) {
-      packed = std::make_shared<const kernels::Int8Matrix>(kernels::Int8Matrix::from_quantized(
-          q.data<int8_t>(), layer.weight_scale.data<float>(), layer.out_features, layer.in_features));
+      packed = std::make_shared<const kernels::Int8Matrix>(
+          kernels::Int8Matrix::from_quantized(q.data<int8_t>(), layer.weight_scale.data<float>(), layer.out_features,
+                                              layer.in_features, layer.weight_bits));
       if (release_ && q.is_file_mapped()) release_pages(q.data<int8_t>(), static_cast<size_t>(q.numel()));
     }
     l.int8 = packed;

@@ -13,13 +13,14 @@
 #include "core/check.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_driver.h"
+#include "kernels/int8_micro_kernels.h"
 
 namespace vit::kernels {
 namespace {
 
-constexpr int64_t kMr = 4;                  // rows of A per micro-panel
-constexpr int64_t kNr = 16;                 // weight channels per panel
-constexpr int64_t kGroup = 4;               // k per group (one vpmaddubsw + vpmaddwd)
+using int8_detail::kGroup;
+using int8_detail::kNr;
+using int8_detail::MicroKernelEntry;
 constexpr int64_t kBlockBytes = 192 << 10;  // an A block (rows x depth bytes) kept in L2
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
@@ -61,8 +62,11 @@ RowQuantization quantize_row_plain(const float* x, int64_t K, Put&& put) {
   return rq;
 }
 
-// The same, vectorised, into micro-panel layout: byte k of the row at dst[(k / 4) * 16 + k % 4].
-__attribute__((target("avx2,fma"))) RowQuantization quantize_row_avx2(const float* x, int64_t K, uint8_t* dst) {
+// The same, vectorised, into micro-panel layout (mr rows): byte k of the row at
+// dst[(k / 4) * 4 mr + k % 4].
+__attribute__((target("avx2,fma"))) RowQuantization quantize_row_avx2(const float* x, int64_t K, int64_t mr,
+                                                                      uint8_t* dst) {
+  const int64_t stride = mr * kGroup;  // bytes from one group of the row to the next
   __m256 vmin = _mm256_setzero_ps(), vmax = _mm256_setzero_ps(), poison = _mm256_setzero_ps();
   const __m256 zero = _mm256_setzero_ps();
   int64_t k = 0;
@@ -90,7 +94,7 @@ __attribute__((target("avx2,fma"))) RowQuantization quantize_row_avx2(const floa
   }
   const RowQuantization rq = row_parameters(mn, mx, finite);
   if (!finite) {
-    for (int64_t t = 0; t < K; ++t) dst[(t / kGroup) * kMr * kGroup + t % kGroup] = 0;
+    for (int64_t t = 0; t < K; ++t) dst[(t / kGroup) * stride + t % kGroup] = 0;
     return rq;
   }
   const float inv_s = 1.0f / rq.scale;
@@ -105,95 +109,11 @@ __attribute__((target("avx2,fma"))) RowQuantization quantize_row_avx2(const floa
     const __m256i b = _mm256_packus_epi16(w, w);  // uint8 saturated = the clamp to [0, 255]
     const int32_t g0 = _mm_cvtsi128_si32(_mm256_castsi256_si128(b));
     const int32_t g1 = _mm_cvtsi128_si32(_mm256_extracti128_si256(b, 1));
-    std::memcpy(dst + (k / kGroup) * kMr * kGroup, &g0, 4);
-    std::memcpy(dst + (k / kGroup + 1) * kMr * kGroup, &g1, 4);
+    std::memcpy(dst + (k / kGroup) * stride, &g0, 4);
+    std::memcpy(dst + (k / kGroup + 1) * stride, &g1, 4);
   }
-  for (; k < K; ++k) dst[(k / kGroup) * kMr * kGroup + k % kGroup] = quantize_value(x[k], inv_s, rq.zero_point);
+  for (; k < K; ++k) dst[(k / kGroup) * stride + k % kGroup] = quantize_value(x[k], inv_s, rq.zero_point);
   return rq;
-}
-
-// The micro-kernels: t (panels x 4 x 16 int32) = Ap (groups x 4 rows x 4 bytes) . Bp (per panel:
-// groups x 16 x 4, panels panel_bytes apart), for 1 .. its panels-per-call panels.
-using MicroKernel = void (*)(const uint8_t* Ap, const int8_t* Bp, int64_t panel_bytes, int64_t groups, int64_t panels,
-                             int32_t* t);
-
-// AVX2, one panel: 8 accumulators.
-__attribute__((target("avx2,fma"))) void micro_kernel_avx2(const uint8_t* __restrict Ap, const int8_t* __restrict Bp,
-                                                           int64_t, int64_t groups, int64_t, int32_t* __restrict t) {
-  __m256i c0[kMr], c1[kMr];
-  for (int r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm256_setzero_si256();
-  const __m256i ones = _mm256_set1_epi16(1);
-#pragma GCC unroll 2
-  for (int64_t g = 0; g < groups; ++g) {
-    const __m256i b0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(Bp + g * kNr * kGroup));
-    const __m256i b1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(Bp + g * kNr * kGroup + 32));
-#pragma GCC unroll 4
-    for (int r = 0; r < kMr; ++r) {
-      int32_t quad;
-      std::memcpy(&quad, Ap + (g * kMr + r) * kGroup, 4);
-      const __m256i a = _mm256_set1_epi32(quad);
-      c0[r] = _mm256_add_epi32(c0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), ones));
-      c1[r] = _mm256_add_epi32(c1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), ones));
-    }
-  }
-  for (int r = 0; r < kMr; ++r) {
-    _mm256_store_si256(reinterpret_cast<__m256i*>(t + r * kNr), c0[r]);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(t + r * kNr + 8), c1[r]);
-  }
-}
-
-// With AVX-512 VNNI (vpdpbusd: uint8 x int8 quads summed straight into int32, no int16 step, so
-// no saturation either way) the same integers come from one instruction per 64 products. P
-// panels at once (4 x 16P tile, 4P accumulators: enough independent chains to hide the latency);
-// tile p goes to t + p * 64.
-template <int P>
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_tile(const uint8_t* __restrict Ap,
-                                                                      const int8_t* __restrict Bp, int64_t panel_bytes,
-                                                                      int64_t groups, int32_t* __restrict t) {
-  __m512i c[kMr][P];
-  for (int r = 0; r < kMr; ++r) {
-    for (int p = 0; p < P; ++p) c[r][p] = _mm512_setzero_si512();
-  }
-  for (int64_t g = 0; g < groups; ++g) {
-    __m512i b[P];
-    for (int p = 0; p < P; ++p) b[p] = _mm512_load_si512(Bp + p * panel_bytes + g * kNr * kGroup);
-#pragma GCC unroll 4
-    for (int r = 0; r < kMr; ++r) {
-      int32_t quad;
-      std::memcpy(&quad, Ap + (g * kMr + r) * kGroup, 4);
-      const __m512i a = _mm512_set1_epi32(quad);
-      for (int p = 0; p < P; ++p) c[r][p] = _mm512_dpbusd_epi32(c[r][p], a, b[p]);
-    }
-  }
-  for (int p = 0; p < P; ++p) {
-    for (int r = 0; r < kMr; ++r) _mm512_store_si512(t + p * kMr * kNr + r * kNr, c[r][p]);
-  }
-}
-
-void micro_kernel_vnni(const uint8_t* Ap, const int8_t* Bp, int64_t panel_bytes, int64_t groups, int64_t panels,
-                       int32_t* t) {
-  if (panels == 3) return vnni_tile<3>(Ap, Bp, panel_bytes, groups, t);
-  if (panels == 2) return vnni_tile<2>(Ap, Bp, panel_bytes, groups, t);
-  vnni_tile<1>(Ap, Bp, panel_bytes, groups, t);
-}
-
-// The dispatch table, best first: the first entry the active ISA allows runs; below the last,
-// the plain path (run_reference). An AVX-512 (non-VNNI) or AMX kernel is one more line here.
-struct MicroKernelEntry {
-  Isa isa;
-  int64_t panels;  // weight panels per call
-  MicroKernel kernel;
-};
-constexpr MicroKernelEntry kMicroKernels[] = {
-    {Isa::Avx512Vnni, 3, micro_kernel_vnni},
-    {Isa::Avx2, 1, micro_kernel_avx2},
-};
-
-const MicroKernelEntry* pick_micro_kernel() {
-  for (const MicroKernelEntry& e : kMicroKernels) {
-    if (isa_enabled(e.isa)) return &e;
-  }
-  return nullptr;
 }
 
 // The store of one tile (rows x cols of 4 x 16): dequantise, then the epilogue (bias, activation,
@@ -216,6 +136,8 @@ __attribute__((target("avx2,fma"))) void store_tile(const int32_t* __restrict t,
     float* c = C + r * ldc;
     if constexpr (Accumulate) {
       for (int64_t j = 0; j < cols; ++j) c[j] += x[j];
+    } else if (cols == kNr) {
+      std::memcpy(c, x, sizeof(x));  // a constant size: two stores, not a call
     } else {
       std::memcpy(c, x, static_cast<size_t>(cols) * sizeof(float));
     }
@@ -251,36 +173,39 @@ Quantized& scratch() {
   return q;
 }
 
-void quantize_rows(const float* A, int64_t M, int64_t K, int64_t lda, int64_t depth, Quantized& q, int64_t m) {
-  uint8_t* panel = q.bytes.data() + (m / kMr) * depth * kMr;
-  uint8_t* dst = panel + (m % kMr) * kGroup;
+// Row m into its micro-panel of mr rows.
+void quantize_rows(const float* A, int64_t M, int64_t K, int64_t lda, int64_t depth, int64_t mr, Quantized& q,
+                   int64_t m) {
+  uint8_t* panel = q.bytes.data() + (m / mr) * depth * mr;
+  uint8_t* dst = panel + (m % mr) * kGroup;
   if (m >= M) {  // padding rows of the last micro-panel
-    for (int64_t g = 0; g < depth / kGroup; ++g) std::memset(dst + g * kMr * kGroup, 0, kGroup);
+    for (int64_t g = 0; g < depth / kGroup; ++g) std::memset(dst + g * mr * kGroup, 0, kGroup);
     return;
   }
-  for (int64_t k = K; k < depth; ++k) dst[(k / kGroup) * kMr * kGroup + k % kGroup] = 0;
-  q.rows[static_cast<size_t>(m)] = quantize_row_avx2(A + m * lda, K, dst);
+  for (int64_t k = K; k < depth; ++k) dst[(k / kGroup) * mr * kGroup + k % kGroup] = 0;
+  q.rows[static_cast<size_t>(m)] = quantize_row_avx2(A + m * lda, K, mr, dst);
 }
 
 // Rows [m_begin, m_end) (multiples of 4, but m_end may be M) x panels [j_begin, j_end).
 void run_block(const Quantized& q, int64_t M, const Int8Matrix& W, int64_t m_begin, int64_t m_end, int64_t j_begin,
                int64_t j_end, const Sink& sink, const MicroKernelEntry& kernel) {
   const int64_t depth = W.depth(), groups = depth / kGroup, panel_bytes = depth * kNr;
-  const int64_t block_rows = std::max(kMr, kBlockBytes / std::max<int64_t>(depth, 1) / kMr * kMr);
+  const int64_t mr = kernel.mr;
+  const int64_t block_rows = std::max(mr, kBlockBytes / std::max<int64_t>(depth, 1) / mr * mr);
   const int64_t step = kernel.panels;  // panels per kernel call
   for (int64_t m0 = m_begin; m0 < m_end; m0 += block_rows) {
     const int64_t m1 = std::min(m_end, m0 + block_rows);
     for (int64_t j = j_begin; j < j_end; j += step) {
       const int64_t panels = std::min(step, j_end - j);
       const int8_t* bp = W.data() + j * panel_bytes;
-      for (int64_t m = m0; m < m1; m += kMr) {
-        alignas(64) int32_t t[3 * kMr * kNr];
-        const uint8_t* ap = q.bytes.data() + (m / kMr) * depth * kMr;
-        kernel.kernel(ap, bp, panel_bytes, groups, panels, t);
-        const int64_t rows = std::min(kMr, M - m);
+      for (int64_t m = m0; m < m1; m += mr) {
+        alignas(64) int32_t t[int8_detail::kMaxTile];
+        const uint8_t* ap = q.bytes.data() + (m / mr) * depth * mr;
+        kernel.kernel(ap, bp, panel_bytes, groups, panels, W.column_sums() + j * kNr, t);
+        const int64_t rows = std::min(mr, M - m);
         for (int64_t p = 0; p < panels; ++p) {
           const int64_t n0 = (j + p) * kNr, cols = std::min(kNr, W.cols() - n0);
-          const int32_t* tile = t + p * kMr * kNr;
+          const int32_t* tile = t + p * mr * kNr;
           if (sink.acc) {
             for (int64_t r = 0; r < rows; ++r) {
               std::memcpy(sink.acc + (m + r) * sink.N + n0, tile + r * kNr,
@@ -299,14 +224,14 @@ void run_block(const Quantized& q, int64_t M, const Int8Matrix& W, int64_t m_beg
 // The fast path: each thread quantizes its share of the rows, then the shared driver cuts C.
 void run_simd(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Matrix& W, const Sink& sink,
               const MicroKernelEntry& kernel) {
-  const int64_t depth = W.depth(), rows = (M + kMr - 1) / kMr * kMr;
+  const int64_t depth = W.depth(), mr = kernel.mr, rows = (M + mr - 1) / mr * mr;
   Quantized& q = scratch();
   q.bytes.resize(static_cast<size_t>(std::max<int64_t>(1, rows * depth)));
   q.rows.resize(static_cast<size_t>(rows));
   run_gemm_grid(
-      M, W.panels(), kMr, M * W.cols() * K,
+      M, W.panels(), mr, M * W.cols() * K,
       [&](int64_t t, int64_t T) {
-        for (int64_t m = rows * t / T; m < rows * (t + 1) / T; ++m) quantize_rows(A, M, K, lda, depth, q, m);
+        for (int64_t m = rows * t / T; m < rows * (t + 1) / T; ++m) quantize_rows(A, M, K, lda, depth, mr, q, m);
       },
       [&](int64_t m0, int64_t m1, int64_t j0, int64_t j1) { run_block(q, M, W, m0, m1, j0, j1, sink, kernel); });
 }
@@ -346,7 +271,13 @@ void check_operands(int64_t M, int64_t K, int64_t lda, const Int8Matrix& W) {
 
 }  // namespace
 
-int64_t quantize_weight(const float* W, int64_t N, int64_t K, int8_t* q, float* scale) {
+int32_t int8_weight_max(int bits) {
+  VIT_CHECK(bits == 7 || bits == 8, "int8", "weights of {} bits: the int8 schemes have 7 or 8", bits);
+  return bits == 7 ? kInt8WeightMax : kInt8WeightMax8;
+}
+
+int64_t quantize_weight(const float* W, int64_t N, int64_t K, int8_t* q, float* scale, int bits) {
+  const int32_t wmax = int8_weight_max(bits);
   for (int64_t n = 0; n < N; ++n) {
     const float* w = W + n * K;
     float amax = 0.0f;
@@ -354,13 +285,12 @@ int64_t quantize_weight(const float* W, int64_t N, int64_t K, int8_t* q, float* 
       if (!std::isfinite(w[k])) return n * K + k;
       amax = std::max(amax, std::fabs(w[k]));
     }
-    float s = amax / static_cast<float>(kInt8WeightMax);
+    float s = amax / static_cast<float>(wmax);
     if (!(s >= FLT_MIN)) s = 1.0f;  // a row of zeros (or of values too small to scale)
     scale[n] = s;
     for (int64_t k = 0; k < K; ++k) {
       const float r = std::nearbyint(w[k] / s);
-      q[n * K + k] =
-          static_cast<int8_t>(std::clamp(r, -static_cast<float>(kInt8WeightMax), static_cast<float>(kInt8WeightMax)));
+      q[n * K + k] = static_cast<int8_t>(std::clamp(r, -static_cast<float>(wmax), static_cast<float>(wmax)));
     }
   }
   return -1;
@@ -370,9 +300,10 @@ RowQuantization quantize_row(const float* x, int64_t K, uint8_t* q) {
   return quantize_row_plain(x, K, [q](int64_t k, uint8_t v) { q[k] = v; });
 }
 
-Int8Matrix Int8Matrix::from_quantized(const int8_t* q, const float* scale, int64_t N, int64_t K) {
+Int8Matrix Int8Matrix::from_quantized(const int8_t* q, const float* scale, int64_t N, int64_t K, int bits) {
+  const int32_t wmax = int8_weight_max(bits);
   VIT_CHECK(N >= 0 && K >= 0, "int8", "invalid weight shape ({}, {})", N, K);
-  // 255 x 63 x K (and the compensation) must stay inside int32.
+  // 255 x 127 x K (and the compensation) must stay inside int32.
   VIT_CHECK(K <= (1 << 16), "int8", "input width {} is more than the int8 kernel's 65536", K);
   for (int64_t n = 0; n < N; ++n) {
     VIT_CHECK(std::isfinite(scale[n]) && scale[n] > 0.0f, "int8", "scale of channel {} is {} (must be finite and > 0)",
@@ -403,11 +334,12 @@ Int8Matrix Int8Matrix::from_quantized(const int8_t* q, const float* scale, int64
     m.scale_[n] = scale[n];
   }
   for (int64_t n = 0; n < N; ++n) {
-    if (row_max[static_cast<size_t>(n)] <= kInt8WeightMax) continue;
+    m.weight_max_ = std::max(m.weight_max_, row_max[static_cast<size_t>(n)]);
+    if (row_max[static_cast<size_t>(n)] <= wmax) continue;
     int64_t k = 0;
-    while (std::abs(static_cast<int32_t>(q[n * K + k])) <= kInt8WeightMax) ++k;
-    fail("int8", "value {} at ({}, {}) is outside [-{}, {}] (7-bit weights; 8-bit ones could saturate the kernel)",
-         static_cast<int>(q[n * K + k]), n, k, kInt8WeightMax, kInt8WeightMax);
+    while (std::abs(static_cast<int32_t>(q[n * K + k])) <= wmax) ++k;
+    fail("int8", "value {} at ({}, {}) is outside [-{}, {}] ({}-bit weights)", static_cast<int>(q[n * K + k]), n, k,
+         wmax, wmax, bits);
   }
   return m;
 }
@@ -436,7 +368,7 @@ void linear_int8(const float* A, int64_t M, int64_t K, int64_t lda, const Int8Ma
   sink.bias = bias;
   sink.C = C;
   sink.ldc = ldc;
-  const MicroKernelEntry* kernel = pick_micro_kernel();
+  const MicroKernelEntry* kernel = int8_detail::pick_micro_kernel(W.weight_max(), M);
   if (!kernel) return run_reference(A, M, K, lda, W, sink, epilogue, nullptr);
   run_simd(A, M, K, lda, W, sink, *kernel);
 }
@@ -448,7 +380,7 @@ void int8_accumulators(const float* A, int64_t M, int64_t K, int64_t lda, const 
   Sink sink;
   sink.acc = acc;
   sink.N = W.cols();
-  const MicroKernelEntry* kernel = pick_micro_kernel();
+  const MicroKernelEntry* kernel = int8_detail::pick_micro_kernel(W.weight_max(), M);
   if (!kernel || W.cols() == 0) return run_reference(A, M, K, lda, W, sink, Epilogue::Store, rows);
   run_simd(A, M, K, lda, W, sink, *kernel);
   const Quantized& q = scratch();

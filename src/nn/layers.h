@@ -17,8 +17,10 @@ class Linear : public Module {
   // An int8 Linear (`vit quantize`, kernels/int8_gemm.h): `weight` holds the int8 values (out, in)
   // and weight_scale (out) their per-channel scales. The inference session runs the int8 kernel
   // on them; forward() here (the autograd graph: attention maps, --graph) uses the dequantised
-  // weights, without gradients. Undefined for a float32 Linear.
+  // weights, without gradients. Undefined for a float32 Linear. weight_bits: 8 (values in
+  // [-127, 127], scheme vit-int8-2) or 7 ([-63, 63], vit-int8-1); read only when quantized.
   Tensor weight_scale;
+  int weight_bits = 8;
   bool quantized() const { return weight_scale.defined(); }
 };
 

@@ -60,6 +60,28 @@ TEST(Int8File, SavesAndLoadsWithTheSameLogits) {
   EXPECT_THROW(quantize_linears(*back.model), Error);
 }
 
+// The default scheme is 8-bit (vit-int8-2); 7-bit files (vit-int8-1, --bits 7, every file written
+// before issue 30) keep loading, each Linear told its range.
+TEST(Int8File, TheFileSaysItsScheme) {
+  testing::TempDir dir;
+  const Tensor x = io::load_safetensors(kDir + "reference.safetensors").get("input");
+  for (int bits : {8, 7}) {
+    LoadedModel m = load_tiny();
+    quantize_linears(*m.model, bits);
+    const std::string path = dir.file("int8_" + std::to_string(bits) + ".safetensors");
+    save_checkpoint(path, *m.model, infer::checkpoint_info(m));
+    const std::string meta = io::load_safetensors(path).metadata.at("quantization");
+    EXPECT_NE(meta.find(bits == 8 ? "\"vit-int8-2\"" : "\"vit-int8-1\""), std::string::npos) << meta;
+    EXPECT_EQ(checkpoint::quantization_bits(meta, path), bits);
+    LoadedModel back = load_model(path);
+    EXPECT_EQ(back.model->head->weight_bits, bits);
+    InferenceSession a(*m.model), b(*back.model);
+    EXPECT_EQ(a.forward(x).to_vector(), b.forward(x).to_vector());
+  }
+  LoadedModel m = load_tiny();
+  EXPECT_THROW(quantize_linears(*m.model, 6), Error);
+}
+
 // ---- bad files ----
 
 // A valid int8 file, then one edit of its tensors or metadata, saved with a new checksum (an edit
@@ -117,6 +139,14 @@ TEST_F(BadInt8File, ValueOutsideTheSevenBitRange) {
   const std::string e = load_error();
   EXPECT_NE(e.find("blocks.1.mlp.fc2.weight"), std::string::npos) << e;
   EXPECT_NE(e.find("-128"), std::string::npos) << e;
+}
+
+// The fixture's file is 8-bit; labelled 7-bit, its values beyond 63 are refused.
+TEST_F(BadInt8File, EightBitValuesInASevenBitFile) {
+  std::string& meta = metadata["quantization"];
+  meta.replace(meta.find("vit-int8-2"), 10, "vit-int8-1");
+  const std::string e = load_error();
+  EXPECT_NE(e.find("outside [-63, 63] (7-bit weights)"), std::string::npos) << e;
 }
 
 TEST_F(BadInt8File, ScaleWithNaNOrZero) {

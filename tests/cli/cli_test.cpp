@@ -157,6 +157,7 @@ TEST_F(Cli, QuantizeThenPredictEvalBenchInfoAttention) {
   const CommandResult q = vit("quantize --checkpoint " + f32 + " --out " + q8);
   ASSERT_EQ(q.exit_code, 0) << q.out;
   EXPECT_NE(q.out.find("5 Linear weights to int8"), std::string::npos) << q.out;  // qkv, proj, fc1, fc2, head
+  EXPECT_NE(q.out.find("8-bit"), std::string::npos) << q.out;                     // the default scheme
   const CommandResult e32 = vit("eval --checkpoint " + f32 + " --data " + dir_->file("data") + " --json");
   const CommandResult e8 = vit("eval --checkpoint " + q8 + " --data " + dir_->file("data") + " --json");
   ASSERT_EQ(e8.exit_code, 0) << e8.out;
@@ -173,6 +174,15 @@ TEST_F(Cli, QuantizeThenPredictEvalBenchInfoAttention) {
   EXPECT_EQ(nlohmann::json::parse(b.out)["precision"], "int8") << b.out;
   const CommandResult i = vit("info --checkpoint " + q8);
   EXPECT_NE(i.out.find("int8 model"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("8-bit, scheme vit-int8-2"), std::string::npos) << i.out;
+  // --bits 7: the older scheme, which runs too; other counts are refused.
+  const std::string q7 = dir_->file("int8_7.safetensors");
+  const CommandResult q7r = vit("quantize --checkpoint " + f32 + " --out " + q7 + " --bits 7");
+  ASSERT_EQ(q7r.exit_code, 0) << q7r.out;
+  EXPECT_NE(q7r.out.find("7-bit"), std::string::npos) << q7r.out;
+  EXPECT_NE(vit("info --checkpoint " + q7).out.find("7-bit, scheme vit-int8-1"), std::string::npos);
+  EXPECT_EQ(vit("predict --checkpoint " + q7 + " " + dir_->file("q_digit.png")).exit_code, 0);
+  EXPECT_NE(vit("quantize --checkpoint " + f32 + " --out " + dir_->file("q6.safetensors") + " --bits 6").exit_code, 0);
   const CommandResult a =
       vit("attention --checkpoint " + q8 + " " + dir_->file("q_digit.png") + " --out " + dir_->file("q_map.png"));
   EXPECT_EQ(a.exit_code, 0) << a.out;

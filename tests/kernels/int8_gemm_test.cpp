@@ -1,6 +1,7 @@
-// The int8 linear layer: the AVX2 kernel against the plain path (integers bit-exact), both
-// against a direct computation from the scheme's definition, the int16 saturation case, awkward
-// sizes, NaN rows, and refused weights.
+// The int8 linear layer: the AVX-512 VNNI and AVX2 kernels against the plain path (integers
+// bit-exact), all against a direct computation from the scheme's definition, for 7- and 8-bit
+// weights (the AVX2 kernel's signed-shift form for the latter), the int16 saturation cases,
+// awkward sizes, NaN rows, and refused weights.
 #include "kernels/int8_gemm.h"
 
 #include <gtest/gtest.h>
@@ -46,13 +47,13 @@ struct Weight {
   Int8Matrix packed;
 };
 
-Weight make_weight(int64_t N, int64_t K, uint32_t seed) {
+Weight make_weight(int64_t N, int64_t K, uint32_t seed, int bits = 7) {
   Weight w;
   const std::vector<float> f = random_floats(N * K, seed, 0.05f);
   w.q.resize(static_cast<size_t>(N * K));
   w.scale.resize(static_cast<size_t>(N));
-  EXPECT_EQ(quantize_weight(f.data(), N, K, w.q.data(), w.scale.data()), -1);
-  w.packed = Int8Matrix::from_quantized(w.q.data(), w.scale.data(), N, K);
+  EXPECT_EQ(quantize_weight(f.data(), N, K, w.q.data(), w.scale.data(), bits), -1);
+  w.packed = Int8Matrix::from_quantized(w.q.data(), w.scale.data(), N, K, bits);
   return w;
 }
 
@@ -98,36 +99,38 @@ TEST(Int8Gemm, QuantizeRowFollowsTheDefinition) {
   EXPECT_EQ(quantize_row(neg.data(), 2, q.data()).zero_point, 255);
 }
 
-// The integers of both paths, bit for bit, and against a direct computation.
+// The integers of every path, bit for bit, and against a direct computation, 7- and 8-bit weights.
 TEST(Int8Gemm, AccumulatorsAreExactOnAwkwardSizes) {
   uint32_t seed = 1;
-  for (int64_t M : {1, 3, 4, 5, 13, 197}) {
-    for (int64_t N : {1, 15, 16, 17, 40}) {
-      for (int64_t K : {1, 3, 4, 5, 9, 64, 771}) {
-        const Weight w = make_weight(N, K, seed++);
-        const int64_t lda = K + 3;  // a row stride wider than K
-        std::vector<float> A = random_floats(M * lda, seed++, 2.0f);
-        if (M > 2) {
-          for (int64_t k = 0; k < K; ++k) A[static_cast<size_t>(2 * lda + k)] = 0.0f;  // an all-zero row
-        }
-        std::vector<int32_t> fast(static_cast<size_t>(M * N)), plain(static_cast<size_t>(M * N));
-        std::vector<RowQuantization> rf(static_cast<size_t>(M)), rp(static_cast<size_t>(M));
-        accumulators_at(Isa::Avx512Vnni, A.data(), M, K, lda, w.packed, fast.data(), rf.data());
-        accumulators_at(Isa::Scalar, A.data(), M, K, lda, w.packed, plain.data(), rp.data());
-        ASSERT_EQ(fast, plain) << M << "x" << N << "x" << K;
-        std::vector<int32_t> avx2(static_cast<size_t>(M * N));
-        std::vector<RowQuantization> ra(static_cast<size_t>(M));
-        accumulators_at(Isa::Avx2, A.data(), M, K, lda, w.packed, avx2.data(), ra.data());  // without VNNI
-        ASSERT_EQ(avx2, plain) << M << "x" << N << "x" << K;
-        for (int64_t m = 0; m < M; ++m) {
-          ASSERT_EQ(rf[m].scale, rp[m].scale) << m;
-          ASSERT_EQ(rf[m].zero_point, rp[m].zero_point) << m;
-          std::vector<uint8_t> qa(static_cast<size_t>(K));
-          quantize_row(A.data() + m * lda, K, qa.data());
-          for (int64_t n = 0; n < N; ++n) {
-            int64_t sum = 0;
-            for (int64_t k = 0; k < K; ++k) sum += int64_t{qa[k]} * w.q[static_cast<size_t>(n * K + k)];
-            ASSERT_EQ(plain[static_cast<size_t>(m * N + n)], sum) << m << "," << n;
+  for (int bits : {7, 8}) {
+    for (int64_t M : {1, 3, 4, 5, 8, 9, 13, 197}) {
+      for (int64_t N : {1, 15, 16, 17, 40}) {
+        for (int64_t K : {1, 3, 4, 5, 9, 64, 771}) {
+          const Weight w = make_weight(N, K, seed++, bits);
+          const int64_t lda = K + 3;  // a row stride wider than K
+          std::vector<float> A = random_floats(M * lda, seed++, 2.0f);
+          if (M > 2) {
+            for (int64_t k = 0; k < K; ++k) A[static_cast<size_t>(2 * lda + k)] = 0.0f;  // an all-zero row
+          }
+          std::vector<int32_t> fast(static_cast<size_t>(M * N)), plain(static_cast<size_t>(M * N));
+          std::vector<RowQuantization> rf(static_cast<size_t>(M)), rp(static_cast<size_t>(M));
+          accumulators_at(Isa::Avx512Vnni, A.data(), M, K, lda, w.packed, fast.data(), rf.data());
+          accumulators_at(Isa::Scalar, A.data(), M, K, lda, w.packed, plain.data(), rp.data());
+          ASSERT_EQ(fast, plain) << M << "x" << N << "x" << K << ", " << bits << " bits";
+          std::vector<int32_t> avx2(static_cast<size_t>(M * N));
+          std::vector<RowQuantization> ra(static_cast<size_t>(M));
+          accumulators_at(Isa::Avx2, A.data(), M, K, lda, w.packed, avx2.data(), ra.data());  // without VNNI
+          ASSERT_EQ(avx2, plain) << M << "x" << N << "x" << K << ", " << bits << " bits";
+          for (int64_t m = 0; m < M; ++m) {
+            ASSERT_EQ(rf[m].scale, rp[m].scale) << m;
+            ASSERT_EQ(rf[m].zero_point, rp[m].zero_point) << m;
+            std::vector<uint8_t> qa(static_cast<size_t>(K));
+            quantize_row(A.data() + m * lda, K, qa.data());
+            for (int64_t n = 0; n < N; ++n) {
+              int64_t sum = 0;
+              for (int64_t k = 0; k < K; ++k) sum += int64_t{qa[k]} * w.q[static_cast<size_t>(n * K + k)];
+              ASSERT_EQ(plain[static_cast<size_t>(m * N + n)], sum) << m << "," << n;
+            }
           }
         }
       }
@@ -165,6 +168,64 @@ TEST(Int8Gemm, NoSaturationAtTheExtremes) {
   }
 }
 
+// 8-bit weights at +-127 against activation bytes of 255 (vpmaddubsw would saturate at 64770) and
+// of 0 (the signed shift makes those -128: |a'| = 128 with a negative weight), mixed in one row.
+TEST(Int8Gemm, EightBitWeightsAreExactAtTheExtremes) {
+  const int64_t M = 9, N = 35, K = 261;
+  std::vector<int8_t> q(static_cast<size_t>(N * K));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k)
+      q[static_cast<size_t>(n * K + k)] = n % 3 == 0 ? 127 : n % 3 == 1 ? -127 : (k % 2 ? 127 : -127);
+  }
+  const std::vector<float> scale(static_cast<size_t>(N), 1.0f);
+  EXPECT_THROW(Int8Matrix::from_quantized(q.data(), scale.data(), N, K), Error);  // not 7-bit
+  const Int8Matrix w = Int8Matrix::from_quantized(q.data(), scale.data(), N, K, 8);
+  EXPECT_EQ(w.weight_max(), 127);
+  // Rows: all 255; all 0 (values equal the row's minimum); alternating extremes.
+  std::vector<float> A(static_cast<size_t>(M * K));
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t k = 0; k < K; ++k)
+      A[static_cast<size_t>(m * K + k)] = m % 3 == 0 ? 7.0f : m % 3 == 1 ? -7.0f : (k % 2 ? 5.0f : -5.0f);
+  }
+  std::vector<int32_t> acc(static_cast<size_t>(M * N)), want(static_cast<size_t>(M * N));
+  std::vector<RowQuantization> rows(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) {
+    std::vector<uint8_t> qa(static_cast<size_t>(K));
+    quantize_row(A.data() + m * K, K, qa.data());
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += int64_t{qa[k]} * q[static_cast<size_t>(n * K + k)];
+      want[static_cast<size_t>(m * N + n)] = static_cast<int32_t>(sum);
+    }
+  }
+  EXPECT_EQ(want[0], 255 * 127 * K);
+  for (Isa path : kPaths) {
+    accumulators_at(path, A.data(), M, K, K, w, acc.data(), rows.data());
+    ASSERT_EQ(acc, want) << isa_name(path);
+  }
+}
+
+TEST(Int8Gemm, EightBitWeightsRangeAndSchemeDefinition) {
+  // max |w| = 127: scale exactly 1; halves round to even.
+  const std::vector<float> W = {127.0f, 0.5f, 1.5f, -2.5f};
+  std::vector<int8_t> q(4);
+  std::vector<float> s(1);
+  ASSERT_EQ(quantize_weight(W.data(), 1, 4, q.data(), s.data(), 8), -1);
+  EXPECT_EQ(s[0], 1.0f);
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[2], 2);
+  EXPECT_EQ(q[3], -2);
+  EXPECT_EQ(int8_weight_max(7), 63);
+  EXPECT_EQ(int8_weight_max(8), 127);
+  EXPECT_THROW(int8_weight_max(6), Error);
+  // -128 is never a weight (the scheme is symmetric; the AVX2 form needs |w| <= 127).
+  std::vector<int8_t> bad = {1, 2, 3, -128};
+  const std::vector<float> ones = {1.0f, 1.0f};
+  EXPECT_THROW(Int8Matrix::from_quantized(bad.data(), ones.data(), 2, 2, 8), Error);
+  bad[3] = -127;
+  EXPECT_NO_THROW(Int8Matrix::from_quantized(bad.data(), ones.data(), 2, 2, 8));
+}
+
 std::vector<float> float_linear(const std::vector<float>& A, int64_t M, int64_t K, const Weight& w, int64_t N,
                                 const std::vector<float>& bias) {
   std::vector<float> C(static_cast<size_t>(M * N));
@@ -181,32 +242,34 @@ std::vector<float> float_linear(const std::vector<float>& A, int64_t M, int64_t 
 }
 
 TEST(Int8Gemm, EpiloguesMatchThePlainPathAndTheFloatResult) {
-  const int64_t M = 37, N = 70, K = 200;
-  const Weight w = make_weight(N, K, 7);
-  const std::vector<float> A = random_floats(M * K, 8);
-  const std::vector<float> bias = random_floats(N, 9, 0.1f);
-  const std::vector<float> exact = float_linear(A, M, K, w, N, bias);
-  float amax = 0.0f;
-  for (float v : exact) amax = std::max(amax, std::fabs(v));
-  for (Epilogue e : {Epilogue::Store, Epilogue::Accumulate, Epilogue::Gelu, Epilogue::GeluTanh}) {
-    const std::vector<float> start = random_floats(M * N, 10);
-    std::vector<float> fast = start, avx2 = start, plain = start;
-    linear_int8_at(Isa::Avx512Vnni, A.data(), M, K, K, w.packed, bias.data(), fast.data(), N, e);
-    linear_int8_at(Isa::Avx2, A.data(), M, K, K, w.packed, bias.data(), avx2.data(), N, e);
-    linear_int8_at(Isa::Scalar, A.data(), M, K, K, w.packed, bias.data(), plain.data(), N, e);
-    for (size_t i = 0; i < fast.size(); ++i) {
-      ASSERT_NEAR(fast[i], plain[i], 1e-5f * (1.0f + std::fabs(plain[i])))
-          << activation_name(e.act) << " beta " << e.beta << " at " << i;
-      ASSERT_EQ(fast[i], avx2[i]) << i;  // same integers, same epilogue code
-    }
-    if (e == Epilogue::Store) {  // activation quantization error only: small against the output's range
-      for (size_t i = 0; i < fast.size(); ++i) ASSERT_NEAR(fast[i], exact[i], 0.02f * amax) << i;
-    }
-    if (e == Epilogue::Accumulate) {
-      std::vector<float> stored = start;
-      linear_int8_at(Isa::Avx512Vnni, A.data(), M, K, K, w.packed, bias.data(), stored.data(), N, Epilogue::Store);
-      for (size_t i = 0; i < fast.size(); ++i)
-        ASSERT_NEAR(fast[i], start[i] + stored[i], 1e-5f * (1 + std::fabs(fast[i])));
+  for (int bits : {7, 8}) {
+    const int64_t M = 37, N = 70, K = 200;
+    const Weight w = make_weight(N, K, 7, bits);
+    const std::vector<float> A = random_floats(M * K, 8);
+    const std::vector<float> bias = random_floats(N, 9, 0.1f);
+    const std::vector<float> exact = float_linear(A, M, K, w, N, bias);
+    float amax = 0.0f;
+    for (float v : exact) amax = std::max(amax, std::fabs(v));
+    for (Epilogue e : {Epilogue::Store, Epilogue::Accumulate, Epilogue::Gelu, Epilogue::GeluTanh}) {
+      const std::vector<float> start = random_floats(M * N, 10);
+      std::vector<float> fast = start, avx2 = start, plain = start;
+      linear_int8_at(Isa::Avx512Vnni, A.data(), M, K, K, w.packed, bias.data(), fast.data(), N, e);
+      linear_int8_at(Isa::Avx2, A.data(), M, K, K, w.packed, bias.data(), avx2.data(), N, e);
+      linear_int8_at(Isa::Scalar, A.data(), M, K, K, w.packed, bias.data(), plain.data(), N, e);
+      for (size_t i = 0; i < fast.size(); ++i) {
+        ASSERT_NEAR(fast[i], plain[i], 1e-5f * (1.0f + std::fabs(plain[i])))
+            << activation_name(e.act) << " beta " << e.beta << " at " << i;
+        ASSERT_EQ(fast[i], avx2[i]) << i;  // same integers, same epilogue code
+      }
+      if (e == Epilogue::Store) {  // activation quantization error only: small against the output's range
+        for (size_t i = 0; i < fast.size(); ++i) ASSERT_NEAR(fast[i], exact[i], 0.02f * amax) << i;
+      }
+      if (e == Epilogue::Accumulate) {
+        std::vector<float> stored = start;
+        linear_int8_at(Isa::Avx512Vnni, A.data(), M, K, K, w.packed, bias.data(), stored.data(), N, Epilogue::Store);
+        for (size_t i = 0; i < fast.size(); ++i)
+          ASSERT_NEAR(fast[i], start[i] + stored[i], 1e-5f * (1 + std::fabs(fast[i])));
+      }
     }
   }
 }
