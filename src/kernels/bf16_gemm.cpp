@@ -98,9 +98,44 @@ void tile_plain(const uint32_t* a, const uint32_t* b0, const uint32_t* b1, int64
   }
 }
 
-// C = act(alpha * acc + beta * C + bias) on rows x cols of a tile.
+// C = act(alpha * acc + beta * C + bias) on rows x cols of a tile (the plain path).
 template <Activation A>
 void store(const float* acc, int64_t rows, int64_t cols, const float* bias, float* y, int64_t ldy, const Epilogue& e) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* out = y + r * ldy;
+    for (int64_t j = 0; j < cols; ++j) {
+      float v = e.alpha * acc[r * 32 + j];
+      if (bias) v += bias[j];
+      if (e.beta != 0.0f) v += e.beta * out[j];
+      out[j] = activate<A>(v);
+    }
+  }
+}
+
+// The same store with AVX-512 for the epilogues without an activation (GELU goes the scalar way).
+__attribute__((target("avx512f,avx512bw"))) void store_avx512(const float* acc, int64_t rows, int64_t cols,
+                                                              const float* bias, float* y, int64_t ldy,
+                                                              const Epilogue& e) {
+  const __m512 alpha = _mm512_set1_ps(e.alpha), beta = _mm512_set1_ps(e.beta);
+  for (int64_t half = 0; half * 16 < cols; ++half) {
+    const int64_t n = std::min<int64_t>(16, cols - half * 16);
+    const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + half * 16) : _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      float* out = y + r * ldy + half * 16;
+      __m512 v = _mm512_add_ps(_mm512_mul_ps(alpha, _mm512_loadu_ps(acc + r * 32 + half * 16)), b);
+      if (e.beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, out)));
+      _mm512_mask_storeu_ps(out, mask, v);
+    }
+  }
+}
+
+// The scalar store compiled for AVX-512, where GCC vectorises the activation's branch-free
+// polynomial (kernels/vmath.h) over the tile's columns.
+template <Activation A>
+__attribute__((target("avx512f,avx512bw"))) void store_act_avx512(const float* acc, int64_t rows, int64_t cols,
+                                                                  const float* bias, float* y, int64_t ldy,
+                                                                  const Epilogue& e) {
   for (int64_t r = 0; r < rows; ++r) {
     float* out = y + r * ldy;
     for (int64_t j = 0; j < cols; ++j) {
@@ -167,9 +202,18 @@ void linear_bf16(const float* x, int64_t M, int64_t K, int64_t lda, const Bf16Ma
               tile_plain(a.data(), w.panel(p), b1, pairs, acc.data());
             }
             const int64_t col = p * 16, cols = std::min<int64_t>(two ? 32 : 16, N - col);
-            with_activation(epilogue.act, [&]<Activation A>() {
-              store<A>(acc.data(), rows, cols, bias ? bias + col : nullptr, y + m * ldy + col, ldy, epilogue);
-            });
+            if (native && epilogue.act == Activation::None) {
+              store_avx512(acc.data(), rows, cols, bias ? bias + col : nullptr, y + m * ldy + col, ldy, epilogue);
+            } else if (native) {
+              with_activation(epilogue.act, [&]<Activation A>() {
+                store_act_avx512<A>(acc.data(), rows, cols, bias ? bias + col : nullptr, y + m * ldy + col, ldy,
+                                    epilogue);
+              });
+            } else {
+              with_activation(epilogue.act, [&]<Activation A>() {
+                store<A>(acc.data(), rows, cols, bias ? bias + col : nullptr, y + m * ldy + col, ldy, epilogue);
+              });
+            }
           }
         }
       });
