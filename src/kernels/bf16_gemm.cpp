@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_driver.h"
+#include "kernels/isa_target.h"
 
 namespace vit::kernels {
 
@@ -98,9 +99,12 @@ void tile_plain(const uint32_t* a, const uint32_t* b0, const uint32_t* b1, int64
   }
 }
 
-// C = act(alpha * acc + beta * C + bias) on rows x cols of a tile (the plain path).
+// C = act(alpha * acc + beta * C + bias) on rows x cols of a tile: one body, compiled plain (store)
+// and for AVX-512 (store_act_avx512, where GCC vectorises the activation's branch-free polynomial
+// of kernels/vmath.h over the columns), after isa_target.h's pattern.
 template <Activation A>
-void store(const float* acc, int64_t rows, int64_t cols, const float* bias, float* y, int64_t ldy, const Epilogue& e) {
+inline void store_body(const float* acc, int64_t rows, int64_t cols, const float* bias, float* y, int64_t ldy,
+                       const Epilogue& e) {
   for (int64_t r = 0; r < rows; ++r) {
     float* out = y + r * ldy;
     for (int64_t j = 0; j < cols; ++j) {
@@ -110,6 +114,17 @@ void store(const float* acc, int64_t rows, int64_t cols, const float* bias, floa
       out[j] = activate<A>(v);
     }
   }
+}
+
+template <Activation A>
+void store(const float* acc, int64_t rows, int64_t cols, const float* bias, float* y, int64_t ldy, const Epilogue& e) {
+  store_body<A>(acc, rows, cols, bias, y, ldy, e);
+}
+
+template <Activation A>
+[[gnu::flatten]] VIT_TARGET_AVX512 void store_act_avx512(const float* acc, int64_t rows, int64_t cols,
+                                                         const float* bias, float* y, int64_t ldy, const Epilogue& e) {
+  store_body<A>(acc, rows, cols, bias, y, ldy, e);
 }
 
 // The same store with AVX-512 for the epilogues without an activation (GELU goes the scalar way).
@@ -126,23 +141,6 @@ __attribute__((target("avx512f,avx512bw"))) void store_avx512(const float* acc, 
       __m512 v = _mm512_add_ps(_mm512_mul_ps(alpha, _mm512_loadu_ps(acc + r * 32 + half * 16)), b);
       if (e.beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, out)));
       _mm512_mask_storeu_ps(out, mask, v);
-    }
-  }
-}
-
-// The scalar store compiled for AVX-512, where GCC vectorises the activation's branch-free
-// polynomial (kernels/vmath.h) over the tile's columns.
-template <Activation A>
-__attribute__((target("avx512f,avx512bw"))) void store_act_avx512(const float* acc, int64_t rows, int64_t cols,
-                                                                  const float* bias, float* y, int64_t ldy,
-                                                                  const Epilogue& e) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* out = y + r * ldy;
-    for (int64_t j = 0; j < cols; ++j) {
-      float v = e.alpha * acc[r * 32 + j];
-      if (bias) v += bias[j];
-      if (e.beta != 0.0f) v += e.beta * out[j];
-      out[j] = activate<A>(v);
     }
   }
 }
