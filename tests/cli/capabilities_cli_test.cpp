@@ -83,5 +83,24 @@ TEST(CapabilitiesCli, AnInt8CopyOfAForeignModelKeepsItsFamily) {
       "[eval] " + copy + ": clip-huggingface-checkpoint has no classifier head (its head is CLIP's image projection)");
 }
 
+// --precision bf16 where the inference session runs (predict, embed; serve and bench too); the
+// attention maps come from the float32 graph and refuse it; other values are refused by name.
+TEST(CapabilitiesCli, Bf16PrecisionRunsWhereTheSessionRunsAndIsRefusedElsewhere) {
+  testing::TempDir dir;
+  const std::string image = photo(dir, 40);
+  const CommandResult fp32 = vit("predict --checkpoint " + kTimm + " --heads 4 --top-k 1 " + image);
+  const CommandResult bf16 = vit("predict --checkpoint " + kTimm + " --heads 4 --top-k 1 --precision bf16 " + image);
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.out;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.out;
+  // The same top class (the label after the percentage).
+  EXPECT_EQ(fp32.out.substr(fp32.out.rfind("%") + 1), bf16.out.substr(bf16.out.rfind("%") + 1)) << fp32.out << bf16.out;
+  expect_error(
+      vit("attention --checkpoint " + kTimm + " --heads 4 --precision bf16 " + image + " --out " + dir.file("a.png")),
+      "[attention] --precision bf16: attention maps come from the float32 graph");
+  const CommandResult bad = vit("predict --checkpoint " + kTimm + " --heads 4 --precision fp16 " + image);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("--precision"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace vit
