@@ -201,7 +201,7 @@ def verify(name, model, onnx_path, weights, ort_dir, build, tmp, threads, int8=N
     y_ort, y_vit = os.path.join(tmp, "verify_ort.bin"), os.path.join(tmp, "verify_vit.npy")
     run_ort(ort_dir, onnx_path, (1, 3, 224, 224), threads, 0, 0, ("--input", x_bin, "--output", y_ort))
     subprocess.run([os.path.join(build, "vit"), "predict", "--checkpoint", weights, "--tensor", x_npy, "--out", y_vit,
-                    "--threads", str(threads)], check=True, stdout=subprocess.DEVNULL)
+                    "--overwrite", "--threads", str(threads)], check=True, stdout=subprocess.DEVNULL)
     scale = np.abs(ref).max()
     d_ort = np.abs(np.fromfile(y_ort, dtype=np.float32).reshape(ref.shape) - ref).max() / scale
     d_vit = np.abs(np.load(y_vit) - ref).max() / scale
@@ -211,7 +211,7 @@ def verify(name, model, onnx_path, weights, ort_dir, build, tmp, threads, int8=N
     if int8:
         y8 = os.path.join(tmp, "verify_int8.npy")
         subprocess.run([os.path.join(build, "vit"), "predict", "--checkpoint", int8, "--tensor", x_npy, "--out", y8,
-                        "--threads", str(threads)], check=True, stdout=subprocess.DEVNULL)
+                        "--overwrite", "--threads", str(threads)], check=True, stdout=subprocess.DEVNULL)
         a, b = np.load(y8).ravel().astype(np.float64), ref.ravel().astype(np.float64)
         cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
         print(f"  {name}: int8 logits vs PyTorch fp32: cosine {cos:.6f}, max |diff| / max |logit| "
@@ -241,7 +241,7 @@ class ModelFiles:
             if not args.no_int8:
                 self.int8[name] = os.path.join(self.tmp, f"{SHORT[name]}-int8.safetensors")
                 subprocess.run([os.path.join(args.build, "vit"), "quantize", "--checkpoint", self.weights[name],
-                                "--out", self.int8[name]], check=True, stdout=subprocess.DEVNULL)
+                                "--out", self.int8[name], "--overwrite"], check=True, stdout=subprocess.DEVNULL)
             if not args.no_verify:
                 verify(name, self.models[name], self.onnx_file(name, 1), self.weights[name], self.ort_dir, args.build,
                        self.tmp, threads, self.int8.get(name))
