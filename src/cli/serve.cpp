@@ -84,9 +84,10 @@ void add_serve_command(CLI::App& app) {
     const std::string& host = o->server.host;
     const std::string url_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     std::printf(
-        "vit serve: %s (%s, %s layout, %ldx%ld) on http://%s:%d  (max batch %ld, max delay %ld us, queue %ld)\n",
-        c.name.c_str(), family.c_str(), layout.c_str(), c.image_size, c.image_size, url_host.c_str(), port,
-        o->server.batching.max_batch, o->server.batching.max_delay_us, o->server.batching.max_queue);
+        "vit serve: %s (%s, %s layout, %ldx%ld, %s) on http://%s:%d  (max batch %ld, max delay %ld us, queue %ld)\n",
+        c.name.c_str(), family.c_str(), layout.c_str(), c.image_size, c.image_size, o->precision.c_str(),
+        url_host.c_str(), port, o->server.batching.max_batch, o->server.batching.max_delay_us,
+        o->server.batching.max_queue);
     std::fflush(stdout);
     std::atomic<bool> done{false};
     std::atomic<int> received{0};

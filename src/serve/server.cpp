@@ -224,6 +224,7 @@ struct Server::Impl {
            {"layout", model.loaded().layout},
            {"family", model.loaded().family},
            {"weights", model.loaded().weights_note.empty() ? "" : (model.loaded().ema ? "ema" : "raw")},
+           {"precision", infer::precision_name(model.precision())},
            {"image_size", c.image_size},
            {"channels", c.in_channels},
            {"classes", model.num_classes()},

@@ -212,6 +212,7 @@ TEST(Serve, ImagesGetTopKAndBadRequestsGet4xxWhileTheServerStaysUp) {
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
   EXPECT_EQ(json::parse(health->body).at("status"), "ok");
+  EXPECT_EQ(json::parse(health->body).at("precision"), "fp32");  // --precision bf16 says bf16
   const auto again = client.Post("/v1/predict", good, "application/x-npy");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 200);
