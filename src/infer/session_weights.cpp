@@ -49,31 +49,31 @@ class Packer {
     l.out = out;
     l.bias = ptr(bias);
     if (bf16_) {  // converted once; the float32 original is then not read again
-      const float* source = weight.data().data<float>();
-      auto& packed = bf16_matrices_[source];
-      if (!packed) {
-        packed = std::make_shared<const kernels::Bf16Matrix>(kernels::Bf16Matrix::from_weight(source, out, in));
-        if (release_ && weight.data().is_file_mapped()) {
-          release_pages(source, static_cast<size_t>(out * in) * sizeof(float));
-        }
-      }
-      l.bf16 = packed;
+      l.bf16 = pack_once(bf16_matrices_, weight, out, in);
       return l;
     }
     if (!simd_) {  // float weights are packed only where the kernel runs: read in place (or a copy)
       l.weight = ptr(weight);
       return l;
     }
+    l.packed = pack_once(float_, weight, out, in);
+    return l;
+  }
+
+  // A float32 weight (out, in) in a kernel's packed form (kernels::PackedMatrix or Bf16Matrix), made
+  // once per weight; its mapped pages are then dropped (release).
+  template <class Matrix>
+  std::shared_ptr<const Matrix> pack_once(std::map<const float*, std::shared_ptr<const Matrix>>& made,
+                                          const Variable& weight, int64_t out, int64_t in) {
     const float* source = weight.data().data<float>();
-    auto& packed = float_[source];
+    auto& packed = made[source];
     if (!packed) {
-      packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::from_weight(source, out, in));
+      packed = std::make_shared<const Matrix>(Matrix::from_weight(source, out, in));
       if (release_ && weight.data().is_file_mapped()) {
         release_pages(source, static_cast<size_t>(out * in) * sizeof(float));
       }
     }
-    l.packed = packed;
-    return l;
+    return packed;
   }
 
   LinearWeights linear(const nn::Linear& layer) {
