@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/packed_gemm.h"
 #include "kernels/softmax.h"
 #include "kernels/vmath.h"
 
@@ -94,9 +95,17 @@ void attention_inference(const AttentionShape& s, const float* qkv, double scale
   const int64_t block = std::max<int64_t>(std::min<int64_t>(16, N), (N + wanted - 1) / wanted);
   const int64_t blocks = (N + block - 1) / block;
   const int64_t tasks = pairs * blocks;
+  // With the packed GEMM (AVX2 and up), each thread packs a head's K^T and V once for all its
+  // query blocks of that head (a static schedule hands a thread consecutive tasks), then runs
+  // its blocks on the micro-kernels: BLAS would copy both operands again for every block.
+  const bool packed = packed_gemm_supported();
 #pragma omp parallel if (tasks > 1 && N * N * HD * pairs > kParallelElements)
   {
     std::vector<float> scores(static_cast<size_t>(block * N));
+    // The packed K^T (HD, N) and V (N, HD) of head `packed_bh` (64-byte aligned, as the kernels load).
+    const AlignedArray<float> kt = aligned_array<float>(packed ? packed_size(HD, N) : 0, false);
+    const AlignedArray<float> vp = aligned_array<float>(packed ? packed_size(N, HD) : 0, false);
+    int64_t packed_bh = -1;
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t bh = t / blocks, q0 = (t % blocks) * block, rows = std::min(block, N - q0);
@@ -105,9 +114,21 @@ void attention_inference(const AttentionShape& s, const float* qkv, double scale
       const float* k = qkv + b * N * row + D + h * HD;     // (N, HD)
       const float* v = k + D;                              // (N, HD)
       float* o = out + (b * N + q0) * D + h * HD;          // (rows, HD), row stride D
-      gemm<float>(false, true, rows, N, HD, static_cast<float>(scale), q, row, k, row, 0.0f, scores.data(), N);
+      if (!packed) {
+        gemm<float>(false, true, rows, N, HD, static_cast<float>(scale), q, row, k, row, 0.0f, scores.data(), N);
+        softmax_forward<float>(scores.data(), scores.data(), rows, N);
+        gemm<float>(false, false, rows, HD, N, 1.0f, scores.data(), N, v, row, 0.0f, o, D);
+        continue;
+      }
+      if (bh != packed_bh) {
+        pack_b(k, HD, N, row, true, kt.get());   // B = K^T: column n is key row n
+        pack_b(v, N, HD, row, false, vp.get());  // B = V
+        packed_bh = bh;
+      }
+      const Epilogue scaled{static_cast<float>(scale), 0.0f, Activation::None};
+      packed_gemm(false, q, row, rows, kt.get(), HD, N, scores.data(), N, nullptr, scaled);
       softmax_forward<float>(scores.data(), scores.data(), rows, N);
-      gemm<float>(false, false, rows, HD, N, 1.0f, scores.data(), N, v, row, 0.0f, o, D);
+      packed_gemm(false, scores.data(), N, rows, vp.get(), N, HD, o, D, nullptr, Epilogue::Store);
     }
   }
 }

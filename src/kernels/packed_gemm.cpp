@@ -104,12 +104,22 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
     tail.alpha = p.e.alpha;
     tail.beta = p.e.beta;
     tail.act = p.e.act;
-    // Before the last K block, whole tiles go straight to C when the kernel can (no epilogue yet).
-    const bool direct = mk.direct && !tail.last && p.e.alpha == 1.0f && tail.init != Init::Scale;
-    const packed::Out direct_out = tail.init == Init::Add ? packed::Out::AddC : packed::Out::SetC;
+    // Whole tiles go straight to C when the kernel can: before the last K block (no epilogue yet),
+    // and in the last one when there is no activation (the kernel applies the tail itself).
+    const bool direct =
+        mk.direct && (tail.last ? p.e.act == Activation::None : p.e.alpha == 1.0f && tail.init != Init::Scale);
+    const packed::Out direct_out = tail.last                ? packed::Out::Final
+                                   : tail.init == Init::Add ? packed::Out::AddC
+                                                            : packed::Out::SetC;
+    // Rows of A are read in place when the kernel can (only a last, partial micro-panel is packed).
+    const bool row_a = mk.row_a && !p.trans_a;
     for (int64_t m0 = m_begin; m0 < m_end; m0 += mc_max) {
       const int64_t mc = std::min(mc_max, m_end - m0), micro = (mc + mr - 1) / mr;
-      pack_a_for(mr, p.trans_a, p.A, p.lda, m0, mc, k0, kc, abuf);
+      if (!row_a) {
+        pack_a_for(mr, p.trans_a, p.A, p.lda, m0, mc, k0, kc, abuf);
+      } else if (mc % mr) {
+        pack_a_for(mr, false, p.A, p.lda, m0 + mc / mr * mr, mc % mr, k0, kc, abuf + mc / mr * mr * kc);
+      }
       // Column groups of mk.panels panels (the last one may hold fewer).
       for (int64_t j = j_begin; j < j_end; j += mk.panels) {
         const int64_t np = std::min(mk.panels, j_end - j);
@@ -122,21 +132,31 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
         // The next B panels come from memory (a model's weights do not fit in cache): each
         // micro-panel call first asks for its share of their lines, so the fetch is spread over
         // this group's whole sweep instead of stalling the next one.
+        // (Counters, not l / lines and l % lines: two divisions a line cost ~3% of a ViT-B run.)
         const int64_t lines = kc * kNr * static_cast<int64_t>(sizeof(float)) / 64, all = lines * next_np;
+        int64_t line = 0, in_panel = 0;  // the next line to ask for: its index, and its place in its panel
+        const char* panel_lines = reinterpret_cast<const char*>(next);
         for (int64_t i = 0; i < micro; ++i) {
           alignas(64) float t[kMaxMr * kMaxPanels * kNr];
           if (next) {
-            for (int64_t l = all * i / micro; l < all * (i + 1) / micro; ++l)
-              _mm_prefetch(reinterpret_cast<const char*>(next + (l / lines) * panel_stride) + 64 * (l % lines),
-                           _MM_HINT_T1);
+            for (const int64_t stop = all * (i + 1) / micro; line < stop; ++line) {
+              _mm_prefetch(panel_lines + 64 * in_panel, _MM_HINT_T1);
+              if (++in_panel == lines) {
+                in_panel = 0;
+                panel_lines += panel_stride * static_cast<int64_t>(sizeof(float));
+              }
+            }
           }
           const int64_t rows = std::min(mr, mc - i * mr);
+          const bool in_place = row_a && rows == mr;
+          const float* a = in_place ? p.A + (m0 + i * mr) * p.lda + k0 : abuf + i * mr * kc;
+          const int64_t a_stride = in_place ? p.lda : 0;
           float* c = p.C + (m0 + i * mr) * p.ldc + n0;
-          if (direct && rows == mr && cols == mk.panels * kNr) {  // a whole tile before the last K block
-            kernel(abuf + i * mr * kc, bp, panel_stride, kc, t, c, p.ldc, direct_out);
+          if (direct && rows == mr && cols == mk.panels * kNr) {  // a whole tile
+            kernel(a, a_stride, bp, panel_stride, kc, t, c, p.ldc, direct_out, &tail);
             continue;
           }
-          kernel(abuf + i * mr * kc, bp, panel_stride, kc, t, nullptr, 0, packed::Out::Tile);
+          kernel(a, a_stride, bp, panel_stride, kc, t, nullptr, 0, packed::Out::Tile, nullptr);
           mk.store(t, np * kNr, rows, cols, c, p.ldc, tail);
         }
       }

@@ -89,8 +89,8 @@ inline void store_generic(const float* t, int64_t width, int64_t rows, int64_t c
 
 // The plain one, for reading and for CPUs without AVX2 (std::fma: one rounding, as vfmadd).
 constexpr int64_t kScalarMr = 6;
-void micro_scalar(const float* __restrict Ap, const float* __restrict Bp, int64_t, int64_t kc, float* __restrict t,
-                  float*, int64_t, Out) {
+void micro_scalar(const float* __restrict Ap, int64_t, const float* __restrict Bp, int64_t, int64_t kc,
+                  float* __restrict t, float*, int64_t, Out, const Tail*) {
   for (int64_t i = 0; i < kScalarMr * kNr; ++i) t[i] = 0.0f;
   for (int64_t k = 0; k < kc; ++k) {
     for (int64_t r = 0; r < kScalarMr; ++r) {
@@ -102,8 +102,8 @@ void micro_scalar(const float* __restrict Ap, const float* __restrict Bp, int64_
 
 // AVX2: 12 accumulators in registers, per k two loads of B, six broadcasts of A, twelve FMAs.
 constexpr int64_t kAvx2Mr = 6;
-VIT_TARGET_AVX2 void micro_avx2(const float* __restrict Ap, const float* __restrict Bp, int64_t, int64_t kc,
-                                float* __restrict t, float*, int64_t, Out) {
+VIT_TARGET_AVX2 void micro_avx2(const float* __restrict Ap, int64_t, const float* __restrict Bp, int64_t, int64_t kc,
+                                float* __restrict t, float*, int64_t, Out, const Tail*) {
   __m256 c0[kAvx2Mr], c1[kAvx2Mr];
 #pragma GCC unroll 6
   for (int r = 0; r < kAvx2Mr; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
@@ -125,10 +125,12 @@ VIT_TARGET_AVX2 void micro_avx2(const float* __restrict Ap, const float* __restr
 }
 
 // AVX-512: MR x (P * 16), MR * P zmm accumulators; per k, P loads of B (one per panel) and MR
-// broadcasts of A (folded into the FMAs as {1to16} memory operands).
-template <int MR, int P>
-VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, const float* __restrict Bp, int64_t ps,
-                                           int64_t kc, float* __restrict t, float* __restrict C, int64_t ldc, Out out) {
+// broadcasts of A: from a packed micro-panel (RowA false: A[k * MR + r]) or from MR rows of A in
+// place (RowA true: A[r * lda + k]).
+template <int MR, int P, bool RowA>
+VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, int64_t lda, const float* __restrict Bp,
+                                           int64_t ps, int64_t kc, float* __restrict t, float* __restrict C,
+                                           int64_t ldc, Out out, const Tail* tail) {
   __m512 c[MR][P];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
@@ -142,7 +144,7 @@ VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, const flo
     for (int p = 0; p < P; ++p) b[p] = _mm512_load_ps(Bp + p * ps + k * kNr);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const __m512 a = _mm512_set1_ps(Ap[k * MR + r]);
+      const __m512 a = _mm512_set1_ps(RowA ? Ap[r * lda + k] : Ap[k * MR + r]);
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p) c[r][p] = _mm512_fmadd_ps(a, b[p], c[r][p]);
     }
@@ -152,6 +154,27 @@ VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, const flo
     for (int r = 0; r < MR; ++r) {
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p) _mm512_store_ps(t + r * P * kNr + p * kNr, c[r][p]);
+    }
+    return;
+  }
+  if (out == Out::Final) {  // the last K block without an activation: the Tail in registers
+    const __m512 alpha = _mm512_set1_ps(tail->alpha), beta = _mm512_set1_ps(tail->beta);
+    __m512 bias[P];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) bias[p] = tail->bias ? _mm512_loadu_ps(tail->bias + p * kNr) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        float* c_rp = C + r * ldc + p * kNr;
+        __m512 v = _mm512_mul_ps(alpha, c[r][p]);
+        if (tail->init == Init::Scale) {
+          v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_loadu_ps(c_rp)));
+        } else if (tail->init == Init::Add) {
+          v = _mm512_add_ps(v, _mm512_loadu_ps(c_rp));
+        }
+        _mm512_storeu_ps(c_rp, _mm512_add_ps(v, bias[p]));
+      }
     }
     return;
   }
@@ -166,23 +189,23 @@ VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, const flo
   }
 }
 
+template <int MR, int P>
+VIT_TARGET_AVX512 void micro_avx512_entry(const float* Ap, int64_t a_stride, const float* Bp, int64_t ps, int64_t kc,
+                                          float* t, float* C, int64_t ldc, Out out, const Tail* tail) {
+  if (a_stride > 0) return micro_avx512<MR, P, true>(Ap, a_stride, Bp, ps, kc, t, C, ldc, out, tail);
+  micro_avx512<MR, P, false>(Ap, 0, Bp, ps, kc, t, C, ldc, out, tail);
+}
+
 constexpr int64_t kAvx512Mr = 8;
-VIT_TARGET_AVX512 void micro_avx512_full(const float* Ap, const float* Bp, int64_t ps, int64_t kc, float* t, float* C,
-                                         int64_t ldc, Out out) {
-  micro_avx512<kAvx512Mr, 2>(Ap, Bp, ps, kc, t, C, ldc, out);
-}
-VIT_TARGET_AVX512 void micro_avx512_single(const float* Ap, const float* Bp, int64_t ps, int64_t kc, float* t, float* C,
-                                           int64_t ldc, Out out) {
-  micro_avx512<kAvx512Mr, 1>(Ap, Bp, ps, kc, t, C, ldc, out);
-}
 
 static_assert(kAvx512Mr <= kMaxMr && kAvx2Mr <= kMaxMr && kScalarMr <= kMaxMr);
 
 // The dispatch table, best first: the first entry the active ISA allows runs.
 const MicroKernelEntry kMicroKernels[] = {
-    {Isa::Avx512, "avx512 8x32", kAvx512Mr, 2, micro_avx512_full, micro_avx512_single, store_avx512, true},
-    {Isa::Avx2, "avx2 6x16", kAvx2Mr, 1, micro_avx2, micro_avx2, store_avx2, false},
-    {Isa::Scalar, "scalar 6x16", kScalarMr, 1, micro_scalar, micro_scalar, store_scalar, false},
+    {Isa::Avx512, "avx512 8x32", kAvx512Mr, 2, micro_avx512_entry<kAvx512Mr, 2>, micro_avx512_entry<kAvx512Mr, 1>,
+     store_avx512, true, true},
+    {Isa::Avx2, "avx2 6x16", kAvx2Mr, 1, micro_avx2, micro_avx2, store_avx2, false, false},
+    {Isa::Scalar, "scalar 6x16", kScalarMr, 1, micro_scalar, micro_scalar, store_scalar, false, false},
 };
 
 }  // namespace

@@ -4,8 +4,10 @@
 //   scalar   6 x 16  plain C++ (std::fma in k order: the reference the tests force)
 //   avx2     6 x 16  12 ymm accumulators: per k two loads of B, six broadcasts of A
 //   avx512   8 x 32  16 zmm accumulators over two adjacent 16-column panels of B (the packed
-//                    layout is the same for every ISA): per k two loads, eight broadcasts folded
-//                    into the FMAs; before the last K block it adds into C itself. Measured on
+//                    layout is the same for every ISA): per k two loads, eight broadcasts; it
+//                    reads A's rows in place (no packing of A: it cost 3-8% of a ViT-S run), adds
+//                    whole tiles into C itself, and in the last K block applies alpha, beta and
+//                    the bias in registers (a tile buffer only for GELU and edges). Measured on
 //                    Zen 5 (one thread, ViT shapes, share of the zmm FMA peak): 6x32 0.73-0.87,
 //                    8x32 0.74-0.88, 12x32 (MLAS's) 0.73-0.84, 14x32 0.71-0.83
 // An entry computes tile = Ap (kc x mr, k-major)^T @ B for `panels` panels of 16 columns (the
@@ -39,14 +41,17 @@ struct Tail {
   Activation act;
 };
 
-// Where a micro-kernel puts its sums: in the tile buffer (for the store), or, for a whole tile of
-// a K block before the last (no epilogue yet, alpha 1), straight into C: C = sums, or C += sums.
-enum class Out { Tile, SetC, AddC };
+// Where a micro-kernel puts its sums: in the tile buffer (for the store), or, for a whole tile,
+// straight into C: before the last K block (no epilogue yet, alpha 1) C = sums or C += sums; in
+// the last one, with no activation, the whole Tail in registers (C = alpha sums (+ beta C) + bias).
+enum class Out { Tile, SetC, AddC, Final };
 
-// tile (mr x panels * 16) from mr-row micro-panel Ap and the panels starting at Bp; with
-// Out::SetC / AddC, the mr x (panels * 16) block of C instead (an entry with `direct` only).
-using MicroKernel = void (*)(const float* Ap, const float* Bp, int64_t panel_stride, int64_t kc, float* tile, float* C,
-                             int64_t ldc, Out out);
+// tile (mr x panels * 16) from mr rows of A and the panels starting at Bp; with Out::SetC / AddC
+// / Final, the mr x (panels * 16) block of C instead (an entry with `direct` only). A is a packed
+// micro-panel (kc x mr, k-major) when a_stride is 0, else mr rows of A with that row stride (an
+// entry with `row_a` only). `tail` is read for Out::Final.
+using MicroKernel = void (*)(const float* Ap, int64_t a_stride, const float* Bp, int64_t panel_stride, int64_t kc,
+                             float* tile, float* C, int64_t ldc, Out out, const Tail* tail);
 // C tile (rows x cols, cols <= width) from tile t (row stride `width`).
 using TileStore = void (*)(const float* t, int64_t width, int64_t rows, int64_t cols, float* C, int64_t ldc,
                            const Tail& tail);
@@ -59,7 +64,8 @@ struct MicroKernelEntry {
   MicroKernel full;    // mr x (panels * 16)
   MicroKernel single;  // mr x 16 (the last panel when fewer than `panels` are left)
   TileStore store;
-  bool direct;  // `full` writes C itself for Out::SetC / AddC
+  bool direct;  // `full` writes C itself for Out::SetC / AddC / Final
+  bool row_a;   // both read unpacked rows of A (a_stride > 0)
 };
 
 // The best entry the active ISA allows.

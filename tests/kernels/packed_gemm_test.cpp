@@ -127,6 +127,17 @@ TEST(PackedGemm, PlainMicroKernelMatchesReferenceAndTheFastOneBitForBit) {
       EXPECT_EQ(slow, fast) << activation_name(act) << " " << isa_name(active_isa());
     }
   }
+  // alpha and beta (the AVX-512 kernel applies them in registers on whole tiles): the same roundings.
+  for (const Epilogue e : {Epilogue{0.125f, -0.5f, Activation::None}, Epilogue{0.5f, 1.0f, Activation::None}}) {
+    std::vector<float> slow = random_vector<float>(M * N, 12), fast = slow;
+    packed_gemm(false, A.data(), K, M, packed.data(), K, N, slow.data(), N, bias.data(), e);
+    for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+      const ScopedIsaLimit level(isa);
+      std::vector<float> out = fast;
+      packed_gemm(false, A.data(), K, M, packed.data(), K, N, out.data(), N, bias.data(), e);
+      EXPECT_EQ(slow, out) << "alpha " << e.alpha << " beta " << e.beta << " " << isa_name(active_isa());
+    }
+  }
 }
 
 // Every level the CPU has (forced with the cap) against the reference, around each micro-kernel's
