@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """Times the same ViTs in PyTorch, ONNX Runtime and `vit bench`, engines alternating within each
-round, and prints a markdown table of medians with the ratios vit / PyTorch and vit / ORT (only
-same-run ratios mean anything on a shared machine). Not part of CI.
+round, and prints a markdown table of medians with the ratios vit / ORT (float32, int8, bf16) and,
+for training, vit / PyTorch (only same-run ratios mean anything on a shared machine). Not part of CI.
 
 The inference rows use one random-weight torchvision.models.VisionTransformer per size: PyTorch
 runs it, the same module is exported to ONNX (fp32, opset 17, static shapes) for ONNX Runtime,
 and its state dict is written to a torchvision-layout .safetensors that `vit bench --checkpoint`
 loads, so all three engines run the very same weights (checked once per model: logits compared
-on one input, see --no-verify). `vit quantize` makes an int8 copy of that file, timed as a fourth
-engine ("vit int8", same `vit bench --checkpoint`; its logits' cosine similarity to PyTorch's
-on the check input is printed; --no-int8 leaves it out). The training rows (PyTorch and vit only) time one step of the
-digits ViT (forward, cross-entropy, backward, AdamW) on random data, no augmentation, with the
+on one input, see --no-verify). int8: "ORT int8" runs the ONNX file that
+quantize_dynamic(per_channel=True, weight_type=QInt8) writes (made by tools/ort_int8.py with the
+`onnx` package; the check run writes ORT's optimised graph and exits unless its int8 MatMuls run
+as DynamicQuantizeMatMul), "vit int8" a `vit quantize` copy of the .safetensors (--no-int8 leaves
+both out). bf16: "vit bf16" is `vit bench --precision bf16` on the float file (ORT has no bf16 on
+x86; --no-bf16 leaves it out). The cosine similarity of each int8 / bf16 engine's logits to
+PyTorch's on the check input is printed. The training rows (PyTorch and vit only) time one step of
+the digits ViT (forward, cross-entropy, backward, AdamW) on random data, no augmentation, with the
 same architecture as `--preset vit_digits`: mean pooling, no class token, drop-path up to 0.1.
 
 Needs (as root) `apt-get install python3-torch python3-torchvision python3-onnx
@@ -41,6 +45,7 @@ import torch.nn.functional as F
 import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ort_int8  # noqa: E402
 from convert_checkpoint import write_safetensors  # noqa: E402
 
 ORT_VERSION = "1.30.0"
@@ -48,6 +53,11 @@ NODE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort_benc
 VERIFY_TOLERANCE = 1e-4  # max |diff| / max |logit| between engines on the same input
 ARCHS = {"ViT-Ti/16": (192, 12, 3), "ViT-S/16": (384, 12, 6), "ViT-B/16": (768, 12, 12)}  # dim, depth, heads
 SHORT = {"ViT-Ti/16": "vit_tiny", "ViT-S/16": "vit_small", "ViT-B/16": "vit_base"}  # temporary file names
+COLUMNS = (("torch", "PyTorch fp32"), ("ort", "ORT fp32"), ("ort8", "ORT int8"), ("vit", "vit fp32"),
+           ("vit8", "vit int8"), ("vitbf16", "vit bf16"))
+RATIOS = (("vit", "ort", "vit/ORT fp32"), ("vit8", "ort8", "vit int8/ORT int8"),
+          ("vitbf16", "ort", "vit bf16/ORT fp32"))
+CPU_FLAGS = re.compile(r"avx2|fma|avx512.*|amx.*|.*vnni.*|.*bf16.*")  # the ones the kernels care about
 
 
 def rows(threads):
@@ -180,7 +190,10 @@ def run_ort(ort_dir, onnx_path, shape, threads, iters, warmup, extra=()):
 def run_vit(build, args, threads, iters, warmup):
     cmd = [os.path.join(build, "vit"), "bench", *args, "--iters", str(iters), "--warmup", str(warmup),
            "--threads", str(threads), "--json"]
-    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["median_ms"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"[compare_engines] {' '.join(cmd)} failed:\n{done.stderr.strip()}")
+    return json.loads(done.stdout)["median_ms"]
 
 
 def export_onnx(model, batch, path):
@@ -190,48 +203,87 @@ def export_onnx(model, batch, path):
                           output_names=["logits"], do_constant_folding=True)
 
 
-def verify(name, model, onnx_path, weights, ort_dir, build, tmp, threads, int8=None):
-    """Logits of the three engines on one input; exits when they differ (not the same model)."""
+def agreement(what, y, ref):
+    a, b = y.ravel().astype(np.float64), ref.ravel().astype(np.float64)
+    cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    rel = np.abs(a - b).max() / np.abs(b).max()
+    return f"{what} logits vs PyTorch fp32: cosine {cos:.6f}, max |diff| / max |logit| {rel:.1e}"
+
+
+def fuse_check(name, written, optimized):
+    """ORT's optimised int8 graph must run the MatMulIntegers fused (DynamicQuantizeMatMul), as MLAS's int8 GEMM."""
+    ran = ort_int8.op_counts(optimized)
+    fused, wrote = ran[ort_int8.FUSED_OP], written["MatMulInteger"]
+    rest = ", ".join(f"{op} {n}" for op, n in sorted(ran.items()) if op != ort_int8.FUSED_OP and
+                     ("Integer" in op or "Quantize" in op))
+    print(f"  {name}: ORT int8 as optimised: {fused} {ort_int8.FUSED_OP} for the {wrote} MatMulInteger written"
+          f"{'' if fused == wrote else ' (NOT all fused)'}; left: {rest or 'none'}", flush=True)
+    if fused == 0:
+        sys.exit(f"[compare_engines] {name}: no {ort_int8.FUSED_OP} in ORT's optimised graph ({optimized}): "
+                 "ORT int8 would not run as quantize_dynamic's output normally runs")
+
+
+def verify(name, model, files, args, threads):
+    """Logits of the engines on one input: exits when the fp32 ones differ (not the same model); prints how close
+    the int8 and bf16 ones are, and checks that ORT int8 runs fused."""
+    tmp, vit = files.tmp, os.path.join(args.build, "vit")
     x = torch.randn(1, 3, 224, 224)
     with torch.inference_mode():
         ref = model(x).numpy()
     x_npy, x_bin = os.path.join(tmp, "verify_x.npy"), os.path.join(tmp, "verify_x.bin")
     np.save(x_npy, x.numpy())
     x.numpy().astype(np.float32).tofile(x_bin)
-    y_ort, y_vit = os.path.join(tmp, "verify_ort.bin"), os.path.join(tmp, "verify_vit.npy")
-    run_ort(ort_dir, onnx_path, (1, 3, 224, 224), threads, 0, 0, ("--input", x_bin, "--output", y_ort))
-    subprocess.run([os.path.join(build, "vit"), "predict", "--checkpoint", weights, "--tensor", x_npy, "--out", y_vit,
-                    "--overwrite", "--threads", str(threads)], check=True, stdout=subprocess.DEVNULL)
+
+    def vit_predict(weights, *extra):
+        y = os.path.join(tmp, "verify_vit.npy")
+        subprocess.run([vit, "predict", "--checkpoint", weights, "--tensor", x_npy, "--out", y, "--overwrite",
+                        "--threads", str(threads), *extra], check=True, stdout=subprocess.DEVNULL)
+        return np.load(y)
+
+    def ort_predict(onnx_path, *extra):
+        y = os.path.join(tmp, "verify_ort.bin")
+        run_ort(files.ort_dir, onnx_path, (1, 3, 224, 224), threads, 0, 0, ("--input", x_bin, "--output", y, *extra))
+        return np.fromfile(y, dtype=np.float32).reshape(ref.shape)
+
     scale = np.abs(ref).max()
-    d_ort = np.abs(np.fromfile(y_ort, dtype=np.float32).reshape(ref.shape) - ref).max() / scale
-    d_vit = np.abs(np.load(y_vit) - ref).max() / scale
+    d_ort = np.abs(ort_predict(files.onnx_file(name, 1)) - ref).max() / scale
+    d_vit = np.abs(vit_predict(files.weights[name]) - ref).max() / scale
     print(f"  {name}: same logits? max |diff| / max |logit|: ORT {d_ort:.1e}, vit {d_vit:.1e}", flush=True)
     if max(d_ort, d_vit) > VERIFY_TOLERANCE:
         sys.exit(f"[compare_engines] {name}: engines disagree beyond {VERIFY_TOLERANCE:g}; not the same model")
-    if int8:
-        y8 = os.path.join(tmp, "verify_int8.npy")
-        subprocess.run([os.path.join(build, "vit"), "predict", "--checkpoint", int8, "--tensor", x_npy, "--out", y8,
-                        "--overwrite", "--threads", str(threads)], check=True, stdout=subprocess.DEVNULL)
-        a, b = np.load(y8).ravel().astype(np.float64), ref.ravel().astype(np.float64)
-        cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-        print(f"  {name}: int8 logits vs PyTorch fp32: cosine {cos:.6f}, max |diff| / max |logit| "
-              f"{np.abs(a - b).max() / scale:.1e}", flush=True)
+    if not args.no_int8:
+        optimized = os.path.join(tmp, "verify_ort_int8_optimized.onnx")
+        y = ort_predict(files.ort8_file(name, 1), "--optimized-out", optimized)
+        print(f"  {name}: {agreement('ORT int8', y, ref)}", flush=True)
+        fuse_check(name, files.ort8_counts[name, 1], optimized)
+        print(f"  {name}: {agreement('vit int8', vit_predict(files.int8[name]), ref)}", flush=True)
+    if not args.no_bf16:
+        y = vit_predict(files.weights[name], "--precision", "bf16")
+        print(f"  {name}: {agreement('vit bf16', y, ref)}", flush=True)
 
 
 # ---------------------------------------------------------------- one row's engines
 
 class ModelFiles:
-    """Per size: the PyTorch module, its torchvision-layout .safetensors and its ONNX exports per batch."""
+    """Per size: the PyTorch module, its torchvision-layout .safetensors (and vit int8 copy), its ONNX exports per
+    batch and their dynamic-int8 versions."""
 
     def __init__(self, tmp, ort_dir):
         self.tmp, self.ort_dir = tmp, ort_dir
-        self.models, self.weights, self.onnx, self.int8 = {}, {}, {}, {}
+        self.models, self.weights, self.onnx, self.int8, self.ort8, self.ort8_counts = {}, {}, {}, {}, {}, {}
 
     def onnx_file(self, name, batch):
         if (name, batch) not in self.onnx:
             self.onnx[name, batch] = os.path.join(self.tmp, f"{SHORT[name]}-b{batch}.onnx")
             export_onnx(self.models[name], batch, self.onnx[name, batch])
         return self.onnx[name, batch]
+
+    def ort8_file(self, name, batch):
+        if (name, batch) not in self.ort8:
+            self.ort8[name, batch] = os.path.join(self.tmp, f"{SHORT[name]}-b{batch}-int8.onnx")
+            self.ort8_counts[name, batch] = ort_int8.quantize_dynamic_int8(self.onnx_file(name, batch),
+                                                                           self.ort8[name, batch])
+        return self.ort8[name, batch]
 
     def inference_engines(self, name, batch, threads, args):
         if name not in self.models:
@@ -243,16 +295,23 @@ class ModelFiles:
                 subprocess.run([os.path.join(args.build, "vit"), "quantize", "--checkpoint", self.weights[name],
                                 "--out", self.int8[name], "--overwrite"], check=True, stdout=subprocess.DEVNULL)
             if not args.no_verify:
-                verify(name, self.models[name], self.onnx_file(name, 1), self.weights[name], self.ort_dir, args.build,
-                       self.tmp, threads, self.int8.get(name))
-        model, onnx, shape = self.models[name], self.onnx_file(name, batch), (batch, 3, 224, 224)
-        vit_args = ["--checkpoint", self.weights[name], "--batch", str(batch)]
+                verify(name, self.models[name], self, args, threads)
+        model, shape = self.models[name], (batch, 3, 224, 224)
+        onnx, ort8 = self.onnx_file(name, batch), None if args.no_int8 else self.ort8_file(name, batch)
+
+        def vit(weights, *extra):
+            return lambda: run_vit(args.build, ["--checkpoint", weights, "--batch", str(batch), *extra], threads,
+                                   args.iters, args.warmup)
+
+        def ort(path):
+            return lambda: run_ort(self.ort_dir, path, shape, threads, args.iters, args.warmup)["median_ms"]
+
         engines = {"torch": lambda: time_torch(model, shape, False, args.iters, args.warmup, threads),
-                   "ort": lambda: run_ort(self.ort_dir, onnx, shape, threads, args.iters, args.warmup)["median_ms"],
-                   "vit": lambda: run_vit(args.build, vit_args, threads, args.iters, args.warmup)}
-        if name in self.int8:
-            int8_args = ["--checkpoint", self.int8[name], "--batch", str(batch)]
-            engines["vit8"] = lambda: run_vit(args.build, int8_args, threads, args.iters, args.warmup)
+                   "ort": ort(onnx), "vit": vit(self.weights[name])}
+        if not args.no_int8:
+            engines.update(ort8=ort(ort8), vit8=vit(self.int8[name]))
+        if not args.no_bf16:
+            engines["vitbf16"] = vit(self.weights[name], "--precision", "bf16")
         return engines
 
 
@@ -281,12 +340,13 @@ def torch_blas():
     return f"BLAS_INFO={info.group(1) if info else '?'}, loaded: {', '.join(sorted(libs)) or 'none found'}"
 
 
-def cpu_name():
+def cpuinfo(key, default):
+    """The first /proc/cpuinfo value of key (model name, flags)."""
     try:
         with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+            return next(line.split(":", 1)[1].strip() for line in f if line.split(":")[0].strip() == key)
     except (OSError, StopIteration):
-        return "unknown CPU"
+        return default
 
 
 def main():
@@ -300,8 +360,10 @@ def main():
                    ", ".join(r[0] for r in rows(2)))
     p.add_argument("--ort-version", default=ORT_VERSION)
     p.add_argument("--ort-dir", default="", help="npm folder for onnxruntime-node (default ~/.cache/vit-ort/<version>)")
-    p.add_argument("--no-verify", action="store_true", help="skip the same-logits check of the three engines")
-    p.add_argument("--no-int8", action="store_true", help="leave out the int8 engine (vit quantize + vit bench)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip the check run (fp32 logits compared, int8 / bf16 cosines, ORT int8 fuse check)")
+    p.add_argument("--no-int8", action="store_true", help="leave out the int8 engines (ORT int8 and vit int8)")
+    p.add_argument("--no-bf16", action="store_true", help="leave out vit bf16 (vit bench --precision bf16)")
     args = p.parse_args()
     table = rows(args.threads)
     if args.rows:
@@ -316,7 +378,9 @@ def main():
     need_ort = any(r[2] == "infer" for r in table)
     ort_lib = ensure_ort(ort_dir, args.ort_version) if need_ort else None
 
-    print(f"machine: {os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), {cpu_name()}")
+    print(f"machine: {os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), {cpuinfo('model name', '?')}")
+    flags = [f for f in cpuinfo("flags", "").split() if CPU_FLAGS.fullmatch(f)]
+    print(f"CPU flags: {' '.join(flags) or 'none of avx2, fma, avx512*, *vnni*, *bf16*, amx*'}")
     print(f"PyTorch {torch.__version__} (torchvision {torchvision.__version__}), {torch_blas()}")
     if need_ort:
         node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=True).stdout.strip()
@@ -340,22 +404,29 @@ def main():
             results.append((label, med))
             print(f"  {label}: " + ", ".join(f"{n} {m:.1f} ms" for n, m in med.items()), file=sys.stderr, flush=True)
 
-    print()
-    print("| case | PyTorch ms | ONNX Runtime ms | vit ms | vit / PyTorch | vit / ORT |")
-    print("|---|---|---|---|---|---|")
-    for label, med in results:
-        ort = f"{med['ort']:.1f}" if "ort" in med else "-"
-        vs_ort = f"{med['vit'] / med['ort']:.2f}" if "ort" in med else "-"
-        vs_torch = f"{med['vit'] / med['torch']:.2f}"
-        print(f"| {label} | {med['torch']:.1f} | {ort} | {med['vit']:.1f} | {vs_torch} | {vs_ort} |")
-    int8_rows = [(label, med) for label, med in results if "vit8" in med]
-    if int8_rows:
+    print_tables(results)
+
+
+def print_tables(results):
+    """The issue's table (inference, ms and same-run ratios, bold), then the training steps against PyTorch."""
+    infer = [(label, med) for label, med in results if "ort" in med]
+    if infer:
+        cols = [(key, title) for key, title in COLUMNS if any(key in med for _, med in infer)]
+        ratios = [r for r in RATIOS if any(r[0] in med and r[1] in med for _, med in infer)]
         print()
-        print("| case (int8) | vit int8 ms | int8 / vit fp32 | int8 / ONNX Runtime fp32 | int8 / PyTorch fp32 |")
-        print("|---|---|---|---|---|")
-        for label, med in int8_rows:
-            print(f"| {label} | {med['vit8']:.1f} | {med['vit8'] / med['vit']:.2f} | {med['vit8'] / med['ort']:.2f} | "
-                  f"{med['vit8'] / med['torch']:.2f} |")
+        print("| case | " + " | ".join([t for _, t in cols] + [t for _, _, t in ratios]) + " |")
+        print("|---" * (1 + len(cols) + len(ratios)) + "|")
+        for label, med in infer:
+            cells = [f"{med[k]:.1f}" if k in med else "-" for k, _ in cols]
+            cells += [f"**{med[a] / med[b]:.2f}**" if a in med and b in med else "-" for a, b, _ in ratios]
+            print(f"| {label} | " + " | ".join(cells) + " |")
+    train = [(label, med) for label, med in results if "ort" not in med]
+    if train:
+        print()
+        print("| case | PyTorch fp32 | vit fp32 | vit / PyTorch |")
+        print("|---|---|---|---|")
+        for label, med in train:
+            print(f"| {label} | {med['torch']:.1f} | {med['vit']:.1f} | **{med['vit'] / med['torch']:.2f}** |")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 //   node tools/ort_bench.mjs --ort-dir ~/.cache/vit-ort/onnxruntime-node-1.30.0 --model m.onnx \
 //        --shape 1,3,224,224 --threads 2 --iters 10 --warmup 2
 //   ... --input x.bin --output y.bin    # one run on the given float32 input (no timing), for checks
+//   ... --optimized-out opt.onnx        # also write ORT's optimised graph (what runs: fused nodes)
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
@@ -36,13 +37,15 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const require = createRequire(path.join(path.resolve(args.ort_dir), "package.json"));
   const ort = require("onnxruntime-node");
-  const session = await ort.InferenceSession.create(args.model, {
+  const options = {
     executionProviders: ["cpu"],
     intraOpNumThreads: args.threads,
     interOpNumThreads: 1,
     executionMode: "sequential",
     graphOptimizationLevel: "all",
-  });
+  };
+  if (args.optimized_out) options.optimizedModelFilePath = args.optimized_out;
+  const session = await ort.InferenceSession.create(args.model, options);
   const count = args.shape.reduce((a, b) => a * b, 1);
   let data;
   if (args.input) {
