@@ -90,8 +90,16 @@ void attention_inference(const AttentionShape& s, const float* qkv, double scale
   const int64_t N = s.tokens, HD = s.head_dim, D = s.dim(), row = 3 * D;
   const int64_t pairs = s.batch * s.num_heads;
   const int threads = omp_get_max_threads();
-  // Enough tasks for every thread (about 4 each), but blocks of at least 16 queries.
-  const int64_t wanted = std::max<int64_t>(1, (4 * threads + pairs - 1) / pairs);
+  // Enough tasks for every thread (about 4 each), as a multiple of the thread count where one is
+  // near (ViT-Ti's 3 heads in 3 blocks gave 5 and 4 tasks to 2 threads), but blocks of at least 16
+  // queries.
+  int64_t wanted = std::max<int64_t>(1, (4 * threads + pairs - 1) / pairs);
+  for (int64_t more = 0; more < threads; ++more) {
+    if (pairs * (wanted + more) % threads == 0) {
+      wanted += more;
+      break;
+    }
+  }
   const int64_t block = std::max<int64_t>(std::min<int64_t>(16, N), (N + wanted - 1) / wanted);
   const int64_t blocks = (N + block - 1) / block;
   const int64_t tasks = pairs * blocks;

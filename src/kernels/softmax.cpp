@@ -14,9 +14,12 @@ namespace vit::kernels {
 
 constexpr int64_t kParallelElements = 1 << 14;
 
+// (A simd max reduction: the plain loop was one scalar max at a time, half of softmax's time on
+// ViT-Ti. The maximum is the same whatever the order; a NaN row gives NaN outputs either way.)
 template <typename T>
 static T row_max(const T* x, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
   for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
 }
