@@ -5,8 +5,10 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/cpu_features.h"
@@ -32,66 +34,129 @@ float from_bf16(uint16_t b) {
 
 namespace {
 
-constexpr int64_t kMr = 8;  // rows of a micro-tile
+constexpr int64_t kMr = 8;         // rows of a micro-tile
+constexpr int64_t kKcPairs = 128;  // K pairs of a block: a panel pair is 128 x 32 pairs = 16 KiB (L1)
+constexpr int64_t kMcRows = 200;   // rows of an A block (a multiple of kMr): ~200 x 128 pairs (L2)
+
+#define VIT_TARGET_BF16 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16")))
 
 uint32_t pair(float even, float odd) { return static_cast<uint32_t>(to_bf16(even)) | (uint32_t{to_bf16(odd)} << 16); }
 
-// Rows [0, rows) of x as bf16 pairs, pair-major: out[kk * kMr + r]; missing rows and the odd
-// K's partner are zero.
-void pack_rows(const float* x, int64_t lda, int64_t rows, int64_t K, uint32_t* out) {
-  const int64_t pairs = (K + 1) / 2;
-  for (int64_t kk = 0; kk < pairs; ++kk) {
-    for (int64_t r = 0; r < kMr; ++r) {
-      if (r >= rows) {
-        out[kk * kMr + r] = 0;
-        continue;
-      }
-      const float* row = x + r * lda;
+// Rows [0, rows) x K pairs [p0, p1) of x as bf16 pairs, row-major with row stride p1 - p0; rows
+// up to `padded` are zero. The odd K's partner is zero.
+void convert_rows_plain(const float* x, int64_t lda, int64_t rows, int64_t padded, int64_t K, int64_t p0, int64_t p1,
+                        uint32_t* out) {
+  const int64_t width = p1 - p0;
+  for (int64_t r = 0; r < padded; ++r) {
+    for (int64_t kk = p0; kk < p1; ++kk) {
       const int64_t k = 2 * kk;
-      out[kk * kMr + r] = pair(row[k], k + 1 < K ? row[k + 1] : 0.0f);
+      out[r * width + kk - p0] = r < rows ? pair(x[r * lda + k], k + 1 < K ? x[r * lda + k + 1] : 0.0f) : 0u;
     }
   }
 }
 
-// acc (kMr x 32) = the packed rows @ the panels b0 (and b1: 16 more columns, or none).
-template <bool Two>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void tile_avx512bf16(const uint32_t* a, const uint32_t* b0,
-                                                                            const uint32_t* b1, int64_t pairs,
-                                                                            float* acc) {
-  __m512 c0[kMr], c1[kMr];
+// (GCC 12 warns about the undefined vector inside its own shift and narrowing intrinsics.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The same, 16 floats at a time with to_bf16's exact rule (round to nearest even on the bits, a
+// NaN made quiet): VCVTNE2PS2BF16 would flush denormal inputs to zero, the plain path does not.
+VIT_TARGET_BF16 void convert_rows_avx512(const float* x, int64_t lda, int64_t rows, int64_t padded, int64_t K,
+                                         int64_t p0, int64_t p1, uint32_t* out) {
+  const int64_t width = p1 - p0, k_end = std::min(K, 2 * p1);
+  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7FFF), quiet = _mm512_set1_epi32(0x40);
+  for (int64_t r = 0; r < padded; ++r) {
+    uint32_t* o = out + r * width;
+    if (r >= rows) {
+      std::memset(o, 0, static_cast<size_t>(width) * sizeof(uint32_t));
+      continue;
+    }
+    const float* row = x + r * lda;
+    for (int64_t k = 2 * p0; k < 2 * p1; k += 16) {
+      const int64_t n = std::clamp<int64_t>(k_end - k, 0, 16);  // floats read; the rest are zero
+      const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
+      const __m512 v = _mm512_maskz_loadu_ps(mask, row + k);
+      const __m512i bits = _mm512_castps_si512(v);
+      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
+      __m512i h = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, bias), lsb), 16);
+      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      h = _mm512_mask_or_epi32(h, nan, _mm512_srli_epi32(bits, 16), quiet);
+      const __m256i halves = _mm512_cvtepi32_epi16(h);  // 16 bf16 in order: 8 pairs
+      const int64_t pairs_here = std::min<int64_t>(8, p1 - k / 2);
+      _mm256_mask_storeu_epi16(o + (k / 2 - p0), static_cast<__mmask16>((1u << (2 * pairs_here)) - 1u), halves);
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
+// Where a micro-kernel puts its sums: the tile buffer (8 x 32, for the store), or a whole tile of
+// C: before the last K block C = sums or C += sums; in the last one, without an activation, the
+// finished value (see finish()).
+enum class Out { Tile, SetC, AddC, Final };
+
+// The epilogue of the last K block. first: C holds the caller's values (the block is the only
+// one): C = alpha acc + bias (+ beta C); else C holds the earlier blocks' sums: C = acc + C + bias.
+struct Finish {
+  bool first;
+  float alpha, beta;
+  const float* bias;  // at the tile's first column, or null
+};
+
+// acc (kMr x P*16) of 8 rows of bf16 pairs (row stride lda) by P panels (ps apart), kcp pairs.
+template <int P>
+VIT_TARGET_BF16 void micro_bf16(const uint32_t* __restrict a, int64_t lda, const uint32_t* __restrict b, int64_t ps,
+                                int64_t kcp, float* __restrict tile, float* __restrict C, int64_t ldc, Out out,
+                                const Finish* f) {
+  __m512 c[kMr][P];
 #pragma GCC unroll 8
-  for (int r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
-  for (int64_t kk = 0; kk < pairs; ++kk) {
-    const __m512bh w0 = (__m512bh)_mm512_loadu_si512(b0 + kk * 16);
-    __m512bh w1;
-    if constexpr (Two) w1 = (__m512bh)_mm512_loadu_si512(b1 + kk * 16);
+  for (int r = 0; r < kMr; ++r) {
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) c[r][p] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 2
+  for (int64_t kk = 0; kk < kcp; ++kk) {
+    __m512bh w[P];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) w[p] = (__m512bh)_mm512_loadu_si512(b + p * ps + kk * 16);
 #pragma GCC unroll 8
     for (int r = 0; r < kMr; ++r) {
-      const __m512bh v = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[kk * kMr + r]));
-      c0[r] = _mm512_dpbf16_ps(c0[r], v, w0);
-      if constexpr (Two) c1[r] = _mm512_dpbf16_ps(c1[r], v, w1);
+      const __m512bh v = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r * lda + kk]));
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) c[r][p] = _mm512_dpbf16_ps(c[r][p], v, w[p]);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < kMr; ++r) {
-    _mm512_storeu_ps(acc + r * 32, c0[r]);
-    if constexpr (Two) _mm512_storeu_ps(acc + r * 32 + 16, c1[r]);
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) {
+      float* y = out == Out::Tile ? tile + r * 32 + p * 16 : C + r * ldc + p * 16;
+      __m512 v = c[r][p];
+      if (out == Out::AddC) v = _mm512_add_ps(v, _mm512_loadu_ps(y));
+      if (out == Out::Final) {
+        const __m512 bias = f->bias ? _mm512_loadu_ps(f->bias + p * 16) : _mm512_setzero_ps();
+        if (f->first) {
+          v = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(f->alpha), v), bias);
+          if (f->beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(f->beta), _mm512_loadu_ps(y)));
+        } else {
+          v = _mm512_add_ps(_mm512_add_ps(v, _mm512_loadu_ps(y)), bias);
+        }
+      }
+      _mm512_storeu_ps(y, v);
+    }
   }
 }
 
-// The same in plain C++ (float32 accumulation of the bf16 products).
-void tile_plain(const uint32_t* a, const uint32_t* b0, const uint32_t* b1, int64_t pairs, float* acc) {
-  for (int64_t i = 0; i < kMr * 32; ++i) acc[i] = 0.0f;
-  for (int64_t kk = 0; kk < pairs; ++kk) {
+// The same in plain C++ (float32 accumulation of the bf16 products), into the tile only.
+void micro_plain(const uint32_t* a, int64_t lda, const uint32_t* b, int64_t ps, int64_t panels, int64_t kcp,
+                 float* tile) {
+  for (int64_t i = 0; i < kMr * 32; ++i) tile[i] = 0.0f;
+  for (int64_t kk = 0; kk < kcp; ++kk) {
     for (int64_t r = 0; r < kMr; ++r) {
-      const uint32_t av = a[kk * kMr + r];
+      const uint32_t av = a[r * lda + kk];
       const float a0 = from_bf16(static_cast<uint16_t>(av)), a1 = from_bf16(static_cast<uint16_t>(av >> 16));
-      for (int p = 0; p < 2; ++p) {
-        const uint32_t* b = p == 0 ? b0 : b1;
-        if (b == nullptr) continue;
+      for (int64_t p = 0; p < panels; ++p) {
         for (int64_t j = 0; j < 16; ++j) {
-          const uint32_t bv = b[kk * 16 + j];
-          acc[r * 32 + p * 16 + j] +=
+          const uint32_t bv = b[p * ps + kk * 16 + j];
+          tile[r * 32 + p * 16 + j] +=
               a0 * from_bf16(static_cast<uint16_t>(bv)) + a1 * from_bf16(static_cast<uint16_t>(bv >> 16));
         }
       }
@@ -99,48 +164,114 @@ void tile_plain(const uint32_t* a, const uint32_t* b0, const uint32_t* b1, int64
   }
 }
 
-// C = act(alpha * acc + beta * C + bias) on rows x cols of a tile: one body, compiled plain (store)
-// and for AVX-512 (store_act_avx512, where GCC vectorises the activation's branch-free polynomial
-// of kernels/vmath.h over the columns), after isa_target.h's pattern.
+// rows x cols of a tile into C: before the last block, C = t or C += t; in the last one the
+// Finish and then the activation. One body, compiled plain and for AVX-512 (where GCC vectorises
+// the activation's branch-free polynomial of kernels/vmath.h over the columns).
 template <Activation A>
-inline void store_body(const float* acc, int64_t rows, int64_t cols, const float* bias, float* y, int64_t ldy,
-                       const Epilogue& e) {
+inline void store_body(const float* __restrict t, int64_t rows, int64_t cols, float* __restrict y, int64_t ldy, Out out,
+                       const Finish& f) {
+  // One plain loop per case (the cases hoisted out, so each vectorises).
+  alignas(64) float bias[32] = {};
+  if (f.bias) std::memcpy(bias, f.bias, static_cast<size_t>(cols) * sizeof(float));
   for (int64_t r = 0; r < rows; ++r) {
-    float* out = y + r * ldy;
-    for (int64_t j = 0; j < cols; ++j) {
-      float v = e.alpha * acc[r * 32 + j];
-      if (bias) v += bias[j];
-      if (e.beta != 0.0f) v += e.beta * out[j];
-      out[j] = activate<A>(v);
+    float* __restrict o = y + r * ldy;
+    const float* __restrict v = t + r * 32;
+    if (out == Out::SetC) {
+      for (int64_t j = 0; j < cols; ++j) o[j] = v[j];
+    } else if (out == Out::AddC) {
+      for (int64_t j = 0; j < cols; ++j) o[j] = v[j] + o[j];
+    } else if (!f.first) {
+      for (int64_t j = 0; j < cols; ++j) o[j] = activate<A>((v[j] + o[j]) + bias[j]);
+    } else if (f.beta != 0.0f) {
+      for (int64_t j = 0; j < cols; ++j) o[j] = activate<A>((f.alpha * v[j] + bias[j]) + f.beta * o[j]);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) o[j] = activate<A>(f.alpha * v[j] + bias[j]);
     }
   }
 }
 
-template <Activation A>
-void store(const float* acc, int64_t rows, int64_t cols, const float* bias, float* y, int64_t ldy, const Epilogue& e) {
-  store_body<A>(acc, rows, cols, bias, y, ldy, e);
+using TileStore = void (*)(const float*, int64_t, int64_t, float*, int64_t, Out, const Finish&, Activation);
+
+void store_plain(const float* t, int64_t rows, int64_t cols, float* y, int64_t ldy, Out out, const Finish& f,
+                 Activation act) {
+  with_activation(act, [&]<Activation A>() { store_body<A>(t, rows, cols, y, ldy, out, f); });
+}
+[[gnu::flatten]] VIT_TARGET_AVX512 void store_avx512(const float* t, int64_t rows, int64_t cols, float* y, int64_t ldy,
+                                                     Out out, const Finish& f, Activation act) {
+  with_activation(act, [&]<Activation A>() { store_body<A>(t, rows, cols, y, ldy, out, f); });
 }
 
-template <Activation A>
-[[gnu::flatten]] VIT_TARGET_AVX512 void store_act_avx512(const float* acc, int64_t rows, int64_t cols,
-                                                         const float* bias, float* y, int64_t ldy, const Epilogue& e) {
-  store_body<A>(acc, rows, cols, bias, y, ldy, e);
+// Per thread: the bf16 pairs of one A block (kMcRows x kKcPairs, or the whole K when it is not
+// blocked).
+uint32_t* a_scratch(size_t count) {
+  thread_local std::vector<uint32_t> storage;
+  if (storage.size() < count) storage.resize(count);
+  return storage.data();
 }
 
-// The same store with AVX-512 for the epilogues without an activation (GELU goes the scalar way).
-__attribute__((target("avx512f,avx512bw"))) void store_avx512(const float* acc, int64_t rows, int64_t cols,
-                                                              const float* bias, float* y, int64_t ldy,
-                                                              const Epilogue& e) {
-  const __m512 alpha = _mm512_set1_ps(e.alpha), beta = _mm512_set1_ps(e.beta);
-  for (int64_t half = 0; half * 16 < cols; ++half) {
-    const int64_t n = std::min<int64_t>(16, cols - half * 16);
-    const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
-    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + half * 16) : _mm512_setzero_ps();
-    for (int64_t r = 0; r < rows; ++r) {
-      float* out = y + r * ldy + half * 16;
-      __m512 v = _mm512_add_ps(_mm512_mul_ps(alpha, _mm512_loadu_ps(acc + r * 32 + half * 16)), b);
-      if (e.beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, out)));
-      _mm512_mask_storeu_ps(out, mask, v);
+struct Problem {
+  const float* x;
+  int64_t M, K, lda;
+  const Bf16Matrix* w;
+  const float* bias;
+  float* y;
+  int64_t ldy;
+  Epilogue e;
+  bool native;
+};
+
+// Rows [m_begin, m_end) x panels [j_begin, j_end) of y.
+void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin, int64_t j_end) {
+  const Bf16Matrix& w = *p.w;
+  const int64_t pairs = w.pairs(), N = w.rows(), ps = pairs * 16;
+  // K blocks need the partial sums in C: alpha 1 and beta 0 or 1 (every Linear of a ViT); other
+  // epilogues run K whole.
+  const bool blocked = p.e.alpha == 1.0f && (p.e.beta == 0.0f || p.e.beta == 1.0f);
+  const int64_t kcp_max = blocked ? kKcPairs : pairs;
+  uint32_t* abuf = a_scratch(static_cast<size_t>(kMcRows * kcp_max));
+  const TileStore store = p.native ? store_avx512 : store_plain;
+  for (int64_t p0 = 0; p0 < pairs; p0 += kcp_max) {
+    const int64_t p1 = std::min(pairs, p0 + kcp_max), kcp = p1 - p0;
+    const bool first = p0 == 0, last = p1 == pairs;
+    // Before the last block: the first one sets C (beta 0) or adds to it (beta 1, the residual).
+    const Out partial = first && p.e.beta == 0.0f ? Out::SetC : Out::AddC;
+    for (int64_t m0 = m_begin; m0 < m_end; m0 += kMcRows) {
+      const int64_t mc = std::min(kMcRows, m_end - m0), padded = (mc + kMr - 1) / kMr * kMr;
+      (p.native ? convert_rows_avx512 : convert_rows_plain)(p.x + m0 * p.lda, p.lda, mc, padded, p.K, p0, p1, abuf);
+      for (int64_t j = j_begin, np = 0; j < j_end; j += np) {
+        np = j + 1 < j_end ? 2 : 1;
+        const uint32_t* bp = w.panel(j) + p0 * 16;
+        const int64_t col = j * 16, cols = std::min(np * 16, N - col);
+        // The next group's panels (this block's pairs of them), fetched while this one runs.
+        const int64_t next_np = std::min<int64_t>(2, j_end - j - np), micro = padded / kMr;
+        const char* next = next_np > 0 ? reinterpret_cast<const char*>(w.panel(j + np) + p0 * 16) : nullptr;
+        const int64_t lines = kcp * 16 * 4 / 64, all = lines * next_np;
+        const Finish f{first, p.e.alpha, p.e.beta, p.bias ? p.bias + col : nullptr};
+        for (int64_t i = 0; i < micro; ++i) {
+          if (next) {
+            for (int64_t l = all * i / micro; l < all * (i + 1) / micro; ++l) {
+              const int64_t panel = l >= lines ? 1 : 0;  // (at most two: no division needed)
+              _mm_prefetch(next + panel * ps * 4 + 64 * (l - panel * lines), _MM_HINT_T1);
+            }
+          }
+          const int64_t rows = std::min(kMr, mc - i * kMr);
+          const uint32_t* a = abuf + i * kMr * kcp;
+          float* c = p.y + (m0 + i * kMr) * p.ldy + col;
+          const Out out = last ? Out::Final : partial;
+          alignas(64) float tile[kMr * 32];
+          const bool whole = rows == kMr && cols == np * 16 && (!last || p.e.act == Activation::None);
+          if (p.native && whole) {
+            (np == 2 ? micro_bf16<2> : micro_bf16<1>)(a, kcp, bp, ps, kcp, tile, c, p.ldy, out, &f);
+            continue;
+          }
+          if (p.native) {
+            (np == 2 ? micro_bf16<2> : micro_bf16<1>)(a, kcp, bp, ps, kcp, tile, nullptr, 0, Out::Tile, nullptr);
+          } else {
+            micro_plain(a, kcp, bp, ps, np, kcp, tile);
+          }
+          store(tile, rows, cols, c, p.ldy, out, f, p.e.act);
+        }
+      }
     }
   }
 }
@@ -177,44 +308,10 @@ void linear_bf16(const float* x, int64_t M, int64_t K, int64_t lda, const Bf16Ma
   VIT_CHECK(M >= 0 && lda >= K && ldy >= w.rows(), "bf16", "bad strides: M {}, lda {}, ldy {} for K {}, N {}", M, lda,
             ldy, K, w.rows());
   if (M == 0) return;
-  const int64_t N = w.rows(), pairs = w.pairs(), panels = w.panels();
-  const bool native = bf16_gemm_native();
+  const Problem p{x, M, K, lda, &w, bias, y, ldy, epilogue, bf16_gemm_native()};
   run_gemm_grid(
-      M, panels, kMr, M * N * K, [](int64_t, int64_t) {},
-      [&](int64_t m0, int64_t m1, int64_t j0, int64_t j1) {
-        std::vector<uint32_t> a(static_cast<size_t>(pairs * kMr));
-        std::vector<float> acc(static_cast<size_t>(kMr * 32));
-        for (int64_t m = m0; m < m1; m += kMr) {
-          const int64_t rows = std::min(kMr, m1 - m);
-          pack_rows(x + m * lda, lda, rows, K, a.data());
-          for (int64_t p = j0; p < j1; p += 2) {
-            const bool two = p + 1 < j1;
-            const uint32_t* b1 = two ? w.panel(p + 1) : nullptr;
-            if (native) {
-              if (two) {
-                tile_avx512bf16<true>(a.data(), w.panel(p), b1, pairs, acc.data());
-              } else {
-                tile_avx512bf16<false>(a.data(), w.panel(p), nullptr, pairs, acc.data());
-              }
-            } else {
-              tile_plain(a.data(), w.panel(p), b1, pairs, acc.data());
-            }
-            const int64_t col = p * 16, cols = std::min<int64_t>(two ? 32 : 16, N - col);
-            if (native && epilogue.act == Activation::None) {
-              store_avx512(acc.data(), rows, cols, bias ? bias + col : nullptr, y + m * ldy + col, ldy, epilogue);
-            } else if (native) {
-              with_activation(epilogue.act, [&]<Activation A>() {
-                store_act_avx512<A>(acc.data(), rows, cols, bias ? bias + col : nullptr, y + m * ldy + col, ldy,
-                                    epilogue);
-              });
-            } else {
-              with_activation(epilogue.act, [&]<Activation A>() {
-                store<A>(acc.data(), rows, cols, bias ? bias + col : nullptr, y + m * ldy + col, ldy, epilogue);
-              });
-            }
-          }
-        }
-      });
+      M, w.panels(), kMr, M * w.rows() * K, [](int64_t, int64_t) {},
+      [&](int64_t m0, int64_t m1, int64_t j0, int64_t j1) { run_block(p, m0, m1, j0, j1); });
 }
 
 void linear_bf16_ref(const float* x, int64_t M, int64_t K, int64_t lda, const Bf16Matrix& w, const float* bias,

@@ -81,6 +81,32 @@ TEST(Bf16, LinearEqualsTheReferenceOnBothPaths) {
   check(7, 40, 96, Epilogue::Gelu, true);
   check(7, 40, 96, Epilogue::GeluTanh, false);
   check(197, 192, 192, Epilogue::Store, true);  // a ViT-Ti layer's shape, threaded
+  // K across the 256-deep blocks (partial sums kept in y), M across the 200-row blocks, residuals
+  // and GELU applied after the last block, and an alpha that runs K whole.
+  check(9, 40, 600, Epilogue::Store, true);
+  check(450, 70, 520, Epilogue::Accumulate, true);
+  check(203, 33, 257, Epilogue::Gelu, true);
+  check(17, 48, 300, Epilogue{0.5f, -0.25f, Activation::None}, true);
+}
+
+TEST(Bf16, ActivationsAreRoundedToNearestEvenOnBothPaths) {
+  // An identity weight: y[n] = bf16(x[n]) exactly (products by 1, sums with zeros).
+  const int64_t K = 37;
+  std::vector<float> w(static_cast<size_t>(K * K), 0.0f), x(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) w[k * K + k] = 1.0f;
+  const uint32_t bits[] = {0x3F808000, 0x3F818000, 0x3F808001, 0xBF7FFFFF, 0x7F7F0000, 0x00800000, 0x3F800000};
+  for (int64_t k = 0; k < K; ++k) x[k] = k < 7 ? float_of(bits[k]) : 0.37f * static_cast<float>(k - 20);
+  const Bf16Matrix packed = Bf16Matrix::from_weight(w.data(), K, K);
+  for (Isa limit : {Isa::Avx512Vnni, Isa::Avx2}) {
+    ScopedIsaLimit cap(limit);
+    std::vector<float> y(static_cast<size_t>(K), -1.0f);
+    linear_bf16(x.data(), 1, K, K, packed, nullptr, y.data(), K, Epilogue::Store);
+    for (int64_t k = 0; k < K; ++k) EXPECT_EQ(y[k], from_bf16(to_bf16(x[k]))) << k << " " << isa_name(limit);
+    x[3] = std::numeric_limits<float>::quiet_NaN();  // a NaN input makes its row NaN
+    linear_bf16(x.data(), 1, K, K, packed, nullptr, y.data(), K, Epilogue::Store);
+    EXPECT_TRUE(std::isnan(y[3])) << isa_name(limit);
+    x[3] = float_of(bits[3]);
+  }
 }
 
 TEST(Bf16, WeightsRoundTripThroughThePacking) {
