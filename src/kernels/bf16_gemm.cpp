@@ -55,15 +55,12 @@ void convert_rows_plain(const float* x, int64_t lda, int64_t rows, int64_t padde
   }
 }
 
-// (GCC 12 warns about the undefined vector inside its own shift and narrowing intrinsics.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// The same, 16 floats at a time with to_bf16's exact rule (round to nearest even on the bits, a
-// NaN made quiet): VCVTNE2PS2BF16 would flush denormal inputs to zero, the plain path does not.
+// The same with VCVTNE2PS2BF16 (32 floats to 16 pairs, round to nearest even, NaN made quiet as
+// to_bf16 does). It reads denormal floats as zero where to_bf16 keeps them, but vdpbf16ps reads
+// denormal bf16 inputs as zero too, so the products are the same.
 VIT_TARGET_BF16 void convert_rows_avx512(const float* x, int64_t lda, int64_t rows, int64_t padded, int64_t K,
                                          int64_t p0, int64_t p1, uint32_t* out) {
   const int64_t width = p1 - p0, k_end = std::min(K, 2 * p1);
-  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7FFF), quiet = _mm512_set1_epi32(0x40);
   for (int64_t r = 0; r < padded; ++r) {
     uint32_t* o = out + r * width;
     if (r >= rows) {
@@ -71,22 +68,17 @@ VIT_TARGET_BF16 void convert_rows_avx512(const float* x, int64_t lda, int64_t ro
       continue;
     }
     const float* row = x + r * lda;
-    for (int64_t k = 2 * p0; k < 2 * p1; k += 16) {
-      const int64_t n = std::clamp<int64_t>(k_end - k, 0, 16);  // floats read; the rest are zero
-      const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
-      const __m512 v = _mm512_maskz_loadu_ps(mask, row + k);
-      const __m512i bits = _mm512_castps_si512(v);
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
-      __m512i h = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, bias), lsb), 16);
-      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-      h = _mm512_mask_or_epi32(h, nan, _mm512_srli_epi32(bits, 16), quiet);
-      const __m256i halves = _mm512_cvtepi32_epi16(h);  // 16 bf16 in order: 8 pairs
-      const int64_t pairs_here = std::min<int64_t>(8, p1 - k / 2);
-      _mm256_mask_storeu_epi16(o + (k / 2 - p0), static_cast<__mmask16>((1u << (2 * pairs_here)) - 1u), halves);
+    for (int64_t k = 2 * p0; k < 2 * p1; k += 32) {
+      const int64_t n = std::clamp<int64_t>(k_end - k, 0, 32);  // floats read; the rest are zero
+      const __mmask16 lo = static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+      const __mmask16 hi = static_cast<__mmask16>(n <= 16 ? 0u : n >= 32 ? 0xFFFFu : (1u << (n - 16)) - 1u);
+      const __m512bh v =
+          _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, row + k + 16), _mm512_maskz_loadu_ps(lo, row + k));
+      const int64_t pairs_here = std::min<int64_t>(16, p1 - k / 2);
+      _mm512_mask_storeu_epi32(o + (k / 2 - p0), static_cast<__mmask16>((1u << pairs_here) - 1u), (__m512i)v);
     }
   }
 }
-#pragma GCC diagnostic pop
 
 // Where a micro-kernel puts its sums: the tile buffer (8 x 32, for the store), or a whole tile of
 // C: before the last K block C = sums or C += sums; in the last one, without an activation, the
@@ -201,8 +193,7 @@ void store_plain(const float* t, int64_t rows, int64_t cols, float* y, int64_t l
   with_activation(act, [&]<Activation A>() { store_body<A>(t, rows, cols, y, ldy, out, f); });
 }
 
-// Per thread: the bf16 pairs of one A block (kMcRows x kKcPairs, or the whole K when it is not
-// blocked).
+// The calling thread's buffer for the bf16 pairs of all rows of A (shared by its GEMM's threads).
 uint32_t* a_scratch(size_t count) {
   thread_local std::vector<uint32_t> storage;
   if (storage.size() < count) storage.resize(count);
@@ -210,8 +201,8 @@ uint32_t* a_scratch(size_t count) {
 }
 
 struct Problem {
-  const float* x;
-  int64_t M, K, lda;
+  const uint32_t* a;  // the rows of x as bf16 pairs, row stride w->pairs(), padded to whole micro-tiles
+  int64_t M;
   const Bf16Matrix* w;
   const float* bias;
   float* y;
@@ -228,7 +219,6 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
   // epilogues run K whole.
   const bool blocked = p.e.alpha == 1.0f && (p.e.beta == 0.0f || p.e.beta == 1.0f);
   const int64_t kcp_max = blocked ? kKcPairs : pairs;
-  uint32_t* abuf = a_scratch(static_cast<size_t>(kMcRows * kcp_max));
   const TileStore store = p.native ? store_avx512 : store_plain;
   for (int64_t p0 = 0; p0 < pairs; p0 += kcp_max) {
     const int64_t p1 = std::min(pairs, p0 + kcp_max), kcp = p1 - p0;
@@ -237,7 +227,6 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
     const Out partial = first && p.e.beta == 0.0f ? Out::SetC : Out::AddC;
     for (int64_t m0 = m_begin; m0 < m_end; m0 += kMcRows) {
       const int64_t mc = std::min(kMcRows, m_end - m0), padded = (mc + kMr - 1) / kMr * kMr;
-      (p.native ? convert_rows_avx512 : convert_rows_plain)(p.x + m0 * p.lda, p.lda, mc, padded, p.K, p0, p1, abuf);
       for (int64_t j = j_begin, np = 0; j < j_end; j += np) {
         np = j + 1 < j_end ? 2 : 1;
         const uint32_t* bp = w.panel(j) + p0 * 16;
@@ -255,19 +244,19 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
             }
           }
           const int64_t rows = std::min(kMr, mc - i * kMr);
-          const uint32_t* a = abuf + i * kMr * kcp;
+          const uint32_t* a = p.a + (m0 + i * kMr) * pairs + p0;
           float* c = p.y + (m0 + i * kMr) * p.ldy + col;
           const Out out = last ? Out::Final : partial;
           alignas(64) float tile[kMr * 32];
           const bool whole = rows == kMr && cols == np * 16 && (!last || p.e.act == Activation::None);
           if (p.native && whole) {
-            (np == 2 ? micro_bf16<2> : micro_bf16<1>)(a, kcp, bp, ps, kcp, tile, c, p.ldy, out, &f);
+            (np == 2 ? micro_bf16<2> : micro_bf16<1>)(a, pairs, bp, ps, kcp, tile, c, p.ldy, out, &f);
             continue;
           }
           if (p.native) {
-            (np == 2 ? micro_bf16<2> : micro_bf16<1>)(a, kcp, bp, ps, kcp, tile, nullptr, 0, Out::Tile, nullptr);
+            (np == 2 ? micro_bf16<2> : micro_bf16<1>)(a, pairs, bp, ps, kcp, tile, nullptr, 0, Out::Tile, nullptr);
           } else {
-            micro_plain(a, kcp, bp, ps, np, kcp, tile);
+            micro_plain(a, pairs, bp, ps, np, kcp, tile);
           }
           store(tile, rows, cols, c, p.ldy, out, f, p.e.act);
         }
@@ -308,9 +297,21 @@ void linear_bf16(const float* x, int64_t M, int64_t K, int64_t lda, const Bf16Ma
   VIT_CHECK(M >= 0 && lda >= K && ldy >= w.rows(), "bf16", "bad strides: M {}, lda {}, ldy {} for K {}, N {}", M, lda,
             ldy, K, w.rows());
   if (M == 0) return;
-  const Problem p{x, M, K, lda, &w, bias, y, ldy, epilogue, bf16_gemm_native()};
+  // Each thread converts its share of the rows (padded to whole micro-tiles with zeros), then the
+  // shared driver cuts y.
+  const bool native = bf16_gemm_native();
+  const int64_t pairs = w.pairs(), rows = (M + kMr - 1) / kMr * kMr;
+  uint32_t* a = a_scratch(static_cast<size_t>(rows * pairs));
+  const Problem p{a, M, &w, bias, y, ldy, epilogue, native};
   run_gemm_grid(
-      M, w.panels(), kMr, M * w.rows() * K, [](int64_t, int64_t) {},
+      M, w.panels(), kMr, M * w.rows() * K,
+      [&](int64_t t, int64_t T) {
+        const int64_t r0 = rows * t / T, r1 = rows * (t + 1) / T;
+        if (r0 >= r1) return;
+        const int64_t real = std::clamp<int64_t>(M - r0, 0, r1 - r0);
+        (native ? convert_rows_avx512 : convert_rows_plain)(real > 0 ? x + r0 * lda : x, lda, real, r1 - r0, K, 0,
+                                                            pairs, a + r0 * pairs);
+      },
       [&](int64_t m0, int64_t m1, int64_t j0, int64_t j1) { run_block(p, m0, m1, j0, j1); });
 }
 
