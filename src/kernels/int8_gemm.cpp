@@ -14,6 +14,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_driver.h"
 #include "kernels/int8_micro_kernels.h"
+#include "kernels/isa_target.h"
 
 namespace vit::kernels {
 namespace {
@@ -63,7 +64,8 @@ RowQuantization quantize_row_plain(const float* x, int64_t K, Put&& put) {
 }
 
 // The same, vectorised, into micro-panel layout (mr rows): byte k of the row at
-// dst[(k / 4) * 4 mr + k % 4].
+// dst[(k / 4) * 4 mr + k % 4]. The range (min, max and a NaN/Inf check) in one pass, the bytes in
+// a second; rounding to nearest even, then the clamp to [0, 255], as quantize_value.
 __attribute__((target("avx2,fma"))) RowQuantization quantize_row_avx2(const float* x, int64_t K, int64_t mr,
                                                                       uint8_t* dst) {
   const int64_t stride = mr * kGroup;  // bytes from one group of the row to the next
@@ -116,13 +118,64 @@ __attribute__((target("avx2,fma"))) RowQuantization quantize_row_avx2(const floa
   return rq;
 }
 
-// The store of one tile (rows x cols of 4 x 16): dequantise, then the epilogue (bias, activation,
-// or the residual's accumulation).
+// The same at 16 floats a step (AVX-512): the same range, the same bytes. (GCC 12 warns about the
+// undefined vector inside its own intrinsics.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+VIT_TARGET_AVX512 RowQuantization quantize_row_avx512(const float* x, int64_t K, int64_t mr, uint8_t* dst) {
+  const int64_t stride = mr * kGroup;
+  __m512 vmin = _mm512_setzero_ps(), vmax = _mm512_setzero_ps(), poison = _mm512_setzero_ps();
+  const __m512 zero = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const __m512 v = _mm512_loadu_ps(x + k);
+    vmin = _mm512_min_ps(vmin, v);
+    vmax = _mm512_max_ps(vmax, v);
+    poison = _mm512_add_ps(poison, _mm512_mul_ps(v, zero));  // NaN once any element is NaN or Inf
+  }
+  alignas(64) float lo[16], hi[16], bad[16];
+  _mm512_store_ps(lo, vmin);
+  _mm512_store_ps(hi, vmax);
+  _mm512_store_ps(bad, poison);
+  float mn = 0.0f, mx = 0.0f;
+  bool finite = true;
+  for (int i = 0; i < 16; ++i) {
+    mn = std::min(mn, lo[i]);
+    mx = std::max(mx, hi[i]);
+    finite = finite && bad[i] == 0.0f;
+  }
+  for (int64_t t = k; t < K; ++t) {
+    finite = finite && std::isfinite(x[t]);
+    mn = std::min(mn, x[t]);
+    mx = std::max(mx, x[t]);
+  }
+  const RowQuantization rq = row_parameters(mn, mx, finite);
+  if (!finite) {
+    for (int64_t t = 0; t < K; ++t) dst[(t / kGroup) * stride + t % kGroup] = 0;
+    return rq;
+  }
+  const float inv_s = 1.0f / rq.scale;
+  const __m512 inv = _mm512_set1_ps(inv_s);
+  const __m512i zp = _mm512_set1_epi32(rq.zero_point), none = _mm512_setzero_si512();
+  k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const __m512 r =
+        _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + k), inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512i q = _mm512_max_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(r), zp), none);
+    alignas(16) int32_t g[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(g), _mm512_cvtusepi32_epi8(q));  // the clamp to 255
+    for (int i = 0; i < 4; ++i) std::memcpy(dst + (k / kGroup + i) * stride, &g[i], 4);
+  }
+  for (; k < K; ++k) dst[(k / kGroup) * stride + k % kGroup] = quantize_value(x[k], inv_s, rq.zero_point);
+  return rq;
+}
+#pragma GCC diagnostic pop
+
+// One body, compiled for AVX2 and for AVX-512 (the GELU's polynomial vectorises at that width).
 template <bool Accumulate, Activation Act>
-__attribute__((target("avx2,fma"))) void store_tile(const int32_t* __restrict t, int64_t rows, int64_t cols,
-                                                    const RowQuantization* rq, const float* __restrict wscale,
-                                                    const int32_t* __restrict colsum, const float* bias, float* C,
-                                                    int64_t ldc) {
+inline void store_body(const int32_t* __restrict t, int64_t rows, int64_t cols, const RowQuantization* rq,
+                       const float* __restrict wscale, const int32_t* __restrict colsum, const float* bias, float* C,
+                       int64_t ldc) {
   alignas(32) float b[kNr] = {};
   if (bias) std::memcpy(b, bias, static_cast<size_t>(cols) * sizeof(float));
   for (int64_t r = 0; r < rows; ++r) {
@@ -144,12 +197,29 @@ __attribute__((target("avx2,fma"))) void store_tile(const int32_t* __restrict t,
   }
 }
 
+template <bool Accumulate, Activation Act>
+[[gnu::flatten]] VIT_TARGET_AVX2 void store_tile_avx2(const int32_t* t, int64_t rows, int64_t cols,
+                                                      const RowQuantization* rq, const float* wscale,
+                                                      const int32_t* colsum, const float* bias, float* C, int64_t ldc) {
+  store_body<Accumulate, Act>(t, rows, cols, rq, wscale, colsum, bias, C, ldc);
+}
+template <bool Accumulate, Activation Act>
+[[gnu::flatten]] VIT_TARGET_AVX512 void store_tile_avx512(const int32_t* t, int64_t rows, int64_t cols,
+                                                          const RowQuantization* rq, const float* wscale,
+                                                          const int32_t* colsum, const float* bias, float* C,
+                                                          int64_t ldc) {
+  store_body<Accumulate, Act>(t, rows, cols, rq, wscale, colsum, bias, C, ldc);
+}
+
 using StoreFn = void (*)(const int32_t*, int64_t, int64_t, const RowQuantization*, const float*, const int32_t*,
                          const float*, float*, int64_t);
 
 StoreFn store_for(const Epilogue& e) {
-  if (e.beta != 0.0f) return store_tile<true, Activation::None>;
-  return with_activation(e.act, []<Activation A>() -> StoreFn { return store_tile<false, A>; });
+  const bool wide = isa_enabled(Isa::Avx512);
+  if (e.beta != 0.0f) return wide ? store_tile_avx512<true, Activation::None> : store_tile_avx2<true, Activation::None>;
+  return with_activation(e.act, [wide]<Activation A>() -> StoreFn {
+    return wide ? store_tile_avx512<false, A> : store_tile_avx2<false, A>;
+  });
 }
 
 // Where a finished tile goes: through the epilogue into C, or raw into acc (int8_accumulators).
@@ -183,7 +253,8 @@ void quantize_rows(const float* A, int64_t M, int64_t K, int64_t lda, int64_t de
     return;
   }
   for (int64_t k = K; k < depth; ++k) dst[(k / kGroup) * mr * kGroup + k % kGroup] = 0;
-  q.rows[static_cast<size_t>(m)] = quantize_row_avx2(A + m * lda, K, mr, dst);
+  q.rows[static_cast<size_t>(m)] = isa_enabled(Isa::Avx512) ? quantize_row_avx512(A + m * lda, K, mr, dst)
+                                                            : quantize_row_avx2(A + m * lda, K, mr, dst);
 }
 
 // Rows [m_begin, m_end) (multiples of 4, but m_end may be M) x panels [j_begin, j_end).
