@@ -6,7 +6,7 @@
 // autocast do.
 //   y (M, N) = epilogue(bf16(x) (M, K) @ bf16(W)^T (K, N) + bias)
 // Conversion rounds to nearest, ties to even (the hardware's rule); NaN stays NaN.
-// Paths: AVX512_BF16 (8 x 32 tiles over two 16-column panels) where the CPU has it and the ISA
+// Paths: AVX512_BF16 (8 x 48 tiles over three 16-column panels) where the CPU has it and the ISA
 // cap allows Avx512; else a plain C++ path with the same bf16 inputs and float32 accumulation
 // (correct everywhere, much slower: `bf16_gemm_native()` says which runs).
 #pragma once
