@@ -17,6 +17,7 @@
 #include "core/random.h"
 #include "kernel_test_util.h"
 #include "kernels/attention.h"
+#include "kernels/cpu_features.h"
 
 namespace vit::kernels {
 namespace {
@@ -41,23 +42,30 @@ std::string shape_str(const AttentionShape& s, int threads) {
 
 // Tokens from 1, 3, 7, 31, 33, 65, 197; batch 1 and > 1; head counts 1-6; head dims 1-16.
 // (197, 3 heads of 8) and (65, 2 x 3 heads of 16) are above the kernel's threading threshold.
-const std::vector<AttentionShape> kShapes = {{1, 1, 1, 4},   {2, 1, 3, 2},   {1, 3, 2, 5},
-                                             {3, 7, 4, 3},   {1, 31, 1, 8},  {2, 33, 6, 1},
-                                             {2, 65, 3, 16}, {1, 197, 3, 8}, {2, 197, 2, 4}};
+// (1, 50, 2, 64): a real head width (several 16-column panels of K^T and V).
+const std::vector<AttentionShape> kShapes = {{1, 1, 1, 4},   {2, 1, 3, 2},  {1, 3, 2, 5},   {3, 7, 4, 3},
+                                             {1, 31, 1, 8},  {2, 33, 6, 1}, {2, 65, 3, 16}, {1, 197, 3, 8},
+                                             {2, 197, 2, 4}, {1, 50, 2, 64}};
 
-// attention_inference against attention_forward_ref run in double on the same values.
+// attention_inference against attention_forward_ref run in double on the same values, on every
+// path the CPU has (the packed micro-kernels per ISA; BLAS below AVX2).
 TEST(FusedAttentionInference, MatchesForwardReference) {
-  for (const AttentionShape& s : kShapes) {
-    const int64_t qkv_size = s.batch * s.tokens * 3 * s.dim(), out_size = s.batch * s.tokens * s.dim();
-    const std::vector<float> qkv = random_vector<float>(qkv_size, 1 + static_cast<uint64_t>(s.tokens * s.dim()));
-    for (double scale : {1.0 / std::sqrt(static_cast<double>(s.head_dim)), 0.3}) {
-      std::vector<double> expected(out_size);
-      attention_forward_ref<double>(s, to_double(qkv).data(), nullptr, scale, expected.data());
-      for (int threads : {1, 2, 3}) {
-        std::vector<float> out(out_size, std::numeric_limits<float>::quiet_NaN());  // every element is written
-        with_threads(threads, [&] { attention_inference(s, qkv.data(), scale, out.data()); });
-        EXPECT_TRUE(close(out, expected, test::tolerance_for<float>(),
-                          "attention_inference" + shape_str(s, threads) + " scale=" + std::to_string(scale)));
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (isa > detected_isa()) continue;
+    const ScopedIsaLimit level(isa);
+    SCOPED_TRACE(isa_name(isa));
+    for (const AttentionShape& s : kShapes) {
+      const int64_t qkv_size = s.batch * s.tokens * 3 * s.dim(), out_size = s.batch * s.tokens * s.dim();
+      const std::vector<float> qkv = random_vector<float>(qkv_size, 1 + static_cast<uint64_t>(s.tokens * s.dim()));
+      for (double scale : {1.0 / std::sqrt(static_cast<double>(s.head_dim)), 0.3}) {
+        std::vector<double> expected(out_size);
+        attention_forward_ref<double>(s, to_double(qkv).data(), nullptr, scale, expected.data());
+        for (int threads : {1, 2, 3}) {
+          std::vector<float> out(out_size, std::numeric_limits<float>::quiet_NaN());  // every element is written
+          with_threads(threads, [&] { attention_inference(s, qkv.data(), scale, out.data()); });
+          EXPECT_TRUE(close(out, expected, test::tolerance_for<float>(),
+                            "attention_inference" + shape_str(s, threads) + " scale=" + std::to_string(scale)));
+        }
       }
     }
   }
