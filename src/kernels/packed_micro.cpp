@@ -100,10 +100,14 @@ void micro_scalar(const float* __restrict Ap, int64_t, const float* __restrict B
   }
 }
 
-// AVX2: 12 accumulators in registers, per k two loads of B, six broadcasts of A, twelve FMAs.
+// AVX2: 12 accumulators in registers, per k two loads of B, six broadcasts of A (a packed
+// micro-panel, or six rows of A in place), twelve FMAs; whole tiles go to C as the AVX-512 kernel
+// does (below).
 constexpr int64_t kAvx2Mr = 6;
-VIT_TARGET_AVX2 void micro_avx2(const float* __restrict Ap, int64_t, const float* __restrict Bp, int64_t, int64_t kc,
-                                float* __restrict t, float*, int64_t, Out, const Tail*) {
+template <bool RowA>
+VIT_TARGET_AVX2 inline void micro_avx2(const float* __restrict Ap, int64_t lda, const float* __restrict Bp, int64_t kc,
+                                       float* __restrict t, float* __restrict C, int64_t ldc, Out out,
+                                       const Tail* tail) {
   __m256 c0[kAvx2Mr], c1[kAvx2Mr];
 #pragma GCC unroll 6
   for (int r = 0; r < kAvx2Mr; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
@@ -112,16 +116,53 @@ VIT_TARGET_AVX2 void micro_avx2(const float* __restrict Ap, int64_t, const float
     const __m256 b0 = _mm256_load_ps(Bp + k * kNr), b1 = _mm256_load_ps(Bp + k * kNr + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < kAvx2Mr; ++r) {
-      const __m256 a = _mm256_broadcast_ss(Ap + k * kAvx2Mr + r);
+      const __m256 a = _mm256_broadcast_ss(RowA ? Ap + r * lda + k : Ap + k * kAvx2Mr + r);
       c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
       c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
     }
   }
+  if (out == Out::Tile) {
+#pragma GCC unroll 6
+    for (int r = 0; r < kAvx2Mr; ++r) {
+      _mm256_store_ps(t + r * kNr, c0[r]);
+      _mm256_store_ps(t + r * kNr + 8, c1[r]);
+    }
+    return;
+  }
+  const __m256 alpha = _mm256_set1_ps(out == Out::Final ? tail->alpha : 1.0f);
+  const __m256 beta = _mm256_set1_ps(out == Out::Final ? tail->beta : 0.0f);
+  const bool bias = out == Out::Final && tail->bias;
+  const __m256 bias0 = bias ? _mm256_loadu_ps(tail->bias) : _mm256_setzero_ps();
+  const __m256 bias1 = bias ? _mm256_loadu_ps(tail->bias + 8) : _mm256_setzero_ps();
 #pragma GCC unroll 6
   for (int r = 0; r < kAvx2Mr; ++r) {
-    _mm256_store_ps(t + r * kNr, c0[r]);
-    _mm256_store_ps(t + r * kNr + 8, c1[r]);
+    float* c = C + r * ldc;
+    __m256 v0 = c0[r], v1 = c1[r];
+    if (out == Out::AddC) {
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
+    } else if (out == Out::Final) {  // the Tail in registers, in the store's order
+      v0 = _mm256_mul_ps(alpha, v0);
+      v1 = _mm256_mul_ps(alpha, v1);
+      if (tail->init == Init::Scale) {
+        v0 = _mm256_add_ps(v0, _mm256_mul_ps(beta, _mm256_loadu_ps(c)));
+        v1 = _mm256_add_ps(v1, _mm256_mul_ps(beta, _mm256_loadu_ps(c + 8)));
+      } else if (tail->init == Init::Add) {
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
+      }
+      v0 = _mm256_add_ps(v0, bias0);
+      v1 = _mm256_add_ps(v1, bias1);
+    }
+    _mm256_storeu_ps(c, v0);
+    _mm256_storeu_ps(c + 8, v1);
   }
+}
+
+VIT_TARGET_AVX2 void micro_avx2_entry(const float* Ap, int64_t a_stride, const float* Bp, int64_t, int64_t kc, float* t,
+                                      float* C, int64_t ldc, Out out, const Tail* tail) {
+  if (a_stride > 0) return micro_avx2<true>(Ap, a_stride, Bp, kc, t, C, ldc, out, tail);
+  micro_avx2<false>(Ap, 0, Bp, kc, t, C, ldc, out, tail);
 }
 
 // AVX-512: MR x (P * 16), MR * P zmm accumulators; per k, P loads of B (one per panel) and MR
@@ -204,7 +245,7 @@ static_assert(kAvx512Mr <= kMaxMr && kAvx2Mr <= kMaxMr && kScalarMr <= kMaxMr);
 const MicroKernelEntry kMicroKernels[] = {
     {Isa::Avx512, "avx512 8x32", kAvx512Mr, 2, micro_avx512_entry<kAvx512Mr, 2>, micro_avx512_entry<kAvx512Mr, 1>,
      store_avx512, true, true},
-    {Isa::Avx2, "avx2 6x16", kAvx2Mr, 1, micro_avx2, micro_avx2, store_avx2, false, false},
+    {Isa::Avx2, "avx2 6x16", kAvx2Mr, 1, micro_avx2_entry, micro_avx2_entry, store_avx2, true, true},
     {Isa::Scalar, "scalar 6x16", kScalarMr, 1, micro_scalar, micro_scalar, store_scalar, false, false},
 };
 

@@ -4,12 +4,15 @@
 //   scalar   6 x 16  plain C++ (std::fma in k order: the reference the tests force)
 //   avx2     6 x 16  12 ymm accumulators: per k two loads of B, six broadcasts of A
 //   avx512   8 x 32  16 zmm accumulators over two adjacent 16-column panels of B (the packed
-//                    layout is the same for every ISA): per k two loads, eight broadcasts; it
-//                    reads A's rows in place (no packing of A: it cost 3-8% of a ViT-S run), adds
-//                    whole tiles into C itself, and in the last K block applies alpha, beta and
-//                    the bias in registers (a tile buffer only for GELU and edges). Measured on
-//                    Zen 5 (one thread, ViT shapes, share of the zmm FMA peak): 6x32 0.73-0.87,
-//                    8x32 0.74-0.88, 12x32 (MLAS's) 0.73-0.84, 14x32 0.71-0.83
+//                    layout is the same for every ISA): per k two loads, eight broadcasts.
+//                    Measured on Zen 5 (one thread, ViT shapes, share of the zmm FMA peak, when
+//                    A was still packed): 6x32 0.73-0.87, 8x32 0.74-0.88, 12x32 (MLAS's)
+//                    0.73-0.84, 14x32 0.71-0.83, and 8x48 no better than 8x32 after the change
+//                    below (0.90-0.94).
+// The AVX2 and AVX-512 entries read A's rows in place (no packing of A: it cost 3-8% of a ViT-S
+// run), write whole tiles into C themselves, and in the last K block apply alpha, beta and the
+// bias in registers (a tile buffer and the store only for GELU and edges: the store through the
+// buffer was 10% of a ViT-S run on the AVX2 path).
 // An entry computes tile = Ap (kc x mr, k-major)^T @ B for `panels` panels of 16 columns (the
 // panels panel_stride floats apart), the tile row-major with a row stride of panels * 16, and
 // stores finished tiles through the epilogue compiled for the same ISA (the GELU and the
