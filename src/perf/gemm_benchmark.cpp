@@ -1,0 +1,142 @@
+// Timing a session's GEMMs one by one against the measured peaks (see gemm_benchmark.h).
+#include "perf/gemm_benchmark.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/random.h"
+#include "infer/session_gemms.h"
+#include "kernels/bf16_gemm.h"
+#include "kernels/cpu_features.h"
+
+namespace vit::perf {
+namespace {
+
+using kernels::Isa;
+using kernels::isa_enabled;
+
+// The mix the kernel named by infer::linear_kernel runs at the active ISA; false where none
+// matches (BLAS, the bf16 emulation, the plain int8 path).
+bool matching_peak(const std::string& kernel, Peak& peak) {
+  if (kernel == "fp32") {
+    if (!isa_enabled(Isa::Avx2)) return false;
+    peak = isa_enabled(Isa::Avx512) ? Peak::Fma512 : Peak::Fma256;
+    return true;
+  }
+  if (kernel == "bf16") {
+    peak = Peak::Bf16;
+    return kernels::bf16_gemm_native();
+  }
+  if (kernel == "int8") {
+    if (!isa_enabled(Isa::Avx2)) return false;
+    peak = isa_enabled(Isa::Avx512Vnni) ? Peak::Vnni : Peak::Int8Avx2;
+    return true;
+  }
+  return false;
+}
+
+// The median time of one call (ms): one warm-up call, then calls until 20 ms and at least 3 have
+// run (at most 10000).
+double median_call_ms(const infer::SessionGemm& g, const float* x, float* y) {
+  constexpr double kBudgetSeconds = 0.020;
+  g.weights->forward(x, g.rows, y, g.epilogue);
+  std::vector<double> seconds;
+  double spent = 0;
+  while ((seconds.size() < 3 || spent < kBudgetSeconds) && seconds.size() < 10000) {
+    const auto start = std::chrono::steady_clock::now();
+    g.weights->forward(x, g.rows, y, g.epilogue);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    spent += seconds.back();
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2), seconds.end());
+  return 1e3 * seconds[seconds.size() / 2];
+}
+
+}  // namespace
+
+GemmReport time_session_gemms(const infer::InferenceSession& session, const model::ViTConfig& config, int64_t batch,
+                              uint64_t seed) {
+  GemmReport report;
+  report.threads = omp_get_max_threads();
+  Generator gen(seed);
+  for (const infer::SessionGemm& g : infer::session_gemms(session.weights(), config, batch)) {
+    GemmTiming t;
+    t.name = g.name;
+    t.kernel = infer::linear_kernel(*g.weights);
+    t.epilogue = infer::epilogue_name(g.epilogue);
+    t.m = g.rows;
+    t.k = g.weights->in;
+    t.n = g.weights->out;
+    t.calls = g.calls;
+    std::vector<float> x(static_cast<size_t>(t.m * t.k));  // (M, K) in [-1, 1)
+    for (float& v : x) v = 2.0f * gen.uniform_float() - 1.0f;
+    std::vector<float> y(static_cast<size_t>(t.m * t.n), 0.0f);  // (M, N)
+    t.ms = median_call_ms(g, x.data(), y.data());
+    t.gflops = t.ms > 0 ? g.flops() / (t.ms * 1e-3) * 1e-9 : 0.0;
+    t.has_peak = matching_peak(t.kernel, t.peak);
+    report.total_ms += static_cast<double>(t.calls) * t.ms;
+    report.gemms.push_back(std::move(t));
+  }
+  // Right after the GEMMs: the clock the probes see is the one the kernels saw.
+  report.peaks = measure_peaks();
+  for (GemmTiming& t : report.gemms) {
+    if (!t.has_peak) continue;
+    t.peak_gflops = report.peaks[t.peak] * report.threads;
+    t.has_peak = t.peak_gflops > 0;
+    t.share = t.has_peak ? t.gflops / t.peak_gflops : 0.0;
+  }
+  return report;
+}
+
+std::string GemmReport::to_text(double median_ms) const {
+  std::string s = "  measured peaks, one thread:";
+  bool any = false;
+  for (Peak p : kAllPeaks) {
+    if (peaks[p] <= 0) continue;
+    s += fmt::format("\n    {:<34} {:8.1f} {}", peak_description(p), peaks[p], peak_unit(p));
+    any = true;
+  }
+  s += any ? "\n" : " none (no SIMD mix at the active ISA level)\n";
+  s += fmt::format(
+      "  GEMMs of a forward, each timed alone on {} thread{} (share: of the peak of its kernel's mix x {}):\n", threads,
+      threads == 1 ? "" : "s", threads);
+  s += fmt::format("    {:<12} {:<9} {:>6} {:>5} {:>5}  {:<9} {:>5} {:>9} {:>8}  {}\n", "gemm", "kernel", "M", "K", "N",
+                   "epilogue", "calls", "ms/call", "GFLOP/s", "share of peak");
+  for (const GemmTiming& t : gemms) {
+    const std::string share = t.has_peak ? fmt::format("{:5.1f}% {}", 100.0 * t.share, peak_key(t.peak)) : "-";
+    s += fmt::format("    {:<12} {:<9} {:>6} {:>5} {:>5}  {:<9} {:>5} {:>9.3f} {:>8.1f}  {}\n", t.name, t.kernel, t.m,
+                     t.k, t.n, t.epilogue, t.calls, t.ms, t.gflops, share);
+  }
+  s += fmt::format(
+      "  a forward's GEMMs at these rates: {:.2f} ms, {:.1f}% of the {:.2f} ms median (the other {:.2f} ms: "
+      "attention, LayerNorm, the other passes)\n",
+      total_ms, median_ms > 0 ? 100.0 * total_ms / median_ms : 0.0, median_ms, std::max(0.0, median_ms - total_ms));
+  return s;
+}
+
+std::string GemmReport::to_json(double median_ms) const {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const GemmTiming& t : gemms) {
+    nlohmann::ordered_json row = {{"name", t.name},   {"kernel", t.kernel}, {"m", t.m},
+                                  {"k", t.k},         {"n", t.n},           {"epilogue", t.epilogue},
+                                  {"calls", t.calls}, {"ms", t.ms},         {"gflops", t.gflops}};
+    if (t.has_peak) {
+      row["peak"] = peak_key(t.peak);
+      row["peak_gflops"] = t.peak_gflops;
+      row["share"] = t.share;
+    }
+    rows.push_back(std::move(row));
+  }
+  const nlohmann::ordered_json j = {{"peaks", nlohmann::ordered_json::parse(peaks.to_json())},
+                                    {"gemms", std::move(rows)},
+                                    {"gemm_ms", total_ms},
+                                    {"gemm_share", median_ms > 0 ? total_ms / median_ms : 0.0}};
+  return j.dump();
+}
+
+}  // namespace vit::perf
