@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "core/random.h"
