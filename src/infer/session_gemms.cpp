@@ -16,11 +16,12 @@ void add(std::vector<SessionGemm>& gemms, const std::string& name, const LinearW
   for (SessionGemm& g : gemms) {
     if (g.name == name && g.rows == rows && g.epilogue == epilogue && g.weights->in == weights.in &&
         g.weights->out == weights.out && std::strcmp(linear_kernel(*g.weights), linear_kernel(weights)) == 0) {
+      g.instances.push_back(&weights);
       ++g.calls;
       return;
     }
   }
-  gemms.push_back({name, &weights, rows, epilogue, 1});
+  gemms.push_back({name, &weights, {&weights}, rows, epilogue, 1});
 }
 
 // As vit_stages.cpp's residual(): accumulated into the stream, or stored for a LayerScale gamma.

@@ -15,11 +15,12 @@
 namespace vit::infer {
 
 struct SessionGemm {
-  std::string name;                        // "patch_embed", "qkv", "proj", "fc1", "fc2", "head", ...
-  const LinearWeights* weights = nullptr;  // the session's (the first of its shape)
-  int64_t rows = 0;                        // M; K = weights->in, N = weights->out
+  std::string name;                             // "patch_embed", "qkv", "proj", "fc1", "fc2", "head", ...
+  const LinearWeights* weights = nullptr;       // the session's, of the first call
+  std::vector<const LinearWeights*> instances;  // every call's weights (each block's), in forward order
+  int64_t rows = 0;                             // M; K = weights->in, N = weights->out
   kernels::Epilogue epilogue;
-  int64_t calls = 0;  // per forward
+  int64_t calls = 0;  // per forward (instances.size())
   // 2 M K N: multiply-adds counted twice.
   double flops() const;
 };

@@ -7,9 +7,11 @@
 //   int8                vpdpbusd with AVX512_VNNI, else the AVX2 vpmaddubsw+vpmaddwd step
 //   fp32-blas           none (below AVX2: BLAS)
 // and what a forward's GEMMs add up to at those rates (calls x time), against the model's measured
-// median: the remainder is attention, LayerNorm and the other passes. A GEMM timed alone keeps its
-// weights warm in cache across calls where they fit; inside the forward they come from further away,
-// so the sum is a lower bound of the GEMMs' share of the forward.
+// median: the remainder is attention, LayerNorm and the other passes (an upper bound of them: a
+// GEMM's time is its fastest call, the model's the median forward). The timed calls go round the
+// blocks' weights of the shape (12 in ViT-B/16), so weights come from as far as in the forward (a
+// GEMM repeated on one weight finds it in cache: ViT-B/16's bf16 GEMMs ran ~1.3x faster so); the
+// activations stay warm, as they mostly are in the forward.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,7 @@ struct GemmTiming {
   std::string name, kernel, epilogue;  // "fc1", "fp32", "gelu" (infer/session_gemms.h)
   int64_t m = 0, k = 0, n = 0;
   int64_t calls = 0;  // per forward
-  double ms = 0;      // one call, the median of the timed calls
+  double ms = 0;      // one call, the fastest of the timed calls
   double gflops = 0;  // 2 M K N / time
   bool has_peak = false;
   Peak peak = Peak::Fma256;  // the matching mix (when has_peak)
@@ -45,7 +47,7 @@ struct GemmReport {
 };
 
 // Times the GEMMs of `session`'s forward of `batch` images (of `config`), then probes the peaks.
-// ~20 ms per GEMM (at least 3 calls after one warm-up), ~50 ms of probes.
+// ~50 ms per GEMM (at least 5 calls and one per block after one warm-up), ~50 ms of probes.
 GemmReport time_session_gemms(const infer::InferenceSession& session, const model::ViTConfig& config, int64_t batch,
                               uint64_t seed);
 

@@ -62,6 +62,15 @@ TEST(SessionGemms, APlainVitsLinearsWithTheirRowsAndEpilogues) {
                       {"fc1", B * N, 16, 32, "gelu", 3},
                       {"fc2", B * N, 32, 16, "residual", 3},
                       {"head", B, 16, 10, "store", 1}});
+  // Each call's weights, in forward order: the blocks' own.
+  for (const SessionGemm& g : gemms) {
+    ASSERT_EQ(static_cast<int64_t>(g.instances.size()), g.calls) << g.name;
+    EXPECT_EQ(g.instances.front(), g.weights) << g.name;
+  }
+  for (size_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(gemms[1].instances[b], &session.weights().layers[b].qkv);
+    EXPECT_EQ(gemms[4].instances[b], &session.weights().layers[b].fc2);
+  }
   // Their multiply-adds are the architecture's, less attention's q k^T and probabilities @ v.
   const model::ComputeCost cost = model::macs_per_image(c);
   double flops = 0;
