@@ -87,7 +87,7 @@ void add_bench_command(CLI::App& app) {
     std::printf("  kernels: %s\n", kernels::kernels_summary().c_str());
     if (r.load_ms >= 0) std::printf("  loaded in %.1f ms\n", r.load_ms);
     if (r.pack_ms >= 0) std::printf("  weights packed in %.1f ms\n", r.pack_ms);
-    if (r.gemms) std::printf("%s", r.gemms->to_text(r.median_ms).c_str());
+    if (r.gemms) std::printf("%s", r.gemms->to_text(r.median_ms, r.fastest_ms()).c_str());
   });
 }
 

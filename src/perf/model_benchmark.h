@@ -38,6 +38,7 @@ struct BenchmarkResult {
   std::string precision;  // "float32", "bf16" (--precision bf16), or "int8" for a model written by vit quantize
   std::optional<GemmReport> gemms;  // with config.gemms
   std::string to_json(const BenchmarkConfig& config, int threads) const;
+  double fastest_ms() const;  // the fastest measured iteration
 };
 
 BenchmarkResult run_benchmark(const BenchmarkConfig& config);

@@ -46,6 +46,7 @@ void expect_sane_rows(const nlohmann::json& j, const std::string& peakless = "")
   }
   EXPECT_NEAR(j["gemm_ms"].get<double>(), total_ms, 1e-6 * total_ms);
   EXPECT_NEAR(j["gemm_share"].get<double>(), total_ms / j["median_ms"].get<double>(), 1e-6);
+  EXPECT_GE(j["gemm_share_of_fastest"].get<double>(), j["gemm_share"].get<double>());
 }
 
 TEST(BenchGemms, VitTinyFloat32RowsAndPeaks) {
