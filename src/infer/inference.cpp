@@ -19,6 +19,8 @@ InferenceSession::InferenceSession(const model::VisionTransformer& model, Weight
 
 InferenceSession::~InferenceSession() = default;
 
+const SessionWeights& InferenceSession::weights() const { return *weights_; }
+
 bool InferenceSession::supports(const model::VisionTransformer& model) {
   // int8 parameters only come as the weights of int8 Linears (load_state_dict refuses others).
   for (const auto& [name, p] : model.named_parameters()) {

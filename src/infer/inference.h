@@ -59,6 +59,9 @@ class InferenceSession {
   // representation layer if any, and through the projection of a CLIP model (B, E).
   Tensor embed(const Tensor& images, Pool pool);
 
+  // The resolved weights the stages read (infer/session_gemms.h lists a forward's GEMMs on them).
+  const SessionWeights& weights() const;
+
  private:
   enum class Result { Logits, Features, Tokens, Embedding };
   Tensor run(const Tensor& images, Result result, Pool pool);

@@ -48,6 +48,8 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   const infer::Precision precision = infer::parse_precision(config.precision, "bench");
   VIT_CHECK(precision == infer::Precision::F32 || (!config.train && !config.graph), "bench",
             "--precision bf16 is for the inference path (not --train or --graph)");
+  VIT_CHECK(!config.gemms || (!config.train && !config.graph), "bench",
+            "--gemms times the inference path's GEMMs (not --train or --graph)");
   if (precision == infer::Precision::BF16 && r.precision == "float32") r.precision = "bf16";
   const Tensor images = Tensor::randn({config.batch, c.in_channels, c.image_size, c.image_size}, *gen);
   std::vector<int64_t> labels;
@@ -101,7 +103,12 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
                        (config.train ? 3.0 : 1.0);
   r.gflops = flops / median / 1e9;
   r.peak_rss_mb = peak_rss_mb();
+  if (config.gemms) r.gemms = time_session_gemms(*session, c, config.batch, config.seed + 1);
   return r;
+}
+
+double BenchmarkResult::fastest_ms() const {
+  return seconds.empty() ? 0.0 : 1e3 * *std::min_element(seconds.begin(), seconds.end());
 }
 
 std::string BenchmarkResult::to_json(const BenchmarkConfig& config, int threads) const {
@@ -118,6 +125,7 @@ std::string BenchmarkResult::to_json(const BenchmarkConfig& config, int threads)
                               {"peak_rss_mb", peak_rss_mb}};
   if (load_ms >= 0) j["load_ms"] = load_ms;
   if (pack_ms >= 0) j["pack_ms"] = pack_ms;
+  if (gemms) j.update(nlohmann::ordered_json::parse(gemms->to_json(median_ms, fastest_ms())));
   return j.dump();
 }
 

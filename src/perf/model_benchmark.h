@@ -2,13 +2,17 @@
 // a full training step as the trainer runs it (train::DataParallel forward, cross-entropy,
 // backward, AdamW), after warm-up, reporting latency percentiles, throughput, achieved GFLOP/s
 // (2 x multiply-accumulates of the forward; x3 for a training step) and peak resident memory.
+// With gemms, the inference session's GEMMs are then timed one by one against the measured peaks
+// (perf/gemm_benchmark.h).
 // Its own room (perf) because it times both paths: it sits above train and infer.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/vit_config.h"
+#include "perf/gemm_benchmark.h"
 
 namespace vit::perf {
 
@@ -21,6 +25,7 @@ struct BenchmarkConfig {
   bool graph = false;              // inference through the autograd graph instead of the inference path
   std::string checkpoint;          // non-empty: load this model (timed) instead of building `model`
   std::string precision = "fp32";  // inference: "bf16" runs the float32 Linears in bfloat16
+  bool gemms = false;              // inference session: also time each GEMM alone (gemm_benchmark.h)
   uint64_t seed = 0;
 };
 
@@ -31,7 +36,9 @@ struct BenchmarkResult {
   double pack_ms = -1;    // inference: time to set up the session (every weight packed for the GEMM)
   double load_ms = -1;    // with a checkpoint: time to load it (memory-mapped, no copy of float32 weights)
   std::string precision;  // "float32", "bf16" (--precision bf16), or "int8" for a model written by vit quantize
+  std::optional<GemmReport> gemms;  // with config.gemms
   std::string to_json(const BenchmarkConfig& config, int threads) const;
+  double fastest_ms() const;  // the fastest measured iteration
 };
 
 BenchmarkResult run_benchmark(const BenchmarkConfig& config);
