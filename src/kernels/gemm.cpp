@@ -1,4 +1,6 @@
-// gemm through OpenBLAS's CBLAS (OpenMP build), and the reference triple loop.
+// gemm: float32 through our packed GEMM where the active ISA has AVX-512 (its 8 x 32 micro-kernel
+// beats OpenBLAS's, which runs AVX2 kernels on CPUs it does not know, e.g. Zen 5), else through
+// OpenBLAS's CBLAS (OpenMP build); double always through BLAS. And the reference triple loop.
 #include "kernels/gemm.h"
 
 #include <cblas.h>
@@ -6,6 +8,8 @@
 #include <climits>
 
 #include "core/check.h"
+#include "kernels/cpu_features.h"
+#include "kernels/packed_gemm.h"
 
 namespace vit::kernels {
 
@@ -20,6 +24,12 @@ void gemm<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   check_dims(M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
+  if (isa_enabled(Isa::Avx512)) {
+    // alpha 0 reads neither A nor B (NaN there is ignored, as BLAS does): the empty product.
+    gemm_packed(trans_a, trans_b, M, N, alpha == 0.0f ? 0 : K, A, lda, B, ldb, C, ldc, nullptr,
+                Epilogue{alpha, beta, Activation::None});
+    return;
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B,
               static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
