@@ -1,11 +1,16 @@
 // The float32 GEMM for small operands, as attention uses per (image, head): a few dozen to a few
 // hundred rows and columns, K of a head dim or a token count. Same contract as gemm<float>
-// (kernels/gemm.h): C (M, N) = alpha * op(A) @ op(B) + beta * C, beta 0 ignoring NaN in C.
-// BLAS spends more on its set-up per call (interface, beta pass, two packing copies) than on the
-// arithmetic at these sizes; this kernel copies only B, into one zero-padded k-major buffer of the
-// calling thread (transposing it when trans_b), and runs a 6 x 16 register tile straight from A.
-// Single-threaded: callers run it inside their own parallel loops. Without AVX2 + FMA it calls
-// gemm<float>.
+// (kernels/gemm.h): C (M, N) = alpha * op(A) @ op(B) + beta * C, beta 0 ignoring NaN in C, alpha 0
+// reading neither A nor B. BLAS spends more on its set-up per call (interface, beta pass, two
+// packing copies) than on the arithmetic at these sizes; this kernel runs a register tile
+// straight from A and from B's k-major rows, picked by the active ISA at each call:
+//   AVX-512  8 x 32, the last 16-column vector masked: B read in place (no padding needed), or,
+//            when trans_b, transposed once into a buffer of the calling thread in 16 x 16
+//            register blocks;
+//   AVX2     6 x 16: B in place when N is a multiple of 16 and not transposed, else one
+//            zero-padded copy;
+//   neither  gemm<float>.
+// Single-threaded: callers run it inside their own parallel loops.
 #pragma once
 
 #include <cstdint>
