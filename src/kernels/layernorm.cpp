@@ -1,10 +1,12 @@
 // LayerNorm kernels (see layernorm.h), following llm.c's layernorm_forward/backward pair.
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w and xhat = (x - mean) * rstd.
-// Parameter gradients are reduced per thread and then summed, so rows run in parallel.
+// Parameter gradients are summed in blocks of rows, the blocks per thread in double, then the
+// threads' sums, so rows run in parallel. The float rows are compiled once per ISA (isa_target.h).
 #include "kernels/layernorm.h"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <utility>
@@ -53,6 +55,71 @@ using FloatRow = void (*)(const float*, const float*, const float*, float*, floa
   layernorm_row<float>(x, w, b, y, m, s, n, eps);
 }
 
+// Rows [0, rows) of the backward pass: dx (if not null) += rstd * (g - mean(g) - xhat * mean(g * xhat))
+// with the two row means summed in double, and dw, db (if not null) += dy * xhat, dy summed in T
+// (the caller hands a few dozen rows at a time and sums the blocks in double). omp simd: the row
+// sums may be reassociated, so the loops vectorise.
+template <typename T>
+inline void layernorm_backward_rows(const T* __restrict x, const T* __restrict weight, const T* __restrict mean,
+                                    const T* __restrict rstd, const T* __restrict dy, T* __restrict dx,
+                                    T* __restrict dw, T* __restrict db, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    const T* dyr = dy + r * n;
+    const T m = mean[r], s = rstd[r];
+    double g_mean = 0.0, gx_mean = 0.0;
+    if (dw) {
+#pragma omp simd reduction(+ : g_mean, gx_mean)
+      for (int64_t i = 0; i < n; ++i) {
+        const T xhat = (xr[i] - m) * s;
+        const T g = dyr[i] * (weight ? weight[i] : T(1));
+        g_mean += g;
+        gx_mean += g * xhat;
+        dw[i] += dyr[i] * xhat;
+        db[i] += dyr[i];
+      }
+    } else {
+#pragma omp simd reduction(+ : g_mean, gx_mean)
+      for (int64_t i = 0; i < n; ++i) {
+        const T xhat = (xr[i] - m) * s;
+        const T g = dyr[i] * (weight ? weight[i] : T(1));
+        g_mean += g;
+        gx_mean += g * xhat;
+      }
+    }
+    if (!dx) continue;
+    T* dxr = dx + r * n;
+    const T gm = static_cast<T>(g_mean / static_cast<double>(n)),
+            gxm = static_cast<T>(gx_mean / static_cast<double>(n));
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const T xhat = (xr[i] - m) * s;
+      const T g = dyr[i] * (weight ? weight[i] : T(1));
+      dxr[i] += s * (g - gm - xhat * gxm);
+    }
+  }
+}
+
+template <typename T>
+using BackwardRows = void (*)(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t);
+[[gnu::flatten]] void backward_plain(const float* x, const float* w, const float* m, const float* s, const float* dy,
+                                     float* dx, float* dw, float* db, int64_t rows, int64_t n) {
+  layernorm_backward_rows<float>(x, w, m, s, dy, dx, dw, db, rows, n);
+}
+[[gnu::flatten]] VIT_TARGET_AVX2 void backward_avx2(const float* x, const float* w, const float* m, const float* s,
+                                                    const float* dy, float* dx, float* dw, float* db, int64_t rows,
+                                                    int64_t n) {
+  layernorm_backward_rows<float>(x, w, m, s, dy, dx, dw, db, rows, n);
+}
+[[gnu::flatten]] VIT_TARGET_AVX512 void backward_avx512(const float* x, const float* w, const float* m, const float* s,
+                                                        const float* dy, float* dx, float* dw, float* db, int64_t rows,
+                                                        int64_t n) {
+  layernorm_backward_rows<float>(x, w, m, s, dy, dx, dw, db, rows, n);
+}
+
+// Rows per block of the parameter gradients' sums in T (then added into double).
+constexpr int64_t kBlockRows = 32;
+
 }  // namespace
 
 template <typename T>
@@ -77,36 +144,21 @@ void layernorm_backward(const T* x, const T* weight, const T* mean, const T* rst
   const int threads = rows * n > (1 << 14) ? omp_get_max_threads() : 1;
   const bool need_params = dweight || dbias;
   std::vector<double> partial(need_params ? static_cast<size_t>(threads) * 2 * n : 0, 0.0);
+  BackwardRows<T> block = layernorm_backward_rows<T>;
+  if constexpr (std::is_same_v<T, float>)
+    block = per_isa<BackwardRows<float>>(backward_plain, backward_avx2, backward_avx512);
+  const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
 #pragma omp parallel num_threads(threads)
   {
     double* dw_local = need_params ? partial.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * n : nullptr;
-    double* db_local = need_params ? dw_local + n : nullptr;
+    std::vector<T> sums(need_params ? 2 * n : 0);  // this block's dw, db in T
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* xr = x + r * n;
-      const T* dyr = dy + r * n;
-      const T m = mean[r], s = rstd[r];
-      double g_mean = 0.0, gx_mean = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        const T xhat = (xr[i] - m) * s;
-        const T g = dyr[i] * (weight ? weight[i] : T(1));
-        g_mean += g;
-        gx_mean += g * xhat;
-        if (need_params) {
-          dw_local[i] += dyr[i] * xhat;
-          db_local[i] += dyr[i];
-        }
-      }
-      g_mean /= static_cast<double>(n);
-      gx_mean /= static_cast<double>(n);
-      if (dx) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) {
-          const T xhat = (xr[i] - m) * s;
-          const T g = dyr[i] * (weight ? weight[i] : T(1));
-          dx[r * n + i] += s * (g - static_cast<T>(g_mean) - xhat * static_cast<T>(gx_mean));
-        }
-      }
+    for (int64_t k = 0; k < blocks; ++k) {
+      const int64_t r0 = k * kBlockRows, count = std::min(kBlockRows, rows - r0);
+      std::fill(sums.begin(), sums.end(), T(0));
+      block(x + r0 * n, weight, mean + r0, rstd + r0, dy + r0 * n, dx ? dx + r0 * n : nullptr,
+            need_params ? sums.data() : nullptr, need_params ? sums.data() + n : nullptr, count, n);
+      for (int64_t i = 0; need_params && i < 2 * n; ++i) dw_local[i] += sums[i];
     }
   }
   for (int t = 0; need_params && t < threads; ++t) {

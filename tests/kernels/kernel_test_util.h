@@ -1,6 +1,6 @@
 // Helpers shared by the kernel tests: the tolerances they use (from support/tolerances.h),
 // seeded random vectors, an element-wise comparison that names the tensor, the worst element and
-// the first values, and central finite differences in double.
+// the first values, central finite differences in double, and the ISA levels a test forces in turn.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/random.h"
+#include "kernels/cpu_features.h"
 #include "support/tolerances.h"
 
 namespace vit::kernels::test {
@@ -30,6 +31,10 @@ using vit::testing::kKernelGradcheckTol;
 using vit::testing::kLargeOffsetVarianceTol;
 using vit::testing::kLinearKernelTol;
 using vit::testing::kSamplingSigmas;
+
+// The levels a per-ISA kernel is tested at, each forced with ScopedIsaLimit (a level above the
+// CPU's runs the CPU's: on an AVX2 machine the AVX-512 round repeats the AVX2 one).
+inline constexpr Isa kIsaPaths[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512};
 
 // A fast kernel in T vs a double reference (scaled, as close() applies it).
 template <typename T>

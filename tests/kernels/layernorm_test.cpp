@@ -1,7 +1,8 @@
 // LayerNorm kernels: forward against layernorm_forward_ref and a naive double formula (with and
 // without weight/bias, saved mean/rstd), backward against layernorm_backward_ref, accumulation
 // into non-zero dx/dweight/dbias, and rows * n on both sides of the threading threshold (1 << 14
-// elements); the kernel pair and the reference pair each against central differences in double.
+// elements), each float ISA path forced in turn (plain, AVX2, AVX-512); the kernel pair and the
+// reference pair each against central differences in double.
 #include "kernels/layernorm.h"
 
 #include <gtest/gtest.h>
@@ -53,31 +54,35 @@ TYPED_TEST_SUITE(LayerNorm, Types);
 
 TYPED_TEST(LayerNorm, ForwardMatchesReferenceAndNaive) {
   using T = TypeParam;
-  for (const RowsN& s : kSizes) {
-    const int64_t total = s.rows * s.n;
-    const std::vector<T> x = random_vector<T>(total, 1 + static_cast<uint64_t>(total), 2.0, 0.5);
-    const std::vector<T> w = random_vector<T>(s.n, 2, 1.0, 1.0), b = random_vector<T>(s.n, 3);
-    const NaiveStats st = naive_stats(to_double(x), s.rows, s.n);
-    for (bool affine : {true, false}) {
-      const T* wp = affine ? w.data() : nullptr;
-      const T* bp = affine ? b.data() : nullptr;
-      std::vector<T> y(total), y_ref(total), mean(s.rows), rstd(s.rows);
-      layernorm_forward<T>(x.data(), wp, bp, y.data(), mean.data(), rstd.data(), s.rows, s.n, kEps);
-      layernorm_forward_ref<T>(x.data(), wp, bp, y_ref.data(), s.rows, s.n, kEps);
-      std::vector<double> expected(total);
-      for (int64_t r = 0; r < s.rows; ++r) {
-        for (int64_t i = 0; i < s.n; ++i) {
-          const double xhat = (x[r * s.n + i] - st.mean[r]) * st.rstd[r];
-          expected[r * s.n + i] = affine ? xhat * w[i] + b[i] : xhat;
+  for (const Isa path : test::kIsaPaths) {
+    const ScopedIsaLimit limit(path);
+    SCOPED_TRACE(isa_name(active_isa()));
+    for (const RowsN& s : kSizes) {
+      const int64_t total = s.rows * s.n;
+      const std::vector<T> x = random_vector<T>(total, 1 + static_cast<uint64_t>(total), 2.0, 0.5);
+      const std::vector<T> w = random_vector<T>(s.n, 2, 1.0, 1.0), b = random_vector<T>(s.n, 3);
+      const NaiveStats st = naive_stats(to_double(x), s.rows, s.n);
+      for (bool affine : {true, false}) {
+        const T* wp = affine ? w.data() : nullptr;
+        const T* bp = affine ? b.data() : nullptr;
+        std::vector<T> y(total), y_ref(total), mean(s.rows), rstd(s.rows);
+        layernorm_forward<T>(x.data(), wp, bp, y.data(), mean.data(), rstd.data(), s.rows, s.n, kEps);
+        layernorm_forward_ref<T>(x.data(), wp, bp, y_ref.data(), s.rows, s.n, kEps);
+        std::vector<double> expected(total);
+        for (int64_t r = 0; r < s.rows; ++r) {
+          for (int64_t i = 0; i < s.n; ++i) {
+            const double xhat = (x[r * s.n + i] - st.mean[r]) * st.rstd[r];
+            expected[r * s.n + i] = affine ? xhat * w[i] + b[i] : xhat;
+          }
         }
+        const std::string name = (affine ? " affine" : " plain") + size_str(s);
+        const double tol = test::tolerance_for<T>();
+        EXPECT_TRUE(close(y, to_double(y_ref), tol, "layernorm y vs ref" + name));
+        EXPECT_TRUE(close(y, expected, tol, "layernorm y vs naive" + name));
+        EXPECT_TRUE(close(y_ref, expected, tol, "layernorm_ref y vs naive" + name));
+        EXPECT_TRUE(close(mean, st.mean, tol, "layernorm mean" + name));
+        EXPECT_TRUE(close(rstd, st.rstd, tol, "layernorm rstd" + name));
       }
-      const std::string name = (affine ? " affine" : " plain") + size_str(s);
-      const double tol = test::tolerance_for<T>();
-      EXPECT_TRUE(close(y, to_double(y_ref), tol, "layernorm y vs ref" + name));
-      EXPECT_TRUE(close(y, expected, tol, "layernorm y vs naive" + name));
-      EXPECT_TRUE(close(y_ref, expected, tol, "layernorm_ref y vs naive" + name));
-      EXPECT_TRUE(close(mean, st.mean, tol, "layernorm mean" + name));
-      EXPECT_TRUE(close(rstd, st.rstd, tol, "layernorm rstd" + name));
     }
   }
 }
@@ -96,43 +101,47 @@ TYPED_TEST(LayerNorm, ForwardWithoutSavedStatistics) {
 // non-zero: the kernel must accumulate.
 TYPED_TEST(LayerNorm, BackwardMatchesReferenceAndAccumulates) {
   using T = TypeParam;
-  for (const RowsN& s : kSizes) {
-    const int64_t total = s.rows * s.n;
-    const std::vector<T> x = random_vector<T>(total, 5 + static_cast<uint64_t>(total), 1.5, -0.3);
-    const std::vector<T> dy = random_vector<T>(total, 6 + static_cast<uint64_t>(total));
-    const std::vector<T> w = random_vector<T>(s.n, 7, 0.5, 1.0);
-    for (bool affine : {true, false}) {
-      const T* wp = affine ? w.data() : nullptr;
-      std::vector<T> y(total), mean(s.rows), rstd(s.rows);
-      layernorm_forward<T>(x.data(), wp, nullptr, y.data(), mean.data(), rstd.data(), s.rows, s.n, kEps);
-      std::vector<T> dx = random_vector<T>(total, 8, 0.5), dw = random_vector<T>(s.n, 9),
-                     db = random_vector<T>(s.n, 10);
-      std::vector<double> edx = to_double(dx), edw = to_double(dw), edb = to_double(db);
-      const std::vector<double> w_double = to_double(w);
-      layernorm_backward_ref<double>(to_double(x).data(), affine ? w_double.data() : nullptr, to_double(dy).data(),
-                                     edx.data(), edw.data(), edb.data(), s.rows, s.n, kEps);
-      const NaiveStats st = naive_stats(to_double(x), s.rows, s.n);
-      double dx_scale = 0;  // dx's natural magnitude rstd * |g|: its terms cancel (to 0 when n = 1)
-      for (int64_t r = 0; r < s.rows; ++r) {
-        for (int64_t i = 0; i < s.n; ++i) {
-          const double g = dy[r * s.n + i] * (affine ? static_cast<double>(w[i]) : 1.0);
-          dx_scale = std::max(dx_scale, st.rstd[r] * std::fabs(g));
+  for (const Isa path : test::kIsaPaths) {
+    const ScopedIsaLimit limit(path);
+    SCOPED_TRACE(isa_name(active_isa()));
+    for (const RowsN& s : kSizes) {
+      const int64_t total = s.rows * s.n;
+      const std::vector<T> x = random_vector<T>(total, 5 + static_cast<uint64_t>(total), 1.5, -0.3);
+      const std::vector<T> dy = random_vector<T>(total, 6 + static_cast<uint64_t>(total));
+      const std::vector<T> w = random_vector<T>(s.n, 7, 0.5, 1.0);
+      for (bool affine : {true, false}) {
+        const T* wp = affine ? w.data() : nullptr;
+        std::vector<T> y(total), mean(s.rows), rstd(s.rows);
+        layernorm_forward<T>(x.data(), wp, nullptr, y.data(), mean.data(), rstd.data(), s.rows, s.n, kEps);
+        std::vector<T> dx = random_vector<T>(total, 8, 0.5), dw = random_vector<T>(s.n, 9),
+                       db = random_vector<T>(s.n, 10);
+        std::vector<double> edx = to_double(dx), edw = to_double(dw), edb = to_double(db);
+        const std::vector<double> w_double = to_double(w);
+        layernorm_backward_ref<double>(to_double(x).data(), affine ? w_double.data() : nullptr, to_double(dy).data(),
+                                       edx.data(), edw.data(), edb.data(), s.rows, s.n, kEps);
+        const NaiveStats st = naive_stats(to_double(x), s.rows, s.n);
+        double dx_scale = 0;  // dx's natural magnitude rstd * |g|: its terms cancel (to 0 when n = 1)
+        for (int64_t r = 0; r < s.rows; ++r) {
+          for (int64_t i = 0; i < s.n; ++i) {
+            const double g = dy[r * s.n + i] * (affine ? static_cast<double>(w[i]) : 1.0);
+            dx_scale = std::max(dx_scale, st.rstd[r] * std::fabs(g));
+          }
         }
+        std::vector<T> dx_ref = dx, dw_ref = dw, db_ref = db;
+        layernorm_backward<T>(x.data(), wp, mean.data(), rstd.data(), dy.data(), dx.data(), dw.data(), db.data(),
+                              s.rows, s.n);
+        const std::string name = (affine ? " affine" : " plain") + size_str(s);
+        const double tol = test::tolerance_for<T>();
+        EXPECT_TRUE(close(dx, edx, tol, "layernorm dx" + name, dx_scale));
+        EXPECT_TRUE(close(dw, edw, tol, "layernorm dweight" + name));
+        EXPECT_TRUE(close(db, edb, tol, "layernorm dbias" + name));
+        // The reference in T agrees with itself in double.
+        layernorm_backward_ref<T>(x.data(), wp, dy.data(), dx_ref.data(), dw_ref.data(), db_ref.data(), s.rows, s.n,
+                                  kEps);
+        EXPECT_TRUE(close(dx_ref, edx, tol, "layernorm_backward_ref dx" + name, dx_scale));
+        EXPECT_TRUE(close(dw_ref, edw, tol, "layernorm_backward_ref dweight" + name));
+        EXPECT_TRUE(close(db_ref, edb, tol, "layernorm_backward_ref dbias" + name));
       }
-      std::vector<T> dx_ref = dx, dw_ref = dw, db_ref = db;
-      layernorm_backward<T>(x.data(), wp, mean.data(), rstd.data(), dy.data(), dx.data(), dw.data(), db.data(), s.rows,
-                            s.n);
-      const std::string name = (affine ? " affine" : " plain") + size_str(s);
-      const double tol = test::tolerance_for<T>();
-      EXPECT_TRUE(close(dx, edx, tol, "layernorm dx" + name, dx_scale));
-      EXPECT_TRUE(close(dw, edw, tol, "layernorm dweight" + name));
-      EXPECT_TRUE(close(db, edb, tol, "layernorm dbias" + name));
-      // The reference in T agrees with itself in double.
-      layernorm_backward_ref<T>(x.data(), wp, dy.data(), dx_ref.data(), dw_ref.data(), db_ref.data(), s.rows, s.n,
-                                kEps);
-      EXPECT_TRUE(close(dx_ref, edx, tol, "layernorm_backward_ref dx" + name, dx_scale));
-      EXPECT_TRUE(close(dw_ref, edw, tol, "layernorm_backward_ref dweight" + name));
-      EXPECT_TRUE(close(db_ref, edb, tol, "layernorm_backward_ref dbias" + name));
     }
   }
 }

@@ -30,11 +30,8 @@ void check(const Case& c) {
   test::expect_matches_reference(c, o);
 }
 
-// The paths to run: every level up to the CPU's (a cap above it is the CPU's level).
-const Isa kPaths[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512};
-
 TEST(SmallGemm, MatchesReferenceAroundTileEdgesForEveryTranspose) {
-  for (const Isa path : kPaths) {
+  for (const Isa path : test::kIsaPaths) {
     const ScopedIsaLimit limit(path);
     SCOPED_TRACE(isa_name(active_isa()));
     for (int64_t M : {1, 5, 6, 7, 8, 9, 13, 49}) {
@@ -49,7 +46,7 @@ TEST(SmallGemm, MatchesReferenceAroundTileEdgesForEveryTranspose) {
 
 TEST(SmallGemm, AppliesAlphaAndBetaAndKeepsPaddingOfStridedOperands) {
   const Activation none = Activation::None;
-  for (const Isa path : kPaths) {
+  for (const Isa path : test::kIsaPaths) {
     const ScopedIsaLimit limit(path);
     SCOPED_TRACE(isa_name(active_isa()));
     for (const Case& c : {Case{49, 16, 49, false, false, 0.25f, 1.0f, false, none, 5},
@@ -64,7 +61,7 @@ TEST(SmallGemm, AppliesAlphaAndBetaAndKeepsPaddingOfStridedOperands) {
 }
 
 TEST(SmallGemm, EmptyInnerDimensionScalesC) {
-  for (const Isa path : kPaths) {
+  for (const Isa path : test::kIsaPaths) {
     const ScopedIsaLimit limit(path);
     SCOPED_TRACE(isa_name(active_isa()));
     check({7, 17, 0, false, false, 1.0f, 0.5f});
@@ -77,7 +74,7 @@ TEST(SmallGemm, AlphaZeroReadsNeitherOperand) {
   // C = beta C whatever A and B hold (NaN included), as BLAS does.
   constexpr int64_t M = 9, N = 33, K = 16;
   const std::vector<float> A(M * K, std::numeric_limits<float>::quiet_NaN()), B(K * N, 1.0f);
-  for (const Isa path : kPaths) {
+  for (const Isa path : test::kIsaPaths) {
     const ScopedIsaLimit limit(path);
     std::vector<float> C(M * N, 2.0f);
     small_gemm(false, false, M, N, K, 0.0f, A.data(), K, B.data(), N, 0.5f, C.data(), N);
