@@ -203,6 +203,11 @@ void accumulate_into(const Tensor& dst, const Tensor& src) {
   dispatch_all(dst.dtype(), [&]<typename T>() {
     T* d = dst.data<T>();
     const T* s = src.data<T>();
+    if (dst.is_contiguous() && src.is_contiguous()) {  // the common case (a gradient into another): one loop
+      const int64_t n = dst.numel();
+      for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+      return;
+    }
     for_each_row<2>(dst.shape(), {&dst.strides(), &src.strides()},
                     [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& in) {
                       for (int64_t i = 0; i < n; ++i) d[off[0] + i * in[0]] += s[off[1] + i * in[1]];

@@ -1,5 +1,6 @@
-// Broadcast binary kernels against naive index loops: same-shape (flat, threaded), broadcast
-// operands (stride 0), permuted (non-contiguous) operands, 0-d and empty shapes; bias_add pair.
+// Broadcast binary kernels against naive index loops, each float ISA path forced in turn:
+// same-shape (flat, threaded), broadcast operands (stride 0, dims that merge and that do not),
+// permuted (non-contiguous) operands, 0-d and empty shapes; bias_add pair.
 #include "kernels/binary.h"
 
 #include <gtest/gtest.h>
@@ -64,6 +65,8 @@ const std::vector<Case> kCases = {
     {"same shape", {2, 3, 4}, 24, {12, 4, 1}, 24, {12, 4, 1}},
     {"same shape, threaded", {200, 201}, 40200, {201, 1}, 40200, {201, 1}},
     {"b (3, 1) broadcast", {2, 3, 4}, 24, {12, 4, 1}, 3, {0, 1, 0}},
+    {"b per sample (5, 1, 1) broadcast", {5, 7, 33}, 1155, {231, 33, 1}, 5, {1, 0, 0}},
+    {"a per sample, size-1 dim", {3, 1, 17}, 3, {1, 0, 0}, 51, {17, 17, 1}},
     {"b row (4) broadcast", {2, 3, 4}, 24, {12, 4, 1}, 4, {0, 0, 1}},
     {"a scalar broadcast", {5, 7}, 1, {0, 0}, 35, {7, 1}},
     {"both broadcast (outer product)", {7, 33}, 7, {1, 0}, 33, {0, 1}},
@@ -81,15 +84,19 @@ TYPED_TEST_SUITE(BinaryKernels, Types);
 
 TYPED_TEST(BinaryKernels, BroadcastForwardMatchesNaive) {
   using T = TypeParam;
-  for (const Case& c : kCases) {
-    const std::vector<T> a = random_vector<T>(c.a_size, 1 + static_cast<uint64_t>(c.a_size));
-    std::vector<T> b = random_vector<T>(c.b_size, 2 + static_cast<uint64_t>(c.b_size), 1.0);
-    for (auto& v : b) v = v >= T(0) ? v + T(0.5) : v - T(0.5);  // away from 0 for Div
-    for (Binary op : kOps) {
-      std::vector<T> y(shape_numel(c.shape), T(-777));
-      binary_forward<T>(op, c.shape, a.data(), c.a_strides, b.data(), c.b_strides, y.data());
-      EXPECT_TRUE(close(y, naive_binary(op, c.shape, a, c.a_strides, b, c.b_strides), test::tolerance_for<T>(),
-                        std::string(binary_name(op)) + " " + c.name));
+  for (const Isa path : test::kIsaPaths) {
+    const ScopedIsaLimit limit(path);
+    SCOPED_TRACE(isa_name(active_isa()));
+    for (const Case& c : kCases) {
+      const std::vector<T> a = random_vector<T>(c.a_size, 1 + static_cast<uint64_t>(c.a_size));
+      std::vector<T> b = random_vector<T>(c.b_size, 2 + static_cast<uint64_t>(c.b_size), 1.0);
+      for (auto& v : b) v = v >= T(0) ? v + T(0.5) : v - T(0.5);  // away from 0 for Div
+      for (Binary op : kOps) {
+        std::vector<T> y(shape_numel(c.shape), T(-777));
+        binary_forward<T>(op, c.shape, a.data(), c.a_strides, b.data(), c.b_strides, y.data());
+        EXPECT_TRUE(close(y, naive_binary(op, c.shape, a, c.a_strides, b, c.b_strides), test::tolerance_for<T>(),
+                          std::string(binary_name(op)) + " " + c.name));
+      }
     }
   }
 }
@@ -105,25 +112,29 @@ TYPED_TEST(BinaryKernels, EmptyShapeWritesNothing) {
 
 TYPED_TEST(BinaryKernels, BiasAddForwardAndBackward) {
   using T = TypeParam;
-  for (auto [rows, n] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {197, 65}, {200, 197}}) {
-    const std::vector<T> bias = random_vector<T>(n, 3);
-    std::vector<T> y = random_vector<T>(rows * n, 4);
-    std::vector<double> expected(y.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < n; ++i) expected[r * n + i] = static_cast<double>(y[r * n + i]) + bias[i];
-    }
-    bias_add_forward<T>(y.data(), bias.data(), rows, n);
-    const std::string size = " " + std::to_string(rows) + "x" + std::to_string(n);
-    EXPECT_TRUE(close(y, expected, test::tolerance_for<T>(), "bias_add_forward" + size));
+  for (const Isa path : test::kIsaPaths) {
+    const ScopedIsaLimit limit(path);
+    SCOPED_TRACE(isa_name(active_isa()));
+    for (auto [rows, n] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {197, 65}, {200, 197}}) {
+      const std::vector<T> bias = random_vector<T>(n, 3);
+      std::vector<T> y = random_vector<T>(rows * n, 4);
+      std::vector<double> expected(y.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < n; ++i) expected[r * n + i] = static_cast<double>(y[r * n + i]) + bias[i];
+      }
+      bias_add_forward<T>(y.data(), bias.data(), rows, n);
+      const std::string size = " " + std::to_string(rows) + "x" + std::to_string(n);
+      EXPECT_TRUE(close(y, expected, test::tolerance_for<T>(), "bias_add_forward" + size));
 
-    const std::vector<T> dy = random_vector<T>(rows * n, 5);
-    std::vector<T> dbias = random_vector<T>(n, 6);  // non-zero: backward accumulates
-    std::vector<double> edb(dbias.begin(), dbias.end());
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < n; ++i) edb[i] += dy[r * n + i];
+      const std::vector<T> dy = random_vector<T>(rows * n, 5);
+      std::vector<T> dbias = random_vector<T>(n, 6);  // non-zero: backward accumulates
+      std::vector<double> edb(dbias.begin(), dbias.end());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < n; ++i) edb[i] += dy[r * n + i];
+      }
+      bias_add_backward<T>(dy.data(), dbias.data(), rows, n);
+      EXPECT_TRUE(close(dbias, edb, test::tolerance_for<T>(), "bias_add_backward" + size));
     }
-    bias_add_backward<T>(dy.data(), dbias.data(), rows, n);
-    EXPECT_TRUE(close(dbias, edb, test::tolerance_for<T>(), "bias_add_backward" + size));
   }
 }
 
