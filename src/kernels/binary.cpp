@@ -84,24 +84,34 @@ RowFn<T> pick_row() {
   }
 }
 
-// acc (n) += rows of dy (rows, n), in double, row by row.
+// acc (n) += rows of dy (rows, n), row by row: blocks of kSumRows rows summed in T (in `block`,
+// n values), each block then added in double.
+constexpr int64_t kSumRows = 32;
 template <typename T>
-inline void column_sums(const T* __restrict dy, double* __restrict acc, int64_t rows, int64_t n) {
-  for (int64_t r = 0; r < rows; ++r) {
+inline void column_sums(const T* __restrict dy, double* __restrict acc, T* __restrict block, int64_t rows, int64_t n) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kSumRows) {
+    const T* d = dy + r0 * n;
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(dy[r * n + i]);
+    for (int64_t i = 0; i < n; ++i) block[i] = d[i];
+    for (int64_t r = 1; r < std::min(kSumRows, rows - r0); ++r) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) block[i] += d[r * n + i];
+    }
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(block[i]);
   }
 }
 
-using ColumnSumsFn = void (*)(const float*, double*, int64_t, int64_t);
-[[gnu::flatten]] void sums_plain(const float* dy, double* acc, int64_t rows, int64_t n) {
-  column_sums(dy, acc, rows, n);
+using ColumnSumsFn = void (*)(const float*, double*, float*, int64_t, int64_t);
+[[gnu::flatten]] void sums_plain(const float* dy, double* acc, float* block, int64_t rows, int64_t n) {
+  column_sums(dy, acc, block, rows, n);
 }
-[[gnu::flatten]] VIT_TARGET_AVX2 void sums_avx2(const float* dy, double* acc, int64_t rows, int64_t n) {
-  column_sums(dy, acc, rows, n);
+[[gnu::flatten]] VIT_TARGET_AVX2 void sums_avx2(const float* dy, double* acc, float* block, int64_t rows, int64_t n) {
+  column_sums(dy, acc, block, rows, n);
 }
-[[gnu::flatten]] VIT_TARGET_AVX512 void sums_avx512(const float* dy, double* acc, int64_t rows, int64_t n) {
-  column_sums(dy, acc, rows, n);
+[[gnu::flatten]] VIT_TARGET_AVX512 void sums_avx512(const float* dy, double* acc, float* block, int64_t rows,
+                                                    int64_t n) {
+  column_sums(dy, acc, block, rows, n);
 }
 
 bool is_row_major(const Shape& shape, const Strides& strides) { return strides == contiguous_strides(shape); }
@@ -180,12 +190,14 @@ void bias_add_forward(T* y, const T* bias, int64_t rows, int64_t n) {
 
 template <typename T>
 void bias_add_backward(const T* dy, T* dbias, int64_t rows, int64_t n) {
-  // Column sums in double, row by row (a sequential order: same answer for any thread count).
+  // Column sums row by row, blocks in T added in double (a sequential order: same answer for any
+  // thread count).
   std::vector<double> acc(n, 0.0);
+  std::vector<T> block(n);
   if constexpr (std::is_same_v<T, float>) {
-    per_isa<ColumnSumsFn>(sums_plain, sums_avx2, sums_avx512)(dy, acc.data(), rows, n);
+    per_isa<ColumnSumsFn>(sums_plain, sums_avx2, sums_avx512)(dy, acc.data(), block.data(), rows, n);
   } else {
-    column_sums(dy, acc.data(), rows, n);
+    column_sums(dy, acc.data(), block.data(), rows, n);
   }
   for (int64_t i = 0; i < n; ++i) dbias[i] += static_cast<T>(acc[i]);
 }
