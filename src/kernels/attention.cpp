@@ -24,6 +24,18 @@ void head_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
   }
 }
 
+// Asks for `rows` rows of `bytes` each, `stride` elements apart, into L2: the next image's
+// operands while this one's heads run (its rows are spread over many lines, and the first head
+// to touch them would otherwise wait on each).
+template <typename T>
+void prefetch_rows(const T* p, int64_t rows, int64_t stride, int64_t count) {
+  const int64_t bytes = count * static_cast<int64_t>(sizeof(T));
+  for (int64_t r = 0; r < rows; ++r) {
+    const char* row = reinterpret_cast<const char*>(p + r * stride);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -41,6 +53,7 @@ void attention_forward(const AttentionShape& s, const T* qkv, const T* mask, dou
       const T* v = q + 2 * D;
       T* p = probs + bh * N * N;        // (N, N)
       T* o = out + b * N * D + h * HD;  // (N, HD), row stride D
+      if (h == 0 && b + 1 < s.batch) prefetch_rows(qkv + (b + 1) * N * row, N, row, row);
       head_gemm<T>(false, true, N, N, HD, static_cast<T>(scale), q, row, k, row, T(0), p, N);
       softmax_forward<T>(p, p, N, N);
       const T* weights = p;
@@ -74,6 +87,12 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* probs, c
       const T* p = probs + bh * N * N;
       const T* m = mask ? mask + bh * N * N : nullptr;
       const T* dO = dout + b * N * D + h * HD;  // (N, HD), row stride D
+      if (h == 0 && b + 1 < s.batch) {          // the next image: its qkv, dqkv, dout and probabilities
+        prefetch_rows(qkv + (b + 1) * N * row, N, row, row);
+        prefetch_rows(dqkv + (b + 1) * N * row, N, row, row);
+        prefetch_rows(dout + (b + 1) * N * D, N, D, D);
+        prefetch_rows(probs + (b + 1) * s.num_heads * N * N, s.num_heads, N * N, N * N);
+      }
       const T* p_used = p;
       if (m) {
         for (int64_t i = 0; i < N * N; ++i) dropped[i] = p[i] * m[i];

@@ -5,7 +5,8 @@
 // Forward saves P (B, NH, N, N); backward accumulates into dqkv (B, N, 3D):
 //   dP' = dout v^T; dv += P'^T dout; dP = dP' * mask; dS = P * (dP - rowsum(dP * P));
 //   dq += scale dS k; dk += scale dS^T q.
-// (B, NH) pairs run in parallel; each uses single-threaded BLAS calls on strided sub-matrices.
+// (B, NH) pairs run in parallel; each uses single-threaded GEMM calls on strided sub-matrices
+// (float: kernels/small_gemm.h), and the first head of an image asks for the next image's rows.
 #pragma once
 
 #include <cstdint>
