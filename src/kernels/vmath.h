@@ -43,7 +43,8 @@ inline float exp_fast(float input) {
   return input < -87.33654f ? 0.0f : result;  // underflow to 0 as expf does
 }
 
-inline float erf_fast(float x) {
+// erf(x) given e = exp(-x^2) (exp_fast(-|x| * |x|)).
+inline float erf_with_exp(float x, float e) {
   const float ax = std::fabs(x);
   const float t = 1.0f / (1.0f + 0.3275911f * ax);
   float poly = 1.061405429f;
@@ -51,15 +52,23 @@ inline float erf_fast(float x) {
   poly = poly * t + 1.421413741f;
   poly = poly * t - 0.284496736f;
   poly = poly * t + 0.254829592f;
-  const float r = 1.0f - poly * t * exp_fast(-ax * ax);
+  const float r = 1.0f - poly * t * e;
   return std::copysign(r, x);
 }
 
-// Exact GELU, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), and its derivative Phi(x) + x phi(x).
+inline float erf_fast(float x) {
+  const float ax = std::fabs(x);
+  return erf_with_exp(x, exp_fast(-ax * ax));
+}
+
+// Exact GELU, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), and its derivative Phi(x) + x phi(x);
+// erf's exp(-x^2 / 2) is phi's too (one exp for both).
 inline float gelu_fast(float x) { return 0.5f * x * (1.0f + erf_fast(x * static_cast<float>(kSqrt1_2))); }
 inline float gelu_grad_fast(float x) {
-  const float cdf = 0.5f * (1.0f + erf_fast(x * static_cast<float>(kSqrt1_2)));
-  return cdf + x * exp_fast(-0.5f * x * x) * static_cast<float>(kInvSqrt2Pi);
+  const float u = x * static_cast<float>(kSqrt1_2), au = std::fabs(u);
+  const float e = exp_fast(-au * au);  // exp(-x^2 / 2)
+  const float cdf = 0.5f * (1.0f + erf_with_exp(u, e));
+  return cdf + x * e * static_cast<float>(kInvSqrt2Pi);
 }
 // GELU's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 inline float gelu_tanh_fast(float x) {
