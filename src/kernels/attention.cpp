@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/isa_target.h"
 #include "kernels/small_gemm.h"
 #include "kernels/softmax.h"
 
@@ -22,6 +23,39 @@ void head_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
   } else {
     gemm<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
+}
+
+// Softmax backward on the rows of one head, in place: dP (N, N) becomes
+// dS = P * (dP' - rowsum(dP' * P)) with dP' = dP * mask (mask null: no dropout). omp simd: the
+// row sums may be reassociated, so the loops vectorise; the float rows are compiled per ISA.
+template <typename T>
+inline void softmax_grad_rows(T* __restrict dp, const T* __restrict p, const T* __restrict mask, int64_t N) {
+  for (int64_t i = 0; i < N; ++i) {
+    T* d = dp + i * N;
+    const T* pr = p + i * N;
+    if (mask) {
+      const T* m = mask + i * N;
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) d[j] *= m[j];
+    }
+    T dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < N; ++j) dot += d[j] * pr[j];
+#pragma omp simd
+    for (int64_t j = 0; j < N; ++j) d[j] = pr[j] * (d[j] - dot);
+  }
+}
+
+template <typename T>
+using SoftmaxGradRows = void (*)(T*, const T*, const T*, int64_t);
+[[gnu::flatten]] void softmax_grad_plain(float* dp, const float* p, const float* mask, int64_t N) {
+  softmax_grad_rows(dp, p, mask, N);
+}
+[[gnu::flatten]] VIT_TARGET_AVX2 void softmax_grad_avx2(float* dp, const float* p, const float* mask, int64_t N) {
+  softmax_grad_rows(dp, p, mask, N);
+}
+[[gnu::flatten]] VIT_TARGET_AVX512 void softmax_grad_avx512(float* dp, const float* p, const float* mask, int64_t N) {
+  softmax_grad_rows(dp, p, mask, N);
 }
 
 // Asks for `rows` rows of `bytes` each, `stride` elements apart, into L2: the next image's
@@ -72,6 +106,9 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* probs, c
                         const T* dout, T* dqkv) {
   const int64_t N = s.tokens, HD = s.head_dim, D = s.dim(), row = 3 * D;
   const int64_t pairs = s.batch * s.num_heads;
+  SoftmaxGradRows<T> softmax_grad = softmax_grad_rows<T>;
+  if constexpr (std::is_same_v<T, float>)
+    softmax_grad = per_isa<SoftmaxGradRows<float>>(softmax_grad_plain, softmax_grad_avx2, softmax_grad_avx512);
 #pragma omp parallel if (pairs > 1)
   {
     std::vector<T> dp(N * N), dropped(mask ? N * N : 0);
@@ -103,16 +140,7 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* probs, c
       // dP' (N, N) = dO (N, HD) @ v^T (HD, N)
       head_gemm<T>(false, true, N, N, HD, T(1), dO, D, v, row, T(0), dp.data(), N);
       // dS = P * (dP - rowsum(dP * P)), with dP = dP' * mask; stored back into dp.
-      for (int64_t i = 0; i < N; ++i) {
-        T* dpr = dp.data() + i * N;
-        const T* pr = p + i * N;
-        if (m) {
-          for (int64_t j = 0; j < N; ++j) dpr[j] *= m[i * N + j];
-        }
-        T dot = 0;
-        for (int64_t j = 0; j < N; ++j) dot += dpr[j] * pr[j];
-        for (int64_t j = 0; j < N; ++j) dpr[j] = pr[j] * (dpr[j] - dot);
-      }
+      softmax_grad(dp.data(), p, m, N);
       // dq (N, HD) += scale dS (N, N) @ k (N, HD);  dk (N, HD) += scale dS^T @ q
       head_gemm<T>(false, false, N, HD, N, static_cast<T>(scale), dp.data(), N, k, row, T(1), dq, row);
       head_gemm<T>(true, false, N, HD, N, static_cast<T>(scale), dp.data(), N, q, row, T(1), dk, row);

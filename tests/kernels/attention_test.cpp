@@ -1,7 +1,8 @@
 // Fused attention kernels: forward (output and saved probabilities) against attention_forward_ref
 // and a naive double loop, with and without a dropout-like mask; backward against
-// attention_backward_ref on awkward and ViT-like shapes, accumulating into a non-zero dqkv; the
-// kernel pair and the reference pair each against central differences in double on tiny shapes.
+// attention_backward_ref on awkward and ViT-like shapes (the digits model's 16 and 49 tokens
+// included), accumulating into a non-zero dqkv, each float ISA path forced in turn; the kernel
+// pair and the reference pair each against central differences in double on tiny shapes.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -74,8 +75,8 @@ std::vector<T> dropout_like_mask(const AttentionShape& s, uint64_t seed) {
 }
 
 // Tokens N from 1, 3, 7, 31, 33, 65, 197; batch 1 and > 1; several head counts and head dims.
-const std::vector<AttentionShape> kShapes = {{2, 7, 3, 5}, {1, 197, 3, 4}, {1, 1, 2, 3},  {3, 33, 2, 8},
-                                             {2, 3, 1, 7}, {1, 31, 4, 2},  {2, 65, 2, 16}};
+const std::vector<AttentionShape> kShapes = {{2, 7, 3, 5},  {1, 197, 3, 4}, {1, 1, 2, 3},   {3, 33, 2, 8}, {2, 3, 1, 7},
+                                             {1, 31, 4, 2}, {2, 65, 2, 16}, {3, 16, 4, 16}, {2, 49, 4, 16}};
 
 template <typename T>
 class Attention : public ::testing::Test {};
@@ -84,53 +85,62 @@ TYPED_TEST_SUITE(Attention, Types);
 
 TYPED_TEST(Attention, ForwardMatchesReferenceAndNaive) {
   using T = TypeParam;
-  for (const AttentionShape& s : kShapes) {
-    const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
-    const std::vector<T> qkv = random_vector<T>(s.batch * s.tokens * 3 * s.dim(), 1 + static_cast<uint64_t>(s.tokens));
-    const std::vector<T> mask_values = dropout_like_mask<T>(s, 2);
-    const std::vector<double> mask_double = to_double(mask_values);
-    for (bool masked : {false, true}) {
-      const T* mask = masked ? mask_values.data() : nullptr;
-      std::vector<T> probs(s.batch * s.num_heads * s.tokens * s.tokens), out(s.batch * s.tokens * s.dim());
-      std::vector<T> out_ref(out.size());
-      attention_forward<T>(s, qkv.data(), mask, scale, probs.data(), out.data());
-      attention_forward_ref<T>(s, qkv.data(), mask, scale, out_ref.data());
-      const NaiveAttention naive = naive_forward(s, to_double(qkv), masked ? &mask_double : nullptr, scale);
-      const std::string name = shape_str(s, masked);
-      const double tol = test::tolerance_for<T>();
-      EXPECT_TRUE(close(out, to_double(out_ref), tol, "attention out vs ref" + name));
-      EXPECT_TRUE(close(out, naive.out, tol, "attention out vs naive" + name));
-      EXPECT_TRUE(close(out_ref, naive.out, tol, "attention_ref out vs naive" + name));
-      EXPECT_TRUE(close(probs, naive.probs, tol, "attention probs (saved, unmasked)" + name));
+  for (const Isa path : test::kIsaPaths) {
+    const ScopedIsaLimit limit(path);
+    SCOPED_TRACE(isa_name(active_isa()));
+    for (const AttentionShape& s : kShapes) {
+      const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+      const std::vector<T> qkv =
+          random_vector<T>(s.batch * s.tokens * 3 * s.dim(), 1 + static_cast<uint64_t>(s.tokens));
+      const std::vector<T> mask_values = dropout_like_mask<T>(s, 2);
+      const std::vector<double> mask_double = to_double(mask_values);
+      for (bool masked : {false, true}) {
+        const T* mask = masked ? mask_values.data() : nullptr;
+        std::vector<T> probs(s.batch * s.num_heads * s.tokens * s.tokens), out(s.batch * s.tokens * s.dim());
+        std::vector<T> out_ref(out.size());
+        attention_forward<T>(s, qkv.data(), mask, scale, probs.data(), out.data());
+        attention_forward_ref<T>(s, qkv.data(), mask, scale, out_ref.data());
+        const NaiveAttention naive = naive_forward(s, to_double(qkv), masked ? &mask_double : nullptr, scale);
+        const std::string name = shape_str(s, masked);
+        const double tol = test::tolerance_for<T>();
+        EXPECT_TRUE(close(out, to_double(out_ref), tol, "attention out vs ref" + name));
+        EXPECT_TRUE(close(out, naive.out, tol, "attention out vs naive" + name));
+        EXPECT_TRUE(close(out_ref, naive.out, tol, "attention_ref out vs naive" + name));
+        EXPECT_TRUE(close(probs, naive.probs, tol, "attention probs (saved, unmasked)" + name));
+      }
     }
   }
 }
 
 TYPED_TEST(Attention, BackwardMatchesReferenceAndAccumulates) {
   using T = TypeParam;
-  for (const AttentionShape& s : kShapes) {
-    const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
-    const int64_t qkv_size = s.batch * s.tokens * 3 * s.dim();
-    const std::vector<T> qkv = random_vector<T>(qkv_size, 3 + static_cast<uint64_t>(s.tokens));
-    const std::vector<T> dout = random_vector<T>(s.batch * s.tokens * s.dim(), 4);
-    const std::vector<T> mask_values = dropout_like_mask<T>(s, 5);
-    const std::vector<double> mask_double = to_double(mask_values);
-    for (bool masked : {false, true}) {
-      const T* mask = masked ? mask_values.data() : nullptr;
-      std::vector<T> probs(s.batch * s.num_heads * s.tokens * s.tokens), out(s.batch * s.tokens * s.dim());
-      attention_forward<T>(s, qkv.data(), mask, scale, probs.data(), out.data());
-      std::vector<T> dqkv = random_vector<T>(qkv_size, 6, 0.5);  // non-zero: backward accumulates
-      // The reference accumulates in double into a double copy: one rounding, to double.
-      std::vector<double> expected = to_double(dqkv);
-      attention_backward_ref<double>(s, to_double(qkv).data(), masked ? mask_double.data() : nullptr, scale,
-                                     to_double(dout).data(), expected.data());
-      attention_backward<T>(s, qkv.data(), probs.data(), mask, scale, dout.data(), dqkv.data());
-      EXPECT_TRUE(close(dqkv, expected, test::tolerance_for<T>(), "attention dqkv" + shape_str(s, masked)));
-      // The reference in T (its own inputs as T) agrees with itself in double.
-      std::vector<T> dqkv_ref = random_vector<T>(qkv_size, 6, 0.5);
-      attention_backward_ref<T>(s, qkv.data(), mask, scale, dout.data(), dqkv_ref.data());
-      EXPECT_TRUE(
-          close(dqkv_ref, expected, test::tolerance_for<T>(), "attention_backward_ref dqkv" + shape_str(s, masked)));
+  for (const Isa path : test::kIsaPaths) {
+    const ScopedIsaLimit limit(path);
+    SCOPED_TRACE(isa_name(active_isa()));
+    for (const AttentionShape& s : kShapes) {
+      const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+      const int64_t qkv_size = s.batch * s.tokens * 3 * s.dim();
+      const std::vector<T> qkv = random_vector<T>(qkv_size, 3 + static_cast<uint64_t>(s.tokens));
+      const std::vector<T> dout = random_vector<T>(s.batch * s.tokens * s.dim(), 4);
+      const std::vector<T> mask_values = dropout_like_mask<T>(s, 5);
+      const std::vector<double> mask_double = to_double(mask_values);
+      for (bool masked : {false, true}) {
+        const T* mask = masked ? mask_values.data() : nullptr;
+        std::vector<T> probs(s.batch * s.num_heads * s.tokens * s.tokens), out(s.batch * s.tokens * s.dim());
+        attention_forward<T>(s, qkv.data(), mask, scale, probs.data(), out.data());
+        std::vector<T> dqkv = random_vector<T>(qkv_size, 6, 0.5);  // non-zero: backward accumulates
+        // The reference accumulates in double into a double copy: one rounding, to double.
+        std::vector<double> expected = to_double(dqkv);
+        attention_backward_ref<double>(s, to_double(qkv).data(), masked ? mask_double.data() : nullptr, scale,
+                                       to_double(dout).data(), expected.data());
+        attention_backward<T>(s, qkv.data(), probs.data(), mask, scale, dout.data(), dqkv.data());
+        EXPECT_TRUE(close(dqkv, expected, test::tolerance_for<T>(), "attention dqkv" + shape_str(s, masked)));
+        // The reference in T (its own inputs as T) agrees with itself in double.
+        std::vector<T> dqkv_ref = random_vector<T>(qkv_size, 6, 0.5);
+        attention_backward_ref<T>(s, qkv.data(), mask, scale, dout.data(), dqkv_ref.data());
+        EXPECT_TRUE(
+            close(dqkv_ref, expected, test::tolerance_for<T>(), "attention_backward_ref dqkv" + shape_str(s, masked)));
+      }
     }
   }
 }
