@@ -1,5 +1,6 @@
-// gemm (BLAS) against gemm_ref, and gemm_ref against hand-computed products: all four transpose
-// combinations, alpha/beta (beta 0 ignores NaN in C), strided sub-matrices, awkward sizes.
+// gemm against gemm_ref, and gemm_ref against hand-computed products: all four transpose
+// combinations, alpha/beta (beta 0 ignores NaN in C, alpha 0 NaN in A and B), strided
+// sub-matrices, awkward sizes; float on each ISA path (AVX-512: the packed GEMM; below: BLAS).
 #include "kernels/gemm.h"
 
 #include <gtest/gtest.h>
@@ -63,12 +64,16 @@ void check_against_ref(bool ta, bool tb, const GemmCase& c, T alpha, T beta, boo
 TYPED_TEST(Gemm, MatchesReferenceForAllTransposesAndStrides) {
   using T = TypeParam;
   uint64_t seed = 100;
-  for (const GemmCase& c : kCases) {
-    for (bool ta : {false, true}) {
-      for (bool tb : {false, true}) {
-        check_against_ref<T>(ta, tb, c, T(1), T(0), /*nan_in_c=*/false, seed += 3);
-        check_against_ref<T>(ta, tb, c, T(0.75), T(1), false, seed += 3);     // accumulate
-        check_against_ref<T>(ta, tb, c, T(-1.5), T(-0.5), false, seed += 3);  // general alpha/beta
+  for (const Isa path : test::kIsaPaths) {
+    const ScopedIsaLimit limit(path);
+    SCOPED_TRACE(isa_name(active_isa()));
+    for (const GemmCase& c : kCases) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          check_against_ref<T>(ta, tb, c, T(1), T(0), /*nan_in_c=*/false, seed += 3);
+          check_against_ref<T>(ta, tb, c, T(0.75), T(1), false, seed += 3);     // accumulate
+          check_against_ref<T>(ta, tb, c, T(-1.5), T(-0.5), false, seed += 3);  // general alpha/beta
+        }
       }
     }
   }
@@ -77,9 +82,13 @@ TYPED_TEST(Gemm, MatchesReferenceForAllTransposesAndStrides) {
 TYPED_TEST(Gemm, BetaZeroIgnoresNaNAlreadyInC) {
   using T = TypeParam;
   uint64_t seed = 900;
-  for (const GemmCase& c : kCases) {
-    for (bool ta : {false, true}) {
-      for (bool tb : {false, true}) check_against_ref<T>(ta, tb, c, T(0.5), T(0), /*nan_in_c=*/true, seed += 3);
+  for (const Isa path : test::kIsaPaths) {
+    const ScopedIsaLimit limit(path);
+    SCOPED_TRACE(isa_name(active_isa()));
+    for (const GemmCase& c : kCases) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) check_against_ref<T>(ta, tb, c, T(0.5), T(0), /*nan_in_c=*/true, seed += 3);
+      }
     }
   }
 }
@@ -105,18 +114,35 @@ TYPED_TEST(Gemm, HandComputedProduct) {
   }
 }
 
+// alpha 0: C = beta * C, A and B not read (NaN there is ignored, as BLAS does).
+TYPED_TEST(Gemm, AlphaZeroReadsNeitherOperand) {
+  using T = TypeParam;
+  for (const Isa path : test::kIsaPaths) {
+    const ScopedIsaLimit limit(path);
+    const std::vector<T> A(6, std::numeric_limits<T>::quiet_NaN()), B(12, T(1));
+    std::vector<T> C = {1, 2, 3, 4, 5, 6, 7, 8};
+    gemm<T>(false, false, 2, 4, 3, T(0), A.data(), 3, B.data(), 4, T(2), C.data(), 4);
+    EXPECT_TRUE(close(C, {2, 4, 6, 8, 10, 12, 14, 16}, test::kExactTol, "gemm alpha=0 beta=2"))
+        << isa_name(active_isa());
+  }
+}
+
 // K = 0: the product is empty, so C = beta * C (and beta 0 still clears NaN).
 TYPED_TEST(Gemm, EmptyInnerDimensionScalesC) {
   using T = TypeParam;
-  const std::vector<T> A(3, T(1)), B(4, T(1));
-  std::vector<T> C = {1, 2, 3, 4, 5, 6}, C_ref = C;
-  gemm<T>(false, false, 2, 3, 0, T(1), A.data(), 1, B.data(), 3, T(2), C.data(), 3);
-  gemm_ref<T>(false, false, 2, 3, 0, T(1), A.data(), 1, B.data(), 3, T(2), C_ref.data(), 3);
-  EXPECT_TRUE(close(C, {2, 4, 6, 8, 10, 12}, test::kExactTol, "gemm K=0 beta=2"));
-  EXPECT_TRUE(close(C_ref, {2, 4, 6, 8, 10, 12}, test::kExactTol, "gemm_ref K=0 beta=2"));
-  std::vector<T> N(6, std::numeric_limits<T>::quiet_NaN());
-  gemm<T>(false, false, 2, 3, 0, T(1), A.data(), 1, B.data(), 3, T(0), N.data(), 3);
-  EXPECT_TRUE(close(N, std::vector<double>(6, 0.0), test::kExactTol, "gemm K=0 beta=0 over NaN"));
+  for (const Isa path : test::kIsaPaths) {
+    const ScopedIsaLimit limit(path);
+    SCOPED_TRACE(isa_name(active_isa()));
+    const std::vector<T> A(3, T(1)), B(4, T(1));
+    std::vector<T> C = {1, 2, 3, 4, 5, 6}, C_ref = C;
+    gemm<T>(false, false, 2, 3, 0, T(1), A.data(), 1, B.data(), 3, T(2), C.data(), 3);
+    gemm_ref<T>(false, false, 2, 3, 0, T(1), A.data(), 1, B.data(), 3, T(2), C_ref.data(), 3);
+    EXPECT_TRUE(close(C, {2, 4, 6, 8, 10, 12}, test::kExactTol, "gemm K=0 beta=2"));
+    EXPECT_TRUE(close(C_ref, {2, 4, 6, 8, 10, 12}, test::kExactTol, "gemm_ref K=0 beta=2"));
+    std::vector<T> N(6, std::numeric_limits<T>::quiet_NaN());
+    gemm<T>(false, false, 2, 3, 0, T(1), A.data(), 1, B.data(), 3, T(0), N.data(), 3);
+    EXPECT_TRUE(close(N, std::vector<double>(6, 0.0), test::kExactTol, "gemm K=0 beta=0 over NaN"));
+  }
 }
 
 TEST(Gemm, NegativeSizesThrow) {
