@@ -39,7 +39,15 @@ void pack_a(bool trans_a, const float* A, int64_t lda, int64_t m0, int64_t mc, i
   for (int64_t i = 0; i < mc; i += MR) {
     const int64_t rows = std::min(MR, mc - i);
     float* __restrict p = out + i * kc;
-    if (trans_a) {  // A stored (K, M): the MR rows of one k are contiguous
+    if (trans_a) {       // A stored (K, M): the MR rows of one k are contiguous
+      if (rows == MR) {  // a whole micro-panel: a fixed-size copy (a runtime one became a memmove call per k)
+        for (int64_t k = 0; k < kc; ++k) {
+          const float* a = A + (k0 + k) * lda + m0 + i;
+#pragma GCC unroll 16
+          for (int64_t r = 0; r < MR; ++r) p[k * MR + r] = a[r];
+        }
+        continue;
+      }
       for (int64_t k = 0; k < kc; ++k) {
         const float* a = A + (k0 + k) * lda + m0 + i;
         for (int64_t r = 0; r < rows; ++r) p[k * MR + r] = a[r];
@@ -231,6 +239,13 @@ void pack_b(const float* B, int64_t K, int64_t N, int64_t ldb, bool transposed, 
   for (int64_t j = 0; j < panels; ++j) {
     const int64_t n0 = j * kNr, cols = std::min(kNr, N - n0);
     float* __restrict p = out + j * K * kNr;
+    if (!transposed && cols == kNr) {  // a whole panel: a fixed-size copy per k
+      for (int64_t k = 0; k < K; ++k) {
+#pragma GCC unroll 16
+        for (int64_t c = 0; c < kNr; ++c) p[k * kNr + c] = B[k * ldb + n0 + c];
+      }
+      continue;
+    }
     if (!transposed) {
       for (int64_t k = 0; k < K; ++k) {
         const float* b = B + k * ldb + n0;
