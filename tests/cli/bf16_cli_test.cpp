@@ -86,7 +86,7 @@ TEST_F(Bf16Cli, QuantizeBf16WritesAHalfSizeFileThatRunsAsTheFloatFile) {
   // Half of the float32 weights (205,834 parameters, 4 bytes each), the header included.
   const double bytes = static_cast<double>(std::filesystem::file_size(b16)), f32_bytes = 4.0 * 205834;
   EXPECT_GT(bytes / f32_bytes, 0.48) << bytes;
-  EXPECT_LT(bytes / f32_bytes, 0.53) << bytes;
+  EXPECT_LT(bytes / f32_bytes, 0.55) << bytes;  // 0.525: float32 biases, tokens, norms, header
   const CommandResult info = vit("info --checkpoint " + b16);
   ASSERT_EQ(info.exit_code, 0) << info.out;
   EXPECT_NE(info.out.find("bf16 file: Linear and convolution weights stored as bfloat16 (scheme vit-bf16-1)"),
@@ -115,6 +115,55 @@ TEST_F(Bf16Cli, QuantizeBf16WritesAHalfSizeFileThatRunsAsTheFloatFile) {
                "[quantize] " + q8 + ": already an int8 model");
   EXPECT_NE(vit("quantize --checkpoint " + f32() + " --out " + dir_->file("z.safetensors") + " --dtype fp16").exit_code,
             0);
+}
+
+// The train loss of epoch `epoch` in the output of `vit train` ("epoch 3/3  train loss 2.1234 ...").
+double train_loss(const std::string& out, int epoch) {
+  const std::string tag = "epoch " + std::to_string(epoch) + "/";
+  const size_t at = out.find(tag);
+  EXPECT_NE(at, std::string::npos) << out;
+  const size_t loss = out.find("train loss ", at);
+  return at == std::string::npos || loss == std::string::npos ? 0.0 : std::stod(out.substr(loss + 11));
+}
+
+TEST_F(Bf16Cli, TrainBf16LowersTheLossAndWritesAFloat32Checkpoint) {
+  const std::string run = dir_->file("run_bf16");
+  const std::string model = " --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --batch-size 32 --threads 1";
+  const CommandResult r =
+      vit("train --data " + dir_->file("data") + " --out " + run + model + " --epochs 3 --precision bf16");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("mixed precision: bf16 inputs, float32 accumulation"), std::string::npos) << r.out;
+  EXPECT_LT(train_loss(r.out, 3), train_loss(r.out, 1)) << r.out;
+  // The checkpoint is float32 (weights, optimizer state, EMA) and records the run's precision.
+  const io::SafetensorsFile f = io::load_safetensors(run + "/last.safetensors");
+  for (const auto& span : f.spans) {
+    EXPECT_EQ(span.dtype, span.name == "optimizer.step" ? "F64" : "F32") << span.name;  // the step count: F64
+  }
+  EXPECT_NE(f.metadata.at("train_config").find("\"precision\":\"bf16\""), std::string::npos);
+  EXPECT_EQ(eval_json(run + "/last.safetensors")["precision"], "fp32");  // it evaluates as any float file
+  // A resumed run keeps its precision.
+  const CommandResult changed = vit("train --resume " + run + " --epochs 4 --precision fp32");
+  EXPECT_NE(changed.exit_code, 0);
+  EXPECT_NE(changed.out.find("--precision fp32 (the run's bf16)"), std::string::npos) << changed.out;
+  // Without AVX512_BF16 (forced here) the emulation trains, and says so once.
+  const CommandResult emulated = vit("train --data " + dir_->file("data") + " --out " + dir_->file("run_emulated") +
+                                         model + " --steps 2 --precision bf16",
+                                     "VIT_ISA=avx2");
+  ASSERT_EQ(emulated.exit_code, 0) << emulated.out;
+  const std::string note = "note: no AVX512_BF16 here";
+  ASSERT_NE(emulated.out.find(note), std::string::npos) << emulated.out;
+  EXPECT_EQ(emulated.out.find(note), emulated.out.rfind(note)) << emulated.out;
+  EXPECT_NE(emulated.out.find("(plain C++ emulation)"), std::string::npos) << emulated.out;
+  // vit bench times a mixed-precision training step.
+  const CommandResult bench =
+      vit("bench --preset vit_digits --train --batch 4 --iters 1 --warmup 0 --precision bf16 --json");
+  ASSERT_EQ(bench.exit_code, 0) << bench.out;
+  EXPECT_EQ(nlohmann::json::parse(bench.out)["precision"], "bf16") << bench.out;
+  expect_error(vit("bench --preset vit_digits --graph --batch 2 --iters 1 --precision bf16"),
+               "[bench] --precision bf16 is for the inference path and --train");
+  const CommandResult bad = vit("train --data " + dir_->file("data") + " --out " + dir_->file("run_bad") + model +
+                                " --steps 2 --precision fp16");
+  expect_error(bad, "[train] --precision: must be one of fp32, bf16, got 'fp16'");
 }
 
 }  // namespace
