@@ -136,21 +136,21 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias,
   });
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
-  return make_result(y, "linear", inputs,
-                     [xc, w, rows, in, out, precision](const Tensor& g, std::vector<Tensor>& grads) {
-                       dispatch(g.dtype(), [&]<typename T>() {
-                         // dx (rows, in) += g (rows, out) @ W (out, in)
-                         if (grads[0].defined())
-                           detail::gemm<T>(precision, false, false, rows, in, out, T(1), g.data<T>(), out, w.data<T>(),
-                                           in, T(1), grads[0].data<T>(), in);
-                         // dW (out, in) += g^T (out, rows) @ x (rows, in)
-                         if (grads[1].defined())
-                           detail::gemm<T>(precision, true, false, out, in, rows, T(1), g.data<T>(), out, xc.data<T>(),
-                                           in, T(1), grads[1].data<T>(), in);
-                         if (grads.size() > 2 && grads[2].defined())
-                           kernels::bias_add_backward<T>(g.data<T>(), grads[2].data<T>(), rows, out);
-                       });
-                     });
+  auto backward = [xc, w, rows, in, out, precision](const Tensor& g, std::vector<Tensor>& grads) {
+    dispatch(g.dtype(), [&]<typename T>() {
+      // dx (rows, in) += g (rows, out) @ W (out, in)
+      if (grads[0].defined())
+        detail::gemm<T>(precision, false, false, rows, in, out, T(1), g.data<T>(), out, w.data<T>(), in, T(1),
+                        grads[0].data<T>(), in);
+      // dW (out, in) += g^T (out, rows) @ x (rows, in)
+      if (grads[1].defined())
+        detail::gemm<T>(precision, true, false, out, in, rows, T(1), g.data<T>(), out, xc.data<T>(), in, T(1),
+                        grads[1].data<T>(), in);
+      if (grads.size() > 2 && grads[2].defined())
+        kernels::bias_add_backward<T>(g.data<T>(), grads[2].data<T>(), rows, out);
+    });
+  };
+  return make_result(y, "linear", inputs, backward);
 }
 
 Variable Variable::matmul(const Variable& other) const { return vit::matmul(*this, other); }
