@@ -224,6 +224,9 @@ def test_train_keyword_false_turns_off_what_the_recipe_turns_on():
         vit.train(**flags, hflip=False, qkv_bias=False)
         assert saved_config(last, "train_config")["augment"]["hflip"] is False
         assert saved_config(last, "model_config")["qkv_bias"] is False
+        vit.train(**flags, precision="bf16")  # mixed precision; the checkpoint stays float32
+        assert saved_config(last, "train_config")["precision"] == "bf16"
+        assert vit.load(last).predict(np.zeros((1, 1, 28, 28), np.float32)).dtype == np.float32
 
 
 # ---- the seed notebooks' checks, through the module's tensors ----
@@ -287,6 +290,8 @@ def test_train_keywords_are_checked_before_anything_runs_in_their_own_words():
             vit.train(out=out, batch_size={})
         with pytest.raises(vit.Error, match=r"\[train\] on_epoch must be a function .*, got a int"):
             vit.train(out=out, on_epoch=5)
+        with pytest.raises(vit.Error, match=r"\[train\] precision: must be one of fp32, bf16, got 'fp16'"):
+            vit.train(out=out, precision="fp16")
         with pytest.raises(vit.Error, match=r"\[train\] time_budget excludes epochs"):
             vit.train(out=out, time_budget="10m", epochs=2)
         assert not os.path.exists(out)

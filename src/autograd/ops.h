@@ -67,8 +67,15 @@ Variable stack(const std::vector<Variable>& xs, int64_t dim);
 // PyTorch's matmul: 1-d operands are promoted and squeezed back; batch dims broadcast.
 Variable matmul(const Variable& a, const Variable& b);
 Variable bmm(const Variable& a, const Variable& b);  // (B, M, K) @ (B, K, N), no broadcasting
+// The arithmetic of the GEMMs of linear and conv2d (forward, dX, dW): float32, or BF16 -- mixed
+// precision as PyTorch's CPU autocast runs them: both operands rounded to bfloat16, products
+// summed in float32 (kernels/bf16_train_gemm.h); the result, bias and everything around stay
+// float32. BF16 takes float32 tensors only. nn::Linear and nn::Conv2d carry one
+// (nn::set_matmul_precision); a backward runs with the precision its forward ran with.
+enum class MatmulPrecision { F32, BF16 };
 // y (..., out) = x (..., in) @ weight(out, in)^T + bias(out); bias may be undefined.
-Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias,
+                MatmulPrecision precision = MatmulPrecision::F32);
 
 // ---- normalisation and probabilities (softmax.cpp, layernorm.cpp, loss.cpp) ----
 Variable softmax(const Variable& x, int64_t dim);
@@ -82,7 +89,7 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, double lab
 // ---- convolution, dropout, attention (conv.cpp, dropout.cpp, attention.cpp) ----
 // x (B, C, H, W), weight (OC, C, KH, KW), bias (OC) or undefined -> (B, OC, OH, OW).
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride = 1,
-                int64_t padding = 0);
+                int64_t padding = 0, MatmulPrecision precision = MatmulPrecision::F32);
 // Inverted dropout: zeroes each element with probability p and scales survivors by 1/(1-p) in
 // training; the identity otherwise. Randomness comes from gen.
 Variable dropout(const Variable& x, double p, bool training, Generator& gen);

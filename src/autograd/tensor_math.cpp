@@ -8,6 +8,11 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
             dtype_name(b.dtype()), shape_str(b.shape()));
 }
 
+void check_precision(MatmulPrecision precision, const Tensor& x, const char* op) {
+  VIT_CHECK(precision == MatmulPrecision::F32 || x.dtype() == DType::F32, op,
+            "bf16 matmul precision takes float32 tensors, got {} {}", dtype_name(x.dtype()), shape_str(x.shape()));
+}
+
 Tensor binary(kernels::Binary op, const Tensor& a, const Tensor& b) {
   check_same_dtype(a, b, kernels::binary_name(op));
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), kernels::binary_name(op));

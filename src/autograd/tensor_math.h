@@ -2,9 +2,14 @@
 // calls into the kernels on whole Tensors, so closures stay one screen long.
 #pragma once
 
+#include <type_traits>
+
+#include "autograd/ops.h"
 #include "core/tensor.h"
 #include "kernels/activation.h"
+#include "kernels/bf16_train_gemm.h"
 #include "kernels/binary.h"
+#include "kernels/gemm.h"
 
 namespace vit::detail {
 
@@ -18,5 +23,22 @@ Tensor affine(const Tensor& x, double a, double b);
 void accumulate_reduced(const Tensor& dst, const Tensor& src);
 // Checks two operands have the same float dtype.
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+// Refuses MatmulPrecision::BF16 for a tensor that is not float32: "[op] bf16 matmul precision
+// takes float32 tensors, got float64".
+void check_precision(MatmulPrecision precision, const Tensor& x, const char* op);
+
+// kernels::gemm, or with MatmulPrecision::BF16 kernels::gemm_bf16 (float only: check_precision
+// first): the GEMMs of linear's and conv2d's forward and backward.
+template <typename T>
+void gemm(MatmulPrecision precision, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (precision == MatmulPrecision::BF16) {
+      kernels::gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    }
+  }
+  kernels::gemm<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 
 }  // namespace vit::detail

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "checkpoint/bf16_format.h"
 #include "checkpoint/int8_format.h"
 
 namespace vit::checkpoint {
@@ -188,6 +189,7 @@ std::map<std::string, std::string> checkpoint_metadata(const std::string& path, 
     };
     if (!info.dataset_json.empty()) metadata["dataset"] = info.dataset_json;
     if (!info.quantization_json.empty()) metadata["quantization"] = info.quantization_json;
+    if (!info.storage_json.empty()) metadata[kStorageKey] = info.storage_json;
     if (!info.preprocess_json.empty()) metadata["preprocess"] = info.preprocess_json;
     if (!info.source_family.empty()) metadata["source_family"] = info.source_family;
     if (!info.source_layout.empty()) metadata["source_layout"] = info.source_layout;
@@ -201,19 +203,24 @@ std::map<std::string, std::string> checkpoint_metadata(const std::string& path, 
 }
 
 void save_checkpoint(const std::string& path, const model::VisionTransformer& model, const CheckpointInfo& info,
-                     const TrainingState& state) {
+                     const TrainingState& state, WeightStorage storage) {
   validate_checkpoint_info(info, path);
   VIT_CHECK(info.evaluated != "ema" || !state.ema.empty(), "checkpoint",
             "{}: 'evaluated' is ema, but no EMA weights are saved", path);
   CheckpointInfo with_model = info;
   with_model.quantization_json = quantization_metadata(model);  // what the model is, not what info says
+  const bool bf16 = storage == WeightStorage::BF16;
+  VIT_CHECK(!bf16 || (with_model.quantization_json.empty() && state.optimizer_state.empty() && state.ema.empty()),
+            "checkpoint", "{}: bfloat16 storage is for a float32 model alone (no int8 Linears, optimizer or EMA state)",
+            path);
+  with_model.storage_json = bf16 ? bf16_storage_metadata(bf16_weight_names(model)) : "";  // what is written
   const std::map<std::string, std::string> metadata = checkpoint_metadata(path, with_model, state.optimizer);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
   for (const auto& [name, t] : quantization_scales(model)) tensors.emplace_back(name, t);
   for (const auto& [name, t] : state.optimizer_state) tensors.emplace_back("optimizer." + name, t);
   for (const auto& [name, t] : state.ema) tensors.emplace_back("ema." + name, t);
-  io::save_safetensors(path, tensors, metadata, /*checksum=*/true);
+  io::save_safetensors(path, tensors, metadata, /*checksum=*/true, bf16 ? bf16_weight_bits(model) : io::Bf16Bits{});
 }
 
 bool is_vit_checkpoint(const io::SafetensorsFile& file) {
@@ -259,6 +266,10 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOpt
   if (file.metadata.count("epoch_stats")) info.epoch_stats_json = meta("epoch_stats");
   if (file.metadata.count("dataset")) info.dataset_json = meta("dataset");
   if (file.metadata.count("quantization")) info.quantization_json = meta("quantization");
+  if (file.metadata.count(kStorageKey)) {
+    info.storage_json = meta(kStorageKey);
+    (void)check_bf16_storage(file, info.storage_json);
+  }
   if (file.metadata.count("preprocess")) info.preprocess_json = meta("preprocess");
   if (file.metadata.count("source_family")) {
     info.source_family = meta("source_family");

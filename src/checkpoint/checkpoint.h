@@ -57,6 +57,10 @@ struct CheckpointInfo {
   // its keys said ("clip", "dinov2", "deit", "vit") and the layout it came in, kept so that the copy
   // answers as the original does; "" for a model trained by vit.
   std::string source_family, source_layout;
+  // A file whose Linear and convolution weights are stored as bfloat16 (checkpoint/bf16_format.h):
+  // the "storage" metadata as JSON ("" when every weight is float32). Written from save_checkpoint's
+  // WeightStorage; read here.
+  std::string storage_json;
 };
 
 // Which of a checkpoint's weight sets to load: the one its run evaluated (the default), the model
@@ -70,10 +74,14 @@ struct TrainingState {
   model::NamedTensors ema;              // saved as "ema.<name>"
 };
 
+// How save_checkpoint stores the model's weights: float32, or (`vit quantize --dtype bf16`) the
+// Linear and convolution weights as bfloat16, the rest float32 (checkpoint/bf16_format.h).
+enum class WeightStorage { F32, BF16 };
+
 // Throws "[checkpoint] PATH: ..." (nothing written) when the metadata cannot be recorded: text
 // that is not valid UTF-8 (JSON must be).
 void save_checkpoint(const std::string& path, const model::VisionTransformer& model, const CheckpointInfo& info,
-                     const TrainingState& state = {});
+                     const TrainingState& state = {}, WeightStorage storage = WeightStorage::F32);
 // The __metadata__ save_checkpoint writes, with the same check: `vit train` builds it once before
 // its first step, so that no save fails over what it records after hours of training.
 std::map<std::string, std::string> checkpoint_metadata(const std::string& path, const CheckpointInfo& info,

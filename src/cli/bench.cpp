@@ -38,7 +38,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->add_flag("--train", o->config.train, "time a full training step (forward, loss, backward, AdamW)");
   cmd->add_option("--precision", o->config.precision,
-                  "inference arithmetic of the Linear layers: fp32, or bf16 (bfloat16 inputs, float32 accumulation)")
+                  "arithmetic of the Linear layers: fp32, or bf16 (bfloat16 inputs, float32 accumulation; with --train "
+                  "mixed precision as vit train --precision bf16)")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--graph", o->config.graph,

@@ -19,6 +19,7 @@ void add_eval_command(CLI::App& app) {
     int threads = 0;
     int64_t batch = 500;
     int64_t max_pixels = data::kDefaultMaxPixels;
+    std::string precision = "fp32";
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("eval", "evaluate a checkpoint on a dataset");
@@ -36,10 +37,12 @@ void add_eval_command(CLI::App& app) {
       ->check(kPositive);
   add_weight_flags(cmd, o->ema, o->raw);
   cmd->add_flag("--allow-nonfinite", o->allow_nonfinite, "load weights that hold NaN or Inf (refused by default)");
+  add_precision_option(cmd, o->precision);
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->callback([o] {
     set_threads(o->threads);
+    const infer::Precision precision = inference_precision(o->precision);
     // Any file vit loads (ours, its int8 copy, timm, torchvision, Hugging Face), asked what it can
     // do: only a classifier has classes to score.
     infer::LoadOptions options;
@@ -75,7 +78,7 @@ void add_eval_command(CLI::App& app) {
         fmt::print(stderr, "note: {} has no images of: {}\n", d.source, fmt::join(missing, ", "));
     }
     const data::Normalization normalization{m.preprocess.mean, m.preprocess.std};
-    const train::EvalResult r = train::evaluate(*m.model, d, normalization, o->batch);
+    const train::EvalResult r = train::evaluate(*m.model, d, normalization, o->batch, {}, precision);
     const std::vector<std::string>& names = m.class_names;
     auto name_of = [&](size_t k) { return k < names.size() ? names[k] : std::to_string(k); };
     if (o->json) {
@@ -86,6 +89,7 @@ void add_eval_command(CLI::App& app) {
                                   {"loss", r.loss},
                                   {"top1", r.top1},
                                   {"top5", r.top5},
+                                  {"precision", infer::precision_name(precision)},
                                   {"weights", weights.empty() ? "" : (ema ? "ema" : "raw")}};
       nlohmann::ordered_json per_class = nlohmann::ordered_json::object();
       for (size_t k = 0; k < r.per_class_accuracy.size(); ++k) per_class[name_of(k)] = r.per_class_accuracy[k];
@@ -94,8 +98,9 @@ void add_eval_command(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("%s on %s (%s split, %ld images)%s\n", o->checkpoint.c_str(), o->data.c_str(), o->split.c_str(),
-                r.count, weights.empty() ? "" : (": " + weights).c_str());
+    std::printf("%s on %s (%s split, %ld images%s)%s\n", o->checkpoint.c_str(), o->data.c_str(), o->split.c_str(),
+                r.count, precision == infer::Precision::BF16 ? ", bf16" : "",
+                weights.empty() ? "" : (": " + weights).c_str());
     std::printf("loss %.4f  top-1 %.2f%%  top-5 %.2f%%\n", r.loss, 100 * r.top1, 100 * r.top5);
     std::printf("per-class accuracy:\n");
     for (size_t k = 0; k < r.per_class_accuracy.size(); ++k) {

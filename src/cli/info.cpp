@@ -2,9 +2,11 @@
 // preset (model flags override its values) or a checkpoint.
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
+#include "checkpoint/bf16_format.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/int8_format.h"
 #include "cli/commands.h"
@@ -16,11 +18,13 @@
 namespace vit::cli {
 namespace {
 
-// Precision and bytes in memory per top-level part (blocks together), int8 scales included.
-void print_storage(const model::VisionTransformer& model, const std::string& path) {
+// Precision and bytes in memory per top-level part (blocks together), int8 scales included; for a
+// file storing weights as bf16 (storage_json, checkpoint/bf16_format.h), their share of each part.
+void print_storage(const model::VisionTransformer& model, const std::string& path, const std::string& storage_json) {
   struct Part {
-    int64_t f32 = 0, i8 = 0, scales = 0;
+    int64_t f32 = 0, i8 = 0, scales = 0, bf16 = 0;
   };
+  const std::vector<std::string> stored_bf16 = checkpoint::bf16_storage_names(storage_json);
   std::vector<std::pair<std::string, Part>> parts;
   auto part_of = [&parts](const std::string& name) -> Part& {
     const std::string top = name.substr(0, name.find('.'));
@@ -31,6 +35,8 @@ void print_storage(const model::VisionTransformer& model, const std::string& pat
   };
   for (const auto& [name, p] : model.named_parameters()) {
     (p.data().dtype() == DType::I8 ? part_of(name).i8 : part_of(name).f32) += p.data().numel();
+    if (std::find(stored_bf16.begin(), stored_bf16.end(), name) != stored_bf16.end())
+      part_of(name).bf16 += p.data().numel();
   }
   for (const auto& [name, s] : checkpoint::quantization_scales(model)) part_of(name).scales += s.numel();
   int bits = 0;  // the int8 scheme's weight bits (one per file)
@@ -40,17 +46,24 @@ void print_storage(const model::VisionTransformer& model, const std::string& pat
   const std::string kind =
       bits ? fmt::format("int8 model: Linear weights int8 ({}-bit, scheme {}), the rest float32", bits,
                          bits == 8 ? checkpoint::kQuantizationScheme8 : checkpoint::kQuantizationScheme7)
-           : "float32 model";
+      : !stored_bf16.empty()
+          ? fmt::format(
+                "bf16 file: Linear and convolution weights stored as bfloat16 (scheme {}), widened to float32 "
+                "in memory; the rest float32",
+                checkpoint::kBf16Scheme)
+          : "float32 model";
   std::printf("storage (%s):\n", kind.c_str());
   double total = 0;
   for (const auto& [name, p] : parts) {
     const double bytes = static_cast<double>(p.i8 + 4 * (p.f32 + p.scales));
     total += bytes;
     const std::string precision =
-        p.i8 == 0 ? "float32"
-                  : fmt::format("int8 {:.1f}% + float32 (scales {}, other {})",
-                                100.0 * static_cast<double>(p.i8) / static_cast<double>(p.i8 + p.f32 + p.scales),
-                                p.scales, p.f32);
+        p.bf16 > 0  ? fmt::format("float32 (bf16 in the file: {:.1f}%)",
+                                  100.0 * static_cast<double>(p.bf16) / static_cast<double>(p.f32))
+        : p.i8 == 0 ? "float32"
+                    : fmt::format("int8 {:.1f}% + float32 (scales {}, other {})",
+                                  100.0 * static_cast<double>(p.i8) / static_cast<double>(p.i8 + p.f32 + p.scales),
+                                  p.scales, p.f32);
     std::printf("  %-12s %12.3f MB  %s\n", name.c_str(), bytes / 1e6, precision.c_str());
   }
   std::error_code ec;
@@ -75,7 +88,8 @@ void add_info_command(CLI::App& app) {
     VIT_CHECK(!preset->empty() || !checkpoint->empty() || model_flags->given(), "info",
               "give --preset NAME or --checkpoint FILE (presets: {})", fmt::join(model::preset_names(), ", "));
     std::unique_ptr<model::VisionTransformer> model;
-    std::string origin;  // a checkpoint's layout, family and the keys inference does not use
+    std::string origin;        // a checkpoint's layout, family and the keys inference does not use
+    std::string storage_json;  // a bf16 file's "storage" metadata
     if (!checkpoint->empty()) {
       infer::LoadOptions options;
       options.num_heads = model_flags->heads_given();
@@ -84,6 +98,7 @@ void add_info_command(CLI::App& app) {
       if (!loaded.weights_note.empty()) origin += "; " + loaded.weights_note;
       if (!loaded.ignored_keys.empty())
         origin += fmt::format("; not used for inference: {}", fmt::join(loaded.ignored_keys, ", "));
+      storage_json = loaded.recorded.storage_json;
       model = std::move(loaded.model);
     } else {
       // Model flags without --preset describe a "custom" model over vit_digits, as `vit train` does.
@@ -127,7 +142,7 @@ void add_info_command(CLI::App& app) {
     }
     if (m.depth > 0) std::printf("  (each block: %ld)\n", model::parameters_per_block(m));
     std::printf("  %-12s %14ld\n", "total", total);
-    if (!checkpoint->empty()) print_storage(*model, *checkpoint);
+    if (!checkpoint->empty()) print_storage(*model, *checkpoint, storage_json);
     const model::ComputeCost cost = model::macs_per_image(m);
     std::printf("compute per image (forward): %.3f GMACs = %.3f GFLOPs\n", static_cast<double>(cost.total()) / 1e9,
                 2.0 * static_cast<double>(cost.total()) / 1e9);

@@ -39,11 +39,25 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--std", o.std, "preprocessing: per-channel std")->expected(1, 3);
   cmd->add_option("--threads", o.threads, "threads (0: all cores)")->check(kThreads);
   cmd->add_option("--max-pixels", o.max_pixels, "refuse images with more pixels")->check(kPositive);
-  cmd->add_option("--precision", o.precision,
+  add_precision_option(cmd, o.precision);
+}
+
+void add_precision_option(CLI::App* cmd, std::string& precision) {
+  cmd->add_option("--precision", precision,
                   "fp32, or bf16: the Linear layers in bfloat16 with float32 accumulation (AVX512_BF16 where the CPU "
                   "has it; LayerNorm, softmax and the residual stream stay float32)")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16"}));
+}
+
+infer::Precision inference_precision(const std::string& precision) {
+  const infer::Precision p = infer::parse_precision(precision);
+  if (p == infer::Precision::BF16 && !kernels::bf16_gemm_native()) {
+    std::fprintf(stderr,
+                 "note: no AVX512_BF16 here (the CPU lacks it, or VIT_ISA caps the kernels below AVX-512): --precision "
+                 "bf16 runs a plain C++ emulation (same numbers, much slower than fp32)\n");
+  }
+  return p;
 }
 
 void add_weight_flags(CLI::App* cmd, bool& ema, bool& raw) {
@@ -104,12 +118,7 @@ infer::LoadedModel load_model(const ModelOptions& o) {
 }
 
 infer::Predictor load_predictor(const ModelOptions& o, infer::Predictor::WeightPages pages) {
-  const infer::Precision precision = infer::parse_precision(o.precision);
-  if (precision == infer::Precision::BF16 && !kernels::bf16_gemm_native()) {
-    std::fprintf(stderr,
-                 "note: this CPU has no AVX512_BF16: --precision bf16 runs a plain C++ emulation (same numbers, much "
-                 "slower than fp32)\n");
-  }
+  const infer::Precision precision = inference_precision(o.precision);
   return infer::Predictor(load_model(o), pages, precision);
 }
 

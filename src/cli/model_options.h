@@ -23,8 +23,14 @@ struct ModelOptions {
 };
 
 // Registers --checkpoint, --layout, --heads, --eps, --image-size, --no-strict, --ema, --raw,
-// --allow-nonfinite, --resize, --crop, --interpolation, --mean, --std, --threads, --max-pixels.
+// --allow-nonfinite, --resize, --crop, --interpolation, --mean, --std, --threads, --max-pixels,
+// --precision.
 void add_model_options(CLI::App* cmd, ModelOptions& o);
+// --precision fp32 | bf16 (the inference session's Linear layers) into `precision`.
+void add_precision_option(CLI::App* cmd, std::string& precision);
+// The Precision a --precision value says; for bf16 on a CPU without AVX512_BF16, a note on stderr
+// that the plain C++ emulation runs (same numbers, much slower).
+infer::Precision inference_precision(const std::string& precision);
 // The load options these flags say (the preprocessing overrides included).
 infer::LoadOptions load_options(const ModelOptions& o);
 // Sets --threads, loads the model, and prints what was not loaded with --no-strict, a warning

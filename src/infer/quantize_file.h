@@ -1,5 +1,7 @@
 // `vit quantize` as a library call (the CLI, the C++ facade and the Python module share it):
-// load any checkpoint vit reads, quantize its Linears (infer/quantize.h) and write the int8 copy.
+// load any checkpoint vit reads, quantize its Linears (infer/quantize.h) and write the int8 copy;
+// or (dtype BF16) write a copy with its Linear and convolution weights stored as bfloat16
+// (checkpoint/bf16_format.h), about half the size.
 #pragma once
 
 #include <cstdint>
@@ -10,21 +12,35 @@
 
 namespace vit::infer {
 
+enum class QuantizeDtype { Int8, BF16 };
+
+// A bfloat16 copy: what was rounded, and by how much.
+struct Bf16Summary {
+  int64_t tensors = 0;           // weights stored as bf16
+  int64_t bf16_values = 0;       // their elements
+  int64_t float_values = 0;      // the parameters left in float32
+  double max_abs_error = 0.0;    // largest |w - bf16(w)|
+  double max_rel_rms_error = 0;  // the largest per-tensor RMS error / RMS weight
+};
+
 struct QuantizeFileResult {
-  QuantizeSummary summary;
-  std::string layout;  // of the input file
+  QuantizeDtype dtype = QuantizeDtype::Int8;
+  QuantizeSummary summary;  // int8
+  Bf16Summary bf16;         // bf16
+  std::string layout;       // of the input file
   double seconds = 0.0;
   uint64_t in_bytes = 0, out_bytes = 0;
 };
 
 // Refuses an empty `out`, a directory, the input itself, an existing file without `overwrite`,
-// and an input that is already int8, naming the path. bits: the weights' (8, or 7 for the older
-// scheme). `names` says how the caller spelled the output and overwrite options in messages (the
+// and an input that is already int8, naming the path. bits: the int8 weights' (8, or 7 for the
+// older scheme); unused for BF16. `names` says how the caller spelled the output and overwrite options in messages (the
 // command's flags by default; the library's and Python's keywords).
 struct QuantizeNames {
   std::string out = "--out", overwrite = "--overwrite";
 };
 QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadOptions& options,
-                                 bool overwrite, int bits = 8, const QuantizeNames& names = {});
+                                 bool overwrite, int bits = 8, const QuantizeNames& names = {},
+                                 QuantizeDtype dtype = QuantizeDtype::Int8);
 
 }  // namespace vit::infer

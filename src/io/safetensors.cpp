@@ -269,33 +269,47 @@ SafetensorsFile load_safetensors(const std::string& path) {
 }
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata, bool checksum) {
+                      const std::map<std::string, std::string>& metadata, bool checksum, const Bf16Bits& bf16) {
   VIT_CHECK(!checksum || !metadata.count(kChecksumKey), "safetensors",
             "{}: metadata key '{}' is reserved for the checksum", path, kChecksumKey);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty() || checksum) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   std::vector<Tensor> contiguous;
+  std::vector<std::pair<const void*, size_t>> data;  // each tensor's bytes as stored
+  size_t bf16_used = 0;
   for (const auto& [name, t] : tensors) {
     VIT_CHECK(t.defined(), "safetensors", "{}: tensor '{}' is undefined", path, name);
     VIT_CHECK(name != "__metadata__", "safetensors", "{}: '__metadata__' is reserved and cannot name a tensor", path);
     VIT_CHECK(!header.contains(name), "safetensors", "{}: tensor name '{}' repeated", path, name);
-    const char* dtype = t.dtype() == DType::F32   ? "F32"
+    const auto bits = bf16.find(name);
+    const char* dtype = bits != bf16.end()        ? "BF16"
+                        : t.dtype() == DType::F32 ? "F32"
                         : t.dtype() == DType::F64 ? "F64"
                         : t.dtype() == DType::I8  ? "I8"
                                                   : "I64";
-    const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+    uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+    contiguous.push_back(t.contiguous());
+    if (bits != bf16.end()) {
+      VIT_CHECK(t.dtype() == DType::F32 && bits->second.size() == static_cast<size_t>(t.numel()), "safetensors",
+                "{}: tensor '{}' {} {}: {} bfloat16 values given for it (it must be float32, one per element)", path,
+                name, dtype_name(t.dtype()), shape_str(t.shape()), bits->second.size());
+      nbytes = static_cast<uint64_t>(t.numel()) * 2;
+      data.emplace_back(bits->second.data(), nbytes);
+      ++bf16_used;
+    } else {
+      data.emplace_back(contiguous.back().raw_data(), nbytes);
+    }
     header[name] = {{"dtype", dtype}, {"shape", t.shape()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
-    contiguous.push_back(t.contiguous());
   }
+  VIT_CHECK(bf16_used == bf16.size(), "safetensors", "{}: {} bfloat16 tensors given, {} of them among the tensors",
+            path, bf16.size(), bf16_used);
   std::string text;
   try {
     if (checksum) {  // see safetensors.h: the data section, seeded with the canonical header
       Xxh64 hash(header_hash(nlohmann::json::parse(header.dump())));
-      for (const Tensor& t : contiguous) {
-        hash.update(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
-      }
+      for (const auto& [bytes, size] : data) hash.update(bytes, size);
       header["__metadata__"][kChecksumKey] = checksum_str(hash.digest());
     }
     text = header.dump();
@@ -307,7 +321,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   AtomicFile f("safetensors", path);
   f.write(&header_len, 8);
   f.write(text.data(), text.size());
-  for (const Tensor& t : contiguous) f.write(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+  for (const auto& [bytes, size] : data) f.write(bytes, size);
   f.commit();
 }
 

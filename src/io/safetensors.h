@@ -12,6 +12,7 @@
 // Reading never enforces it: scan_contents computes it, and the caller compares.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -61,13 +62,18 @@ SafetensorsFile load_safetensors(const std::string& path);
 // Parses an in-memory image of a file (the same checks); `name` is used in error messages.
 SafetensorsFile parse_safetensors(std::shared_ptr<std::vector<char>> bytes, const std::string& name);
 
-// Writes tensors (F32, F64, I64 or I8) and string metadata, with a checksum in the metadata when
-// asked. Writes to a temporary file of its own (an AtomicFile, core/output_file.h), flushes,
-// fsyncs and renames, so an existing file is replaced only by a complete one, even with several
-// writers. Throws before renaming, leaving path untouched and no temporary file; errors name
-// path, never the temporary file.
+// Tensors to store as BF16: name -> the bfloat16 bits of the float32 tensor of that name (one per
+// element, row-major), rounded by the caller (kernels::to_bf16: round to nearest even).
+using Bf16Bits = std::map<std::string, std::vector<uint16_t>>;
+
+// Writes tensors (F32, F64, I64 or I8; those named in `bf16` as BF16, from the bits given) and
+// string metadata, with a checksum in the metadata when asked. Writes to a temporary file of its own (an AtomicFile,
+// core/output_file.h), flushes, fsyncs and renames, so an existing file is replaced only by a complete one, even with
+// several writers. Throws before renaming, leaving path untouched and no temporary file; errors name path, never the
+// temporary file.
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata = {}, bool checksum = false);
+                      const std::map<std::string, std::string>& metadata = {}, bool checksum = false,
+                      const Bf16Bits& bf16 = {});
 
 // temp_path: core/output_file.h (the one rule for written files), here for the writers above io.
 using vit::temp_path;

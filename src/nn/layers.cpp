@@ -20,7 +20,7 @@ Linear::Linear(int64_t in_features_, int64_t out_features_, bool use_bias, Gener
 }
 
 Variable Linear::forward(const Variable& x) {
-  if (!quantized()) return linear(x, weight, bias);
+  if (!quantized()) return linear(x, weight, bias, precision);
   // w[n, k] = q[n, k] * scale[n], in the input's dtype (a constant of the graph: no gradient).
   const Tensor& q = weight.data();
   VIT_CHECK(q.dtype() == DType::I8 && q.dim() == 2 && weight_scale.dim() == 1 && weight_scale.size(0) == q.size(0) &&
@@ -70,7 +70,14 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride_, int64_t
   }
 }
 
-Variable Conv2d::forward(const Variable& x) { return conv2d(x, weight, bias, stride, padding); }
+Variable Conv2d::forward(const Variable& x) { return conv2d(x, weight, bias, stride, padding, precision); }
+
+void set_matmul_precision(Module& root, MatmulPrecision precision) {
+  root.apply([precision](Module& m) {
+    if (auto* l = dynamic_cast<Linear*>(&m)) l->precision = precision;
+    if (auto* c = dynamic_cast<Conv2d*>(&m)) c->precision = precision;
+  });
+}
 
 Dropout::Dropout(double p_, GeneratorPtr gen) : p(p_), gen_(std::move(gen)) {
   VIT_CHECK(p >= 0.0 && p <= 1.0, "dropout", "probability must be in [0, 1], got {}", p);

@@ -22,6 +22,9 @@ class Linear : public Module {
   Tensor weight_scale;
   int weight_bits = 8;
   bool quantized() const { return weight_scale.defined(); }
+  // The GEMMs' arithmetic in forward and backward (autograd's MatmulPrecision): float32, or bf16
+  // for mixed-precision training (set_matmul_precision). An int8 Linear runs float32.
+  MatmulPrecision precision = MatmulPrecision::F32;
 };
 
 // Normalises over the trailing normalized_shape dims with population variance.
@@ -42,7 +45,13 @@ class Conv2d : public Module {
   Variable forward(const Variable& x) override;
   int64_t in_channels, out_channels, kernel_size, stride, padding;
   Variable weight, bias;
+  MatmulPrecision precision = MatmulPrecision::F32;  // as Linear's
 };
+
+// Sets the matmul precision of every Linear and Conv2d below root (root included): BF16 is
+// PyTorch's CPU autocast for them (bf16 operands, float32 accumulation; the parameters, their
+// gradients and every other op stay float32). `vit train --precision bf16` sets it on its model.
+void set_matmul_precision(Module& root, MatmulPrecision precision);
 
 // Inverted dropout; identity in eval mode.
 class Dropout : public Module {

@@ -46,8 +46,8 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   VIT_CHECK(!config.train || r.precision == "float32", "bench",
             "{}: an int8 model is for inference; --train needs a float checkpoint", config.checkpoint);
   const infer::Precision precision = infer::parse_precision(config.precision, "bench");
-  VIT_CHECK(precision == infer::Precision::F32 || (!config.train && !config.graph), "bench",
-            "--precision bf16 is for the inference path (not --train or --graph)");
+  VIT_CHECK(precision == infer::Precision::F32 || !config.graph, "bench",
+            "--precision bf16 is for the inference path and --train (mixed precision), not --graph");
   VIT_CHECK(!config.gemms || (!config.train && !config.graph), "bench",
             "--gemms times the inference path's GEMMs (not --train or --graph)");
   if (precision == infer::Precision::BF16 && r.precision == "float32") r.precision = "bf16";
@@ -62,6 +62,7 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   batch.targets = targets;
   if (config.train) {
     model.train();
+    if (precision == infer::Precision::BF16) parallel.set_matmul_precision(MatmulPrecision::BF16);  // as vit train
     opt = std::make_unique<optim::AdamW>(model.named_parameters(), 1e-4);
   } else {
     model.eval();

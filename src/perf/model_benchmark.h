@@ -24,7 +24,7 @@ struct BenchmarkConfig {
   bool train = false;
   bool graph = false;              // inference through the autograd graph instead of the inference path
   std::string checkpoint;          // non-empty: load this model (timed) instead of building `model`
-  std::string precision = "fp32";  // inference: "bf16" runs the float32 Linears in bfloat16
+  std::string precision = "fp32";  // "bf16": inference's float32 Linears in bfloat16; --train: mixed precision
   bool gemms = false;              // inference session: also time each GEMM alone (gemm_benchmark.h)
   uint64_t seed = 0;
 };

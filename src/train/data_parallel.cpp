@@ -59,6 +59,11 @@ DataParallel::DataParallel(model::VisionTransformer& master, int replicas, dist:
   if (replicas > 1 || comm.distributed()) reducer_ = std::make_unique<GradientReducer>(std::move(all), comm);
 }
 
+void DataParallel::set_matmul_precision(MatmulPrecision precision) {
+  nn::set_matmul_precision(master_, precision);
+  for (auto& replica : replicas_) nn::set_matmul_precision(*replica, precision);
+}
+
 void DataParallel::reseed(uint64_t seed, int64_t step) {
   key_ = data::mix_seed(seed, 0xD50, static_cast<uint64_t>(step));
 }

@@ -44,6 +44,10 @@ class DataParallel {
   // returned as is (the caller decides, after summing the losses over the ranks).
   StepResult forward_backward(const data::Batch& batch, double label_smoothing);
 
+  // The GEMMs' arithmetic of the master and every replica (nn::set_matmul_precision): BF16 for
+  // mixed-precision training.
+  void set_matmul_precision(MatmulPrecision precision);
+
   GradientReducer* reducer() { return reducer_.get(); }
   // DeiT's distillation: every step asks the teacher (kept by the caller, outliving this) for its
   // logits of the batch and trains the master's distillation head on them. nullptr: none.

@@ -12,7 +12,7 @@
 namespace vit::train {
 
 EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, const data::Normalization& norm,
-                    int64_t batch_size, const EvalShard& shard) {
+                    int64_t batch_size, const EvalShard& shard, infer::Precision precision) {
   const int64_t K = model.config().num_classes;
   VIT_CHECK(data.size() > 0, "evaluate", "{}: no images to evaluate on", data.source);
   VIT_CHECK(data.num_classes() <= K, "evaluate", "the data has {} classes but the model predicts {}",
@@ -27,9 +27,15 @@ EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, 
   r.confidence.assign(data.size(), 0.0f);
   double loss_sum = 0.0;
   int64_t correct1 = 0, correct5 = 0;
-  // The graph-free inference path when the model allows it (float32), else the graph.
+  // The graph-free inference path when the model allows it (float32), else the graph (float32 only).
   std::unique_ptr<infer::InferenceSession> session;
-  if (infer::InferenceSession::supports(model)) session = std::make_unique<infer::InferenceSession>(model);
+  const bool fast = infer::InferenceSession::supports(model);
+  VIT_CHECK(fast || precision == infer::Precision::F32, "evaluate",
+            "precision {}: {} has parameters only the float32 graph runs (not contiguous float32)",
+            infer::precision_name(precision), model.config().name);
+  if (fast) {
+    session = std::make_unique<infer::InferenceSession>(model, infer::InferenceSession::WeightPages::Keep, precision);
+  }
   const data::BatchSlice mine = data::BatchSlice::share(data.size(), shard.part, shard.parts);
   for (int64_t from = mine.begin; from < mine.end; from += batch_size) {
     std::vector<int64_t> indices(static_cast<size_t>(std::min(batch_size, mine.end - from)));

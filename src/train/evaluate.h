@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "infer/request.h"
 #include "model/vision_transformer.h"
 
 namespace vit::train {
@@ -27,8 +28,11 @@ struct EvalShard {
   std::function<void(std::vector<double>&)> sum;
 };
 
-// Runs in eval mode without gradients (restores the previous mode).
+// Runs in eval mode without gradients (restores the previous mode), through the inference session
+// where the model allows it (else the graph). precision BF16: the session's Linear layers in
+// bfloat16 (`vit eval --precision bf16`, infer/inference.h); a model only the graph runs refuses it.
 EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, const data::Normalization& norm,
-                    int64_t batch_size = 500, const EvalShard& shard = {});
+                    int64_t batch_size = 500, const EvalShard& shard = {},
+                    infer::Precision precision = infer::Precision::F32);
 
 }  // namespace vit::train

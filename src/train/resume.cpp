@@ -55,6 +55,7 @@ constexpr FixedFlag kRunFlags[] = {{"--batch-size", "/batch_size"},
                                    {"--teacher-heads", "/teacher_heads"},
                                    {"--distill-alpha", "/distill_alpha"},
                                    {"--distill-tau", "/distill_tau"},
+                                   {"--precision", "/precision"},
                                    {"--mean", "/normalization/mean"},
                                    {"--std", "/normalization/std"}};
 

@@ -45,6 +45,7 @@ checkpoint::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_
           "",
           run.ema ? "ema" : "raw",
           "",
+          "",
           ""};
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "kernels/bf16_gemm.h"
 #include "kernels/threads.h"
 #include "train/budget.h"
 #include "train/report.h"
@@ -158,6 +159,19 @@ void plan(Run& run) {
   } else if (c.time_budget <= 0) {
     std::printf("training %ld epochs x %ld steps (batch %ld, %s lr %g, %s) -> %s\n", c.epochs, run.steps_per_epoch,
                 c.batch_size, c.optimizer.c_str(), c.lr, workers_str(run).c_str(), c.out_dir.c_str());
+  }
+  if (c.precision == "bf16") {
+    const bool native = kernels::bf16_gemm_native();
+    std::printf(
+        "mixed precision: bf16 inputs, float32 accumulation for the Linear and convolution GEMMs (%s); float32 "
+        "weights, AdamW state, LayerNorm, softmax and loss\n",
+        native ? "AVX512_BF16" : "plain C++ emulation");
+    if (!native && run.lead()) {
+      std::fprintf(
+          stderr,
+          "note: no AVX512_BF16 here (the CPU lacks it, or VIT_ISA caps the kernels below AVX-512): --precision "
+          "bf16 trains with a plain C++ emulation (same numbers, much slower than fp32)\n");
+    }
   }
   if (run.resumed) std::printf("resumed from %s at epoch %ld\n", run.files.last.c_str(), run.start_epoch);
   std::fflush(stdout);

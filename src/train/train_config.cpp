@@ -69,6 +69,7 @@ void TrainConfig::validate() const {
             op, "augmentation amounts must be >= 0");
   VIT_CHECK(augment.erase_prob >= 0 && augment.erase_prob <= 1, op, "--erase must be in [0, 1], got {}",
             augment.erase_prob);
+  VIT_CHECK(precision == "fp32" || precision == "bf16", op, "--precision must be fp32 or bf16, got '{}'", precision);
   VIT_CHECK(distillation == "hard" || distillation == "soft", op, "--distillation must be hard or soft, got '{}'",
             distillation);
   VIT_CHECK(std::isfinite(distill_alpha) && distill_alpha >= 0 && distill_alpha <= 1, op,

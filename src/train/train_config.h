@@ -87,6 +87,11 @@ struct TrainConfig {
   std::string distillation = "hard";  // hard (argmax of the teacher) or soft (KL at distill_tau)
   double distill_alpha = 0.5;         // weight of the distillation head's loss
   double distill_tau = 1.0;           // soft: temperature
+  // The Linear and convolution GEMMs' arithmetic (forward, dX, dW): "fp32", or "bf16" -- mixed
+  // precision as PyTorch's CPU autocast runs them: bf16 operands, float32 accumulation; the master
+  // weights, AdamW state, LayerNorm, softmax, reductions, loss and the checkpoints stay float32
+  // (nn::set_matmul_precision). Evaluation runs float32, as `vit eval` does by default.
+  std::string precision = "fp32";
   // What belongs to a recipe rather than to the engine:
   std::vector<double> milestones;     // test accuracies whose first crossing is reported (e.g. 0.97, 0.985)
   data::Normalization normalization;  // per-channel mean/std; empty: computed from the training images
@@ -124,6 +129,7 @@ struct TrainConfig {
     visit("distillation", distillation, Presence::Optional);
     visit("distill_alpha", distill_alpha, Presence::Optional);
     visit("distill_tau", distill_tau, Presence::Optional);
+    visit("precision", precision, Presence::Optional);
   }
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);  // throws on invalid JSON

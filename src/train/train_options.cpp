@@ -94,7 +94,7 @@ std::function<void(TrainConfig&, const Values&, const std::string&)> numbers(
 // The type --help shows.
 std::string type_of(const std::string& name, Arity arity) {
   if (arity == Arity::Flag) return "";
-  for (const char* n : {"data", "preset", "optimizer", "teacher", "distillation", "out", "resume"}) {
+  for (const char* n : {"data", "preset", "optimizer", "teacher", "distillation", "out", "resume", "precision"}) {
     if (name == n) return "TEXT";
   }
   for (const char* n : {"epochs", "steps", "val_split", "batch_size", "crop_padding", "seed", "threads",
@@ -186,6 +186,13 @@ std::vector<TrainOption> make_table() {
       into(&TrainConfig::distill_alpha));
   add("distill_tau", Arity::One, "with --distillation soft: temperature", num(d.distill_tau),
       into(&TrainConfig::distill_tau));
+  add("precision", Arity::One,
+      "fp32, or bf16: mixed precision as PyTorch's CPU autocast (the Linear and convolution GEMMs take bfloat16 "
+      "inputs with float32 accumulation, AVX512_BF16 where the CPU has it; weights, AdamW state, LayerNorm, softmax "
+      "and loss stay float32, and so does the checkpoint)",
+      d.precision, [](TrainConfig& c, const Values& v, const std::string& what) {
+        c.precision = parse_choice(one(v, what), kOp, what, {"fp32", "bf16"});
+      });
   add("seed", Arity::One, "random seed", std::to_string(d.seed), into(&TrainConfig::seed));
   add("threads", Arity::One, "threads (0: all cores)", "0",
       [](TrainConfig& c, const Values& v, const std::string& what) {

@@ -137,6 +137,7 @@ TrainResult train_job(TrainConfig config, dist::Comm& comm) {
   plan(run);
   const TrainConfig& c = run.config;
   DataParallel parallel(*run.model, run.threads, comm);
+  parallel.set_matmul_precision(c.precision == "bf16" ? MatmulPrecision::BF16 : MatmulPrecision::F32);
   if (run.teacher) {
     parallel.set_teacher(run.teacher.get(), {c.distillation, c.distill_alpha, c.distill_tau});
     if (run.lead()) {

@@ -1,5 +1,6 @@
 // safetensors reader: the dtypes vit stores otherwise (F16 and BF16 widened to F32, I32 to I64),
-// exactly; mixed dtypes loaded in data-offset order; unaligned tensors read right.
+// exactly; BF16 written from the caller's bits; mixed dtypes loaded in data-offset order; unaligned
+// tensors read right.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -112,6 +113,27 @@ TEST_F(SafetensorsTest, BF16IsWidenedToF32) {
   EXPECT_TRUE(std::signbit(v[6]));
   EXPECT_EQ(v[7], std::ldexp(1.0f, -133));
   EXPECT_EQ(v[8], f32_from_bits(0x7F7F0000u));
+}
+
+// The writer stores the tensors named in its bf16 argument as BF16, from the bits given (the
+// checksum covers them as stored); the reader widens them back.
+TEST_F(SafetensorsTest, BF16IsWrittenFromTheBitsGiven) {
+  const Tensor w = Tensor::from_data(std::vector<float>{1.0f, -3.0f, 3.140625f, 0.0f}, {2, 2});
+  const Tensor b = Tensor::from_data(std::vector<float>{0.1f}, {1});
+  const std::string file = path("written.safetensors");
+  save_safetensors(file, {{"w", w}, {"b", b}}, {}, true, {{"w", {0x3F80, 0xC040, 0x4049, 0x8000}}});
+  const SafetensorsFile loaded = load_safetensors(file);
+  ASSERT_EQ(loaded.spans.size(), 2u);
+  EXPECT_EQ(loaded.spans[0].dtype, "BF16");
+  EXPECT_EQ(loaded.spans[0].end - loaded.spans[0].begin, 8u);
+  EXPECT_EQ(loaded.spans[1].dtype, "F32");
+  EXPECT_EQ(raw_values<float>(loaded.get("w")), (std::vector<float>{1.0f, -3.0f, 3.140625f, -0.0f}));
+  EXPECT_EQ(raw_values<float>(loaded.get("b")), (std::vector<float>{0.1f}));
+  EXPECT_EQ(scan_contents(loaded, true, true).checksum, loaded.metadata.at(kChecksumKey));
+  // Bits for a tensor not written, of the wrong count, or for a tensor that is not float32: refused.
+  EXPECT_THROW(save_safetensors(file, {{"b", b}}, {}, false, {{"w", {1, 2, 3, 4}}}), Error);
+  EXPECT_THROW(save_safetensors(file, {{"w", w}}, {}, false, {{"w", {1, 2, 3}}}), Error);
+  EXPECT_THROW(save_safetensors(file, {{"i", Tensor::zeros({1}, DType::I64)}}, {}, false, {{"i", {1}}}), Error);
 }
 
 TEST_F(SafetensorsTest, I32IsWidenedToI64) {

@@ -74,6 +74,13 @@ inline constexpr double kPretrainedLogitTol = 1e-4;
 inline constexpr double kPreprocessMeanAbsTol = 1.0 / 255.0;
 inline constexpr double kPilExactMeanAbsTol = 0.25 / 255.0;
 
+// ---- bfloat16 mixed precision (MatmulPrecision::BF16) ----
+// Gradients and outputs of a bf16 training step vs float32 on the unrounded values (scaled): each
+// GEMM operand keeps 8 significant bits (relative error up to 2^-9), through a few layers.
+inline constexpr Tolerance kBf16VsFloatTol{2e-2};
+// ... and the least they must differ by (max |difference| / max |float32 value|): the bf16 path ran.
+inline constexpr double kBf16MinDifference = 1e-4;
+
 // ---- Seeded random sampling (fixed seeds; bounds a fair sample meets with room to spare) ----
 inline constexpr double kSamplingSigmas = 5.0;         // binomial fluctuation allowed, in standard deviations
 inline constexpr double kDropoutFractionTol = 0.03;    // kept fraction of 10000 draws at p = 0.5 (6 sd)

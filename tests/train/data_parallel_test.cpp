@@ -75,6 +75,36 @@ TEST(DataParallel, TwoReplicasGiveTheFullBatchGradient) {
   for (size_t i = 0; i < g1.size(); ++i) EXPECT_EQ(g_three[i].to_vector(), g_two[i].to_vector()) << names[i].first;
 }
 
+// Mixed precision (set_matmul_precision) reaches every replica: two bf16 replicas give one bf16
+// replica's gradient up to summation order, not float32's.
+TEST(DataParallel, Bf16ReachesEveryReplica) {
+  testing::TempDir dir;
+  testing::write_toy_mnist(dir.path(), 24, 5);
+  const data::Dataset d = data::load_dataset(dir.path(), data::Split::Train, 1, 28);
+  std::vector<int64_t> all(24);
+  for (int64_t i = 0; i < 24; ++i) all[i] = i;
+  const data::Batch batch = data::make_batch(d, all, {}, {{0.1}, {0.3}}, false, 1);
+  model::VisionTransformer model(small_config(), std::make_shared<Generator>(7));
+  DataParallel one(model, 1), two(model, 2);
+  one.forward_backward(batch, 0.1);
+  const std::vector<Tensor> f32 = gradients(model);
+  one.set_matmul_precision(MatmulPrecision::BF16);
+  two.set_matmul_precision(MatmulPrecision::BF16);
+  one.forward_backward(batch, 0.1);
+  const std::vector<Tensor> g1 = gradients(model);
+  two.forward_backward(batch, 0.1);
+  const std::vector<Tensor> g2 = gradients(model);
+  const auto names = model.named_parameters();
+  double differs = 0.0;  // the largest difference between one bf16 replica's gradient and float32's
+  for (size_t i = 0; i < g1.size(); ++i) {
+    EXPECT_TRUE(testing::all_close(g2[i], g1[i], testing::kDataParallelGradTol, names[i].first));
+    EXPECT_TRUE(testing::all_close(g1[i], f32[i], testing::kBf16VsFloatTol, names[i].first));
+    const std::vector<double> a = g1[i].to_vector(), b = f32[i].to_vector();
+    for (size_t k = 0; k < a.size(); ++k) differs = std::max(differs, std::fabs(a[k] - b[k]));
+  }
+  EXPECT_GT(differs, 0.0);
+}
+
 // Dropout, attention dropout and drop-path draw per sample, keyed by (seed, step, position in the
 // global batch): 1, 2 and 3 replicas (each holding a different slice) draw the same masks, so
 // their gradients agree up to summation order; another step draws other masks.

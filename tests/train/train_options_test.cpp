@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "support/errors.h"
 
 namespace vit::train {
@@ -46,6 +48,22 @@ TEST(TrainOptions, FlagsAndKeywordsMakeTheSameConfig) {
   EXPECT_EQ(a.normalization.mean, std::vector<double>{0.5});
   EXPECT_EQ(a.given_model_fields, std::vector<std::string>{"*"});  // a preset: every model field
   EXPECT_TRUE(a.model_explicit);
+}
+
+// Mixed precision is one option of the table: the flag and the keyword set it, a run saves it.
+TEST(TrainOptions, PrecisionIsAnOptionOfTheRun) {
+  EXPECT_EQ(from_flags({}).precision, "fp32");
+  const TrainConfig a = from_flags({"--precision", "bf16"});
+  TrainArgs k;
+  k.spelling = Spelling::Keywords;
+  k.set("precision", {"bf16"});
+  const TrainConfig b = make_train_config(k);
+  EXPECT_EQ(a.precision, "bf16");
+  EXPECT_EQ(a.to_json(), b.to_json());
+  EXPECT_EQ(TrainConfig::from_json(a.to_json()).precision, "bf16");
+  nlohmann::json older = nlohmann::json::parse(a.to_json());  // a checkpoint from before the option: fp32
+  older.erase("precision");
+  EXPECT_EQ(TrainConfig::from_json(older.dump()).precision, "fp32");
 }
 
 TEST(TrainOptions, APresetsRecipeTakesTheOptionsOverItAndOtherDataItsOwnNormalisation) {
@@ -102,6 +120,11 @@ TEST(TrainOptions, BadOptionsAndValuesAreRefusedWithOneSetOfMessages) {
       },
       "[train] --optimizer: must be one of adamw, sgd, got 'adam'");
   expect_error([] { from_flags({"--comm-timeout", "0"}); }, "[train] --comm-timeout: must be a number in [1, 86400]");
+  expect_error(
+      [] {
+        from_flags({"--precision", "fp16"});
+      },
+      "[train] --precision: must be one of fp32, bf16, got 'fp16'");
   expect_error([] { from_flags({"--steps", "0"}); }, "[train] --steps must be >= 1, got 0");
   expect_error(
       [] {

@@ -1,6 +1,7 @@
 // conv2d (torch.nn.functional.conv2d, groups = dilation = 1) as im2row + one GEMM. The GEMM
 // produces channels-last (B, OH, OW, OC); the result is that memory viewed as (B, OC, OH, OW),
-// so a patch embedding's flatten(2).transpose(1, 2) is (B, N, D) with no copy at all.
+// so a patch embedding's flatten(2).transpose(1, 2) is (B, N, D) with no copy at all. With
+// MatmulPrecision::BF16 the GEMMs (forward, drows, dW) take bfloat16 operands (ops.h).
 #include "autograd/ops.h"
 #include "autograd/tensor_math.h"
 #include "kernels/binary.h"
@@ -9,7 +10,8 @@
 
 namespace vit {
 
-Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding) {
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding,
+                MatmulPrecision precision) {
   VIT_CHECK(x.defined() && weight.defined(), "conv2d", "undefined input or weight");
   VIT_CHECK(x.dim() == 4, "conv2d", "input must be (B, C, H, W), got {}", shape_str(x.shape()));
   VIT_CHECK(weight.dim() == 4, "conv2d", "weight must be (OC, C, KH, KW), got {}", shape_str(weight.shape()));
@@ -17,6 +19,7 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
             shape_str(x.shape()), x.size(1), shape_str(weight.shape()), weight.size(1));
   VIT_CHECK(stride >= 1 && padding >= 0, "conv2d", "stride {} must be >= 1 and padding {} >= 0", stride, padding);
   detail::check_same_dtype(x.data(), weight.data(), "conv2d");
+  detail::check_precision(precision, x.data(), "conv2d");
   const kernels::ConvShape s{x.size(0),      x.size(1),      x.size(2), x.size(3),
                              weight.size(2), weight.size(3), stride,    padding};
   VIT_CHECK(s.height + 2 * padding >= s.kernel_h && s.width + 2 * padding >= s.kernel_w, "conv2d",
@@ -34,24 +37,25 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   Tensor out = Tensor::empty({s.batch, OH, OW, OC}, x.dtype());  // channels-last
   dispatch(x.dtype(), [&]<typename T>() {
     kernels::im2row<T>(s, xc.data<T>(), rows.data<T>());
-    kernels::gemm<T>(false, true, positions, OC, L, T(1), rows.data<T>(), L, w.data<T>(), L, T(0), out.data<T>(), OC);
+    detail::gemm<T>(precision, false, true, positions, OC, L, T(1), rows.data<T>(), L, w.data<T>(), L, T(0),
+                    out.data<T>(), OC);
     if (bias.defined()) kernels::bias_add_forward<T>(out.data<T>(), bias.data().contiguous().data<T>(), positions, OC);
   });
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
   return make_result(out.permute({0, 3, 1, 2}), "conv2d", inputs,
-                     [s, rows, w, OC, L, positions](const Tensor& g, std::vector<Tensor>& grads) {
+                     [s, rows, w, OC, L, positions, precision](const Tensor& g, std::vector<Tensor>& grads) {
                        const Tensor gl = g.permute({0, 2, 3, 1}).contiguous();  // (positions, OC)
                        dispatch(g.dtype(), [&]<typename T>() {
                          if (grads[0].defined()) {  // drows (positions, L) = g @ W, then scatter back
                            Tensor drows = Tensor::empty({positions, L}, g.dtype());
-                           kernels::gemm<T>(false, false, positions, L, OC, T(1), gl.data<T>(), OC, w.data<T>(), L,
-                                            T(0), drows.data<T>(), L);
+                           detail::gemm<T>(precision, false, false, positions, L, OC, T(1), gl.data<T>(), OC,
+                                           w.data<T>(), L, T(0), drows.data<T>(), L);
                            kernels::row2im<T>(s, drows.data<T>(), grads[0].data<T>());
                          }
                          if (grads[1].defined())  // dW (OC, L) += g^T @ rows
-                           kernels::gemm<T>(true, false, OC, L, positions, T(1), gl.data<T>(), OC, rows.data<T>(), L,
-                                            T(1), grads[1].data<T>(), L);
+                           detail::gemm<T>(precision, true, false, OC, L, positions, T(1), gl.data<T>(), OC,
+                                           rows.data<T>(), L, T(1), grads[1].data<T>(), L);
                          if (grads.size() > 2 && grads[2].defined())
                            kernels::bias_add_backward<T>(gl.data<T>(), grads[2].data<T>(), positions, OC);
                        });

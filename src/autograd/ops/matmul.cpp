@@ -1,5 +1,6 @@
 // matmul (PyTorch semantics, batch broadcasting) and bmm through kernels::gemm; linear's forward
-// through kernels/linear.h (bias included), its backward through kernels::gemm.
+// through kernels/linear.h (bias included), its backward through kernels::gemm; with
+// MatmulPrecision::BF16, all three through the bf16 training GEMMs (kernels/bf16_train_gemm.h).
 // Strided operands are passed to BLAS as (possibly transposed) matrices without copies when a
 // unit stride exists; a broadcast operand's gradient accumulates over its batch copies.
 #include "autograd/ops.h"
@@ -101,7 +102,7 @@ Variable bmm(const Variable& a, const Variable& b) {
   return matmul(a, b);
 }
 
-Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias, MatmulPrecision precision) {
   VIT_CHECK(x.defined() && weight.defined(), "linear", "undefined input or weight");
   VIT_CHECK(weight.dim() == 2, "linear", "weight must be (out_features, in_features), got {}",
             shape_str(weight.shape()));
@@ -109,6 +110,7 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   VIT_CHECK(x.dim() >= 1 && x.size(-1) == in, "linear", "input {}: last dim {} != in_features {}", shape_str(x.shape()),
             x.dim() >= 1 ? x.size(-1) : 0, in);
   detail::check_same_dtype(x.data(), weight.data(), "linear");
+  detail::check_precision(precision, x.data(), "linear");
   if (bias.defined()) {
     VIT_CHECK(bias.dim() == 1 && bias.size(0) == out, "linear", "bias {} != (out_features,) = ({},)",
               shape_str(bias.shape()), out);
@@ -122,25 +124,33 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   Tensor y = Tensor::empty(out_shape, x.dtype());  // (rows, out)
   const Tensor b = bias.defined() ? bias.data().contiguous() : Tensor();
   dispatch(x.dtype(), [&]<typename T>() {  // y = x W^T + bias: the Linear kernel picks its path
-    kernels::linear_forward<T>(xc.data<T>(), rows, in, in, w.data<T>(), out, b.defined() ? b.data<T>() : nullptr,
-                               y.data<T>(), out, kernels::Epilogue::Store);
+    const T* pb = b.defined() ? b.data<T>() : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      if (precision == MatmulPrecision::BF16) {
+        kernels::linear_forward_bf16(xc.data<T>(), rows, in, in, w.data<T>(), out, pb, y.data<T>(), out);
+        return;
+      }
+    }
+    kernels::linear_forward<T>(xc.data<T>(), rows, in, in, w.data<T>(), out, pb, y.data<T>(), out,
+                               kernels::Epilogue::Store);
   });
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
-  return make_result(y, "linear", inputs, [xc, w, rows, in, out](const Tensor& g, std::vector<Tensor>& grads) {
+  auto backward = [xc, w, rows, in, out, precision](const Tensor& g, std::vector<Tensor>& grads) {
     dispatch(g.dtype(), [&]<typename T>() {
       // dx (rows, in) += g (rows, out) @ W (out, in)
       if (grads[0].defined())
-        kernels::gemm<T>(false, false, rows, in, out, T(1), g.data<T>(), out, w.data<T>(), in, T(1), grads[0].data<T>(),
-                         in);
+        detail::gemm<T>(precision, false, false, rows, in, out, T(1), g.data<T>(), out, w.data<T>(), in, T(1),
+                        grads[0].data<T>(), in);
       // dW (out, in) += g^T (out, rows) @ x (rows, in)
       if (grads[1].defined())
-        kernels::gemm<T>(true, false, out, in, rows, T(1), g.data<T>(), out, xc.data<T>(), in, T(1), grads[1].data<T>(),
-                         in);
+        detail::gemm<T>(precision, true, false, out, in, rows, T(1), g.data<T>(), out, xc.data<T>(), in, T(1),
+                        grads[1].data<T>(), in);
       if (grads.size() > 2 && grads[2].defined())
         kernels::bias_add_backward<T>(g.data<T>(), grads[2].data<T>(), rows, out);
     });
-  });
+  };
+  return make_result(y, "linear", inputs, backward);
 }
 
 Variable Variable::matmul(const Variable& other) const { return vit::matmul(*this, other); }
