@@ -1,6 +1,7 @@
 // `vit eval`: loss, top-1/top-5, per-class accuracy and confusion matrix of a checkpoint.
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -20,6 +21,7 @@ void add_eval_command(CLI::App& app) {
     int64_t batch = 500;
     int64_t max_pixels = data::kDefaultMaxPixels;
     std::string precision = "fp32";
+    std::string tta = "none";
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("eval", "evaluate a checkpoint on a dataset");
@@ -38,6 +40,11 @@ void add_eval_command(CLI::App& app) {
   add_weight_flags(cmd, o->ema, o->raw);
   cmd->add_flag("--allow-nonfinite", o->allow_nonfinite, "load weights that hold NaN or Inf (refused by default)");
   add_precision_option(cmd, o->precision);
+  cmd->add_option("--tta", o->tta,
+                  "test-time augmentation, reported beside the plain single-view result: none, or flip (the mean "
+                  "probabilities of each image and its horizontal mirror)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "flip"}));
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->callback([o] {
@@ -78,7 +85,10 @@ void add_eval_command(CLI::App& app) {
         fmt::print(stderr, "note: {} has no images of: {}\n", d.source, fmt::join(missing, ", "));
     }
     const data::Normalization normalization{m.preprocess.mean, m.preprocess.std};
+    const train::Tta tta = train::parse_tta(o->tta);
     const train::EvalResult r = train::evaluate(*m.model, d, normalization, o->batch, {}, precision);
+    std::optional<train::EvalResult> augmented;  // the TTA result, beside the plain one
+    if (tta != train::Tta::None) augmented = train::evaluate(*m.model, d, normalization, o->batch, {}, precision, tta);
     const std::vector<std::string>& names = m.class_names;
     auto name_of = [&](size_t k) { return k < names.size() ? names[k] : std::to_string(k); };
     if (o->json) {
@@ -95,6 +105,12 @@ void add_eval_command(CLI::App& app) {
       for (size_t k = 0; k < r.per_class_accuracy.size(); ++k) per_class[name_of(k)] = r.per_class_accuracy[k];
       j["per_class_accuracy"] = per_class;
       j["confusion"] = r.confusion;
+      if (augmented) {
+        j["tta"] = {{"mode", train::tta_name(tta)},
+                    {"loss", augmented->loss},
+                    {"top1", augmented->top1},
+                    {"top5", augmented->top5}};
+      }
       std::printf("%s\n", j.dump().c_str());
       return;
     }
@@ -102,6 +118,10 @@ void add_eval_command(CLI::App& app) {
                 r.count, precision == infer::Precision::BF16 ? ", bf16" : "",
                 weights.empty() ? "" : (": " + weights).c_str());
     std::printf("loss %.4f  top-1 %.2f%%  top-5 %.2f%%\n", r.loss, 100 * r.top1, 100 * r.top5);
+    if (augmented) {
+      std::printf("with test-time augmentation (%s): loss %.4f  top-1 %.2f%%  top-5 %.2f%%\n", train::tta_name(tta),
+                  augmented->loss, 100 * augmented->top1, 100 * augmented->top5);
+    }
     std::printf("per-class accuracy:\n");
     for (size_t k = 0; k < r.per_class_accuracy.size(); ++k) {
       std::printf("  %-12s %6.2f%%\n", name_of(k).c_str(), 100 * r.per_class_accuracy[k]);

@@ -11,8 +11,29 @@
 
 namespace vit::train {
 
+Tta parse_tta(const std::string& name) {
+  if (name == "none") return Tta::None;
+  if (name == "flip") return Tta::Flip;
+  fail("eval", "--tta {}: unknown test-time augmentation (none or flip)", name);
+}
+
+const char* tta_name(Tta tta) { return tta == Tta::Flip ? "flip" : "none"; }
+
+Tensor flip_horizontal(const Tensor& images) {
+  VIT_CHECK(images.dim() == 4, "eval", "flip: images must be (B, C, H, W), got {} dims", images.dim());
+  const Tensor x = images.contiguous();
+  Tensor out = Tensor::empty(x.shape());
+  const int64_t W = x.shape()[3], rows = x.numel() / std::max<int64_t>(W, 1);
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t w = 0; w < W; ++w) dst[r * W + w] = src[r * W + W - 1 - w];
+  }
+  return out;
+}
+
 EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, const data::Normalization& norm,
-                    int64_t batch_size, const EvalShard& shard, infer::Precision precision) {
+                    int64_t batch_size, const EvalShard& shard, infer::Precision precision, Tta tta) {
   const int64_t K = model.config().num_classes;
   VIT_CHECK(data.size() > 0, "evaluate", "{}: no images to evaluate on", data.source);
   VIT_CHECK(data.num_classes() <= K, "evaluate", "the data has {} classes but the model predicts {}",
@@ -41,10 +62,24 @@ EvalResult evaluate(model::VisionTransformer& model, const data::Dataset& data, 
     std::vector<int64_t> indices(static_cast<size_t>(std::min(batch_size, mine.end - from)));
     std::iota(indices.begin(), indices.end(), from);
     const data::Batch batch = data::make_batch(data, indices, {}, norm, false, 0);
-    const Variable logits = session ? Variable(session->forward(batch.images)) : model(Variable(batch.images));
+    auto run = [&](const Tensor& images) {
+      return session ? Variable(session->forward(images)) : model(Variable(images));
+    };
+    const Variable logits = run(batch.images);
     const auto B = static_cast<int64_t>(indices.size());
-    loss_sum += cross_entropy(logits, batch.targets).item() * static_cast<double>(B);
-    const Tensor probs = softmax(logits, 1).data().contiguous();
+    Tensor probs = softmax(logits, 1).data().contiguous();
+    if (tta == Tta::Flip) {  // the mean of the two views' probabilities
+      const Tensor mirrored = softmax(run(flip_horizontal(batch.images)), 1).data().contiguous();
+      float* p = probs.data<float>();
+      const float* q = mirrored.data<float>();
+      for (int64_t i = 0; i < B * K; ++i) p[i] = 0.5f * (p[i] + q[i]);
+      for (int64_t b = 0; b < B; ++b) {
+        const double pt = p[b * K + batch.targets.data<int64_t>()[b]];
+        loss_sum -= std::log(std::max(pt, 1e-45));
+      }
+    } else {
+      loss_sum += cross_entropy(logits, batch.targets).item() * static_cast<double>(B);
+    }
     const float* p = probs.data<float>();
     for (int64_t b = 0; b < B; ++b) {
       const float* row = p + b * K;

@@ -1,0 +1,48 @@
+// `vit eval --tta flip` as a user types it: the plain result stays the headline, the TTA one is
+// printed beside it (text and --json), and an unknown mode is refused.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "run_vit.h"
+#include "support/files.h"
+
+namespace vit {
+namespace {
+
+using testing::CommandResult;
+using testing::TempDir;
+using testing::vit;
+
+TEST(TtaCli, EvalReportsFlipBesideThePlainResult) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 192, 64);
+  const CommandResult trained = vit("train --preset vit_digits --data " + dir.file("data") + " --out " +
+                                    dir.file("run") + " --steps 6 --batch-size 32 --threads 1");
+  ASSERT_EQ(trained.exit_code, 0) << trained.out;
+  const std::string eval = "eval --checkpoint " + dir.file("run/last.safetensors") + " --data " + dir.file("data");
+  const CommandResult plain = vit(eval + " --json");
+  const CommandResult tta = vit(eval + " --json --tta flip");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  ASSERT_EQ(tta.exit_code, 0) << tta.out;
+  const auto p = nlohmann::json::parse(plain.out.substr(plain.out.find('{')));
+  const auto t = nlohmann::json::parse(tta.out.substr(tta.out.find('{')));
+  EXPECT_FALSE(p.contains("tta"));
+  EXPECT_EQ(t["top1"], p["top1"]);  // the headline is the plain single view either way
+  EXPECT_EQ(t["loss"], p["loss"]);
+  ASSERT_TRUE(t.contains("tta"));
+  EXPECT_EQ(t["tta"]["mode"], "flip");
+  EXPECT_NE(t["tta"]["loss"], p["loss"]);  // the mirrored view changed the probabilities
+  EXPECT_GE(t["tta"]["top1"].get<double>(), 0.0);
+  EXPECT_LE(t["tta"]["top1"].get<double>(), 1.0);
+  const CommandResult text = vit(eval + " --tta flip");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_NE(text.out.find("with test-time augmentation (flip): loss"), std::string::npos) << text.out;
+  EXPECT_LT(text.out.find("loss "), text.out.find("with test-time augmentation"));  // plain first
+  const CommandResult bad = vit(eval + " --tta mirror");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("--tta"), std::string::npos) << bad.out;
+}
+
+}  // namespace
+}  // namespace vit
