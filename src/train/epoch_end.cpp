@@ -21,16 +21,18 @@ void assign(const optim::NamedParameters& params, const optim::NamedTensors& val
 
 }  // namespace
 
-EvalResult evaluate_epoch(Run& run, int64_t epoch) {
+EvalResult evaluate_epoch(Run& run, int64_t epoch, Tta tta) {
   EvalResult eval;
   if (run.ema) {
     optim::NamedTensors current;
     for (const auto& [name, p] : run.params) current.emplace_back(name, p.data().clone());
     assign(run.params, run.ema->averages());
-    eval = evaluate(*run.model, run.data.test, run.data.norm, run.config.eval_batch_size, eval_shard(run));
+    eval = evaluate(*run.model, run.data.test, run.data.norm, run.config.eval_batch_size, eval_shard(run),
+                    infer::Precision::F32, tta);
     assign(run.params, current);
   } else {
-    eval = evaluate(*run.model, run.data.test, run.data.norm, run.config.eval_batch_size, eval_shard(run));
+    eval = evaluate(*run.model, run.data.test, run.data.norm, run.config.eval_batch_size, eval_shard(run),
+                    infer::Precision::F32, tta);
   }
   if (!std::isfinite(eval.loss)) {
     fail("train",
@@ -150,6 +152,12 @@ void print_summary(const Run& run) {
                 run.best_epoch, 100 * result.best_test_accuracy, run.ema ? ", EMA weights as evaluated" : "");
   } else {
     std::printf(" wrote %s (last.safetensors; no epoch ended, so no best.safetensors)\n", c.out_dir.c_str());
+  }
+  if (std::isfinite(result.final_tta_accuracy)) {
+    std::printf(
+        "with test-time augmentation (%s): %s accuracy %.2f%% (the plain single view above is the run's "
+        "result)\n",
+        c.tta.c_str(), set, 100 * result.final_tta_accuracy);
   }
   if (c.time_budget > 0) {
     std::printf("time budget %s: used %.1f s (%.1f%%, evaluation included)\n", duration_str(c.time_budget).c_str(),

@@ -9,7 +9,7 @@
 namespace vit::train {
 
 // On the evaluation set, with the EMA weights when enabled; a non-finite loss stops the run.
-EvalResult evaluate_epoch(Run& run, int64_t epoch);
+EvalResult evaluate_epoch(Run& run, int64_t epoch, Tta tta = Tta::None);
 // Records the epoch (metrics, milestones, checkpoints, report) and returns its numbers
 // (TrainConfig::on_epoch).
 EpochReport end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& eval);

@@ -92,6 +92,9 @@ struct TrainConfig {
   // weights, AdamW state, LayerNorm, softmax, reductions, loss and the checkpoints stay float32
   // (nn::set_matmul_precision). Evaluation runs float32, as `vit eval` does by default.
   std::string precision = "fp32";
+  // "flip": at the end of the run, also evaluate with test-time augmentation (each image averaged
+  // with its mirror) and print it as a second line beside the plain result (not saved: a report).
+  std::string tta = "none";
   // What belongs to a recipe rather than to the engine:
   std::vector<double> milestones;     // test accuracies whose first crossing is reported (e.g. 0.97, 0.985)
   data::Normalization normalization;  // per-channel mean/std; empty: computed from the training images

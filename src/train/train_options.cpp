@@ -94,7 +94,8 @@ std::function<void(TrainConfig&, const Values&, const std::string&)> numbers(
 // The type --help shows.
 std::string type_of(const std::string& name, Arity arity) {
   if (arity == Arity::Flag) return "";
-  for (const char* n : {"data", "preset", "optimizer", "teacher", "distillation", "out", "resume", "precision"}) {
+  for (const char* n :
+       {"data", "preset", "optimizer", "teacher", "distillation", "out", "resume", "precision", "tta"}) {
     if (name == n) return "TEXT";
   }
   for (const char* n : {"epochs", "steps", "val_split", "batch_size", "crop_padding", "seed", "threads",
@@ -192,6 +193,12 @@ std::vector<TrainOption> make_table() {
       "and loss stay float32, and so does the checkpoint)",
       d.precision, [](TrainConfig& c, const Values& v, const std::string& what) {
         c.precision = parse_choice(one(v, what), kOp, what, {"fp32", "bf16"});
+      });
+  add("tta", Arity::One,
+      "none, or flip: at the end, also evaluate each test image averaged with its horizontal mirror and print it "
+      "beside the plain single-view accuracy (which stays the run's result)",
+      d.tta, [](TrainConfig& c, const Values& v, const std::string& what) {
+        c.tta = parse_choice(one(v, what), kOp, what, {"none", "flip"});
       });
   add("seed", Arity::One, "random seed", std::to_string(d.seed), into(&TrainConfig::seed));
   add("threads", Arity::One, "threads (0: all cores)", "0",

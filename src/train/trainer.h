@@ -12,6 +12,7 @@
 // run_lock.h); a new run refuses a folder holding a run unless config.overwrite.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@ struct TrainResult {
   int64_t epochs_run = 0;
   double final_test_accuracy = 0.0, best_test_accuracy = 0.0;
   double seconds = 0.0;
+  double final_tta_accuracy = NAN;                    // --tta flip: the final weights with test-time augmentation
   std::vector<std::pair<double, double>> milestones;  // (accuracy threshold, seconds when first reached; < 0 never)
 };
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "run_vit.h"
 #include "support/files.h"
@@ -40,6 +41,29 @@ TEST(TtaCli, EvalReportsFlipBesideThePlainResult) {
   EXPECT_NE(text.out.find("with test-time augmentation (flip): loss"), std::string::npos) << text.out;
   EXPECT_LT(text.out.find("loss "), text.out.find("with test-time augmentation"));  // plain first
   const CommandResult bad = vit(eval + " --tta mirror");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("--tta"), std::string::npos) << bad.out;
+}
+
+// `vit train --tta flip`: a second summary line, the same number `vit eval --tta flip` gives for the
+// weights the run evaluated; the plain accuracy stays the run's result.
+TEST(TtaCli, TrainPrintsTheTtaLineBesideThePlainResult) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 192, 64);
+  const CommandResult r = vit("train --preset vit_digits --data " + dir.file("data") + " --out " + dir.file("run") +
+                              " --epochs 1 --batch-size 32 --threads 1 --tta flip");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const size_t done = r.out.find("done: test accuracy"), line = r.out.find("with test-time augmentation (flip): ");
+  ASSERT_NE(done, std::string::npos) << r.out;
+  ASSERT_NE(line, std::string::npos) << r.out;
+  EXPECT_LT(done, line);
+  const double printed = std::stod(r.out.substr(r.out.find("test accuracy ", line) + 14));
+  const CommandResult e = vit("eval --checkpoint " + dir.file("run/last.safetensors") + " --data " + dir.file("data") +
+                              " --json --tta flip");
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  const auto j = nlohmann::json::parse(e.out.substr(e.out.find('{')));
+  EXPECT_NEAR(printed, 100 * j["tta"]["top1"].get<double>(), 0.006);  // printed with 2 decimals
+  const CommandResult bad = vit("train --data " + dir.file("data") + " --tta mirror");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.out.find("--tta"), std::string::npos) << bad.out;
 }
