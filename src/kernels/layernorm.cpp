@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/isa_target.h"
+#include "kernels/threads.h"
 
 namespace vit::kernels {
 
@@ -127,14 +128,14 @@ void layernorm_forward(const T* x, const T* weight, const T* bias, T* y, T* mean
                        double eps) {
   if constexpr (std::is_same_v<T, float>) {
     const FloatRow row = per_isa<FloatRow>(row_plain, row_avx2, row_avx512);
-#pragma omp parallel for schedule(static) if (rows * n > (1 << 14))
-    for (int64_t r = 0; r < rows; ++r)
+    parallel_for(rows, rows * n > (1 << 14), [&](int64_t r) {
       row(x + r * n, weight, bias, y + r * n, mean ? mean + r : nullptr, rstd ? rstd + r : nullptr, n, eps);
+    });
   } else {
-#pragma omp parallel for schedule(static) if (rows * n > (1 << 14))
-    for (int64_t r = 0; r < rows; ++r)
+    parallel_for(rows, rows * n > (1 << 14), [&](int64_t r) {
       layernorm_row<T>(x + r * n, weight, bias, y + r * n, mean ? mean + r : nullptr, rstd ? rstd + r : nullptr, n,
                        eps);
+    });
   }
 }
 
