@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "kernels/threads.h"
+
 namespace vit::kernels {
 namespace {
 
@@ -24,36 +26,34 @@ inline Run column_run(const ConvShape& s, int64_t iw0) {
 template <typename T, int64_t KW_FIXED>
 void im2row_impl(const ConvShape& s, const T* x, T* rows) {
   const int64_t OH = s.out_h(), OW = s.out_w(), L = s.row_length(), KW = KW_FIXED > 0 ? KW_FIXED : s.kernel_w;
-#pragma omp parallel for collapse(2) schedule(static) if (s.batch * OH * OW * L > (1 << 15))
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t oh = 0; oh < OH; ++oh) {
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        T* __restrict row = rows + ((b * OH + oh) * OW + ow) * L;
-        const int64_t iw0 = ow * s.stride - s.padding;
-        const Run run = column_run(s, iw0);
-        const bool whole = run.lo == 0 && run.hi == KW;
-        for (int64_t c = 0; c < s.channels; ++c) {
-          const T* plane = x + (b * s.channels + c) * s.height * s.width;
-          for (int64_t kh = 0; kh < s.kernel_h; ++kh, row += KW) {
-            const int64_t ih = oh * s.stride - s.padding + kh;
-            if (ih < 0 || ih >= s.height) {
-              for (int64_t kw = 0; kw < KW; ++kw) row[kw] = T(0);
-              continue;
-            }
-            const T* __restrict in = plane + ih * s.width + iw0 + run.lo;  // column lo of the run
-            if (KW_FIXED > 0 && whole) {
-#pragma GCC unroll 8
-              for (int64_t kw = 0; kw < KW; ++kw) row[kw] = in[kw];
-              continue;
-            }
-            for (int64_t kw = 0; kw < run.lo; ++kw) row[kw] = T(0);
-            for (int64_t kw = run.lo; kw < run.hi; ++kw) row[kw] = in[kw - run.lo];
-            for (int64_t kw = run.hi; kw < KW; ++kw) row[kw] = T(0);
+  parallel_for(s.batch * OH, s.batch * OH * OW * L > (1 << 15), [&](int64_t image_row) {
+    const int64_t b = image_row / OH, oh = image_row % OH;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      T* __restrict row = rows + ((b * OH + oh) * OW + ow) * L;
+      const int64_t iw0 = ow * s.stride - s.padding;
+      const Run run = column_run(s, iw0);
+      const bool whole = run.lo == 0 && run.hi == KW;
+      for (int64_t c = 0; c < s.channels; ++c) {
+        const T* plane = x + (b * s.channels + c) * s.height * s.width;
+        for (int64_t kh = 0; kh < s.kernel_h; ++kh, row += KW) {
+          const int64_t ih = oh * s.stride - s.padding + kh;
+          if (ih < 0 || ih >= s.height) {
+            for (int64_t kw = 0; kw < KW; ++kw) row[kw] = T(0);
+            continue;
           }
+          const T* __restrict in = plane + ih * s.width + iw0 + run.lo;  // column lo of the run
+          if (KW_FIXED > 0 && whole) {
+#pragma GCC unroll 8
+            for (int64_t kw = 0; kw < KW; ++kw) row[kw] = in[kw];
+            continue;
+          }
+          for (int64_t kw = 0; kw < run.lo; ++kw) row[kw] = T(0);
+          for (int64_t kw = run.lo; kw < run.hi; ++kw) row[kw] = in[kw - run.lo];
+          for (int64_t kw = run.hi; kw < KW; ++kw) row[kw] = T(0);
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -74,8 +74,7 @@ template <typename T>
 void row2im(const ConvShape& s, const T* rows, T* dx) {
   const int64_t OH = s.out_h(), OW = s.out_w(), L = s.row_length(), KW = s.kernel_w;
   // Parallel over images only: windows of one image may overlap (stride < kernel).
-#pragma omp parallel for schedule(static) if (s.batch > 1 && s.batch * OH * OW * L > (1 << 15))
-  for (int64_t b = 0; b < s.batch; ++b) {
+  parallel_for(s.batch, s.batch * OH * OW * L > (1 << 15), [&](int64_t b) {
     for (int64_t oh = 0; oh < OH; ++oh) {
       for (int64_t ow = 0; ow < OW; ++ow) {
         const T* __restrict row = rows + ((b * OH + oh) * OW + ow) * L;
@@ -92,7 +91,7 @@ void row2im(const ConvShape& s, const T* rows, T* dx) {
         }
       }
     }
-  }
+  });
 }
 
 template void im2row<float>(const ConvShape&, const float*, float*);
