@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "core/block_cache.h"
 #include "core/strided.h"
 
 namespace vit {
@@ -15,9 +16,7 @@ namespace vit {
 // ---------------------------------------------------------------------------------- storage
 
 Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
-  constexpr size_t kAlign = 64;
-  const size_t rounded = std::max<size_t>((nbytes + kAlign - 1) / kAlign * kAlign, kAlign);
-  data_ = std::aligned_alloc(kAlign, rounded);
+  data_ = block_allocate(nbytes);  // large blocks are reused across steps (block_cache.h)
   VIT_CHECK(data_ != nullptr, "tensor", "out of memory allocating {} bytes", nbytes);
 }
 
@@ -25,7 +24,7 @@ Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner, bool fi
     : data_(data), nbytes_(nbytes), owner_(std::move(owner)), file_mapped_(file_mapped) {}
 
 Storage::~Storage() {
-  if (!owner_) std::free(data_);
+  if (!owner_) block_free(data_, nbytes_);
 }
 
 // ---------------------------------------------------------------------------------- creation

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "kernels/isa_target.h"
+#include "kernels/threads.h"
 #include "kernels/vmath.h"
 
 namespace vit::kernels {
@@ -145,8 +146,7 @@ template <typename Fn>
 void for_chunks(int64_t n, Fn&& fn) {
   constexpr int64_t kChunk = 4096;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t c = 0; c < chunks; ++c) fn(c * kChunk, std::min(n, (c + 1) * kChunk));
+  parallel_for(chunks, n > kParallelThreshold, [&](int64_t c) { fn(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
 template <typename T>
@@ -158,8 +158,7 @@ void unary_forward(Unary op, const T* x, T* y, int64_t n) {
       return;
     }
   }
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) y[i] = value(op, x[i]);
+  parallel_for(n, n > kParallelThreshold, [&](int64_t i) { y[i] = value(op, x[i]); });
 }
 
 template <typename T>
@@ -171,8 +170,8 @@ void unary_backward(Unary op, const T* x, const T* y, const T* dy, T* dx, int64_
       return;
     }
   }
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * derivative(op, x ? x[i] : T(0), y ? y[i] : T(0));
+  parallel_for(n, n > kParallelThreshold,
+               [&](int64_t i) { dx[i] += dy[i] * derivative(op, x ? x[i] : T(0), y ? y[i] : T(0)); });
 }
 
 double unary_ref(Unary op, double x) { return value<double>(op, x); }
@@ -181,24 +180,22 @@ double unary_grad_ref(Unary op, double x) { return derivative<double>(op, x, val
 
 template <typename T>
 void pow_forward(const T* x, double p, T* y, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(std::pow(static_cast<double>(x[i]), p));
+  parallel_for(n, n > kParallelThreshold,
+               [&](int64_t i) { y[i] = static_cast<T>(std::pow(static_cast<double>(x[i]), p)); });
 }
 
 template <typename T>
 void pow_backward(const T* x, double p, const T* dy, T* dx, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, n > kParallelThreshold, [&](int64_t i) {
     const double g = p == 0.0 ? 0.0 : p * std::pow(static_cast<double>(x[i]), p - 1.0);
     dx[i] += dy[i] * static_cast<T>(g);
-  }
+  });
 }
 
 template <typename T>
 void affine_forward(const T* x, double a, double b, T* y, int64_t n) {
   const T ta = static_cast<T>(a), tb = static_cast<T>(b);
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) y[i] = ta * x[i] + tb;
+  parallel_for(n, n > kParallelThreshold, [&](int64_t i) { y[i] = ta * x[i] + tb; });
 }
 
 #define VIT_INSTANTIATE(T)                                                           \

@@ -10,6 +10,7 @@
 #include "kernels/isa_target.h"
 #include "kernels/small_gemm.h"
 #include "kernels/softmax.h"
+#include "kernels/threads.h"
 
 namespace vit::kernels {
 namespace {
@@ -76,28 +77,35 @@ template <typename T>
 void attention_forward(const AttentionShape& s, const T* qkv, const T* mask, double scale, T* probs, T* out) {
   const int64_t N = s.tokens, HD = s.head_dim, D = s.dim(), row = 3 * D;
   const int64_t pairs = s.batch * s.num_heads;
-#pragma omp parallel if (pairs > 1)
+  // One (image, head) pair; the scratch is per thread.
+  auto pair = [&](int64_t bh, std::vector<T>& dropped) {
+    const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
+    const T* q = qkv + b * N * row + h * HD;  // (N, HD), row stride 3D
+    const T* k = q + D;
+    const T* v = q + 2 * D;
+    T* p = probs + bh * N * N;        // (N, N)
+    T* o = out + b * N * D + h * HD;  // (N, HD), row stride D
+    if (h == 0 && b + 1 < s.batch) prefetch_rows(qkv + (b + 1) * N * row, N, row, row);
+    head_gemm<T>(false, true, N, N, HD, static_cast<T>(scale), q, row, k, row, T(0), p, N);
+    softmax_forward<T>(p, p, N, N);
+    const T* weights = p;
+    if (mask) {
+      const T* m = mask + bh * N * N;
+      for (int64_t i = 0; i < N * N; ++i) dropped[i] = p[i] * m[i];
+      weights = dropped.data();
+    }
+    head_gemm<T>(false, false, N, HD, N, T(1), weights, N, v, row, T(0), o, D);
+  };
+  if (!parallel_worth(pairs > 1)) {            // no team at all (threads.h)
+    std::vector<T> dropped(mask ? N * N : 0);  // per-thread scratch for P * mask
+    for (int64_t bh = 0; bh < pairs; ++bh) pair(bh, dropped);
+    return;
+  }
+#pragma omp parallel
   {
     std::vector<T> dropped(mask ? N * N : 0);  // per-thread scratch for P * mask
 #pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < pairs; ++bh) {
-      const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
-      const T* q = qkv + b * N * row + h * HD;  // (N, HD), row stride 3D
-      const T* k = q + D;
-      const T* v = q + 2 * D;
-      T* p = probs + bh * N * N;        // (N, N)
-      T* o = out + b * N * D + h * HD;  // (N, HD), row stride D
-      if (h == 0 && b + 1 < s.batch) prefetch_rows(qkv + (b + 1) * N * row, N, row, row);
-      head_gemm<T>(false, true, N, N, HD, static_cast<T>(scale), q, row, k, row, T(0), p, N);
-      softmax_forward<T>(p, p, N, N);
-      const T* weights = p;
-      if (mask) {
-        const T* m = mask + bh * N * N;
-        for (int64_t i = 0; i < N * N; ++i) dropped[i] = p[i] * m[i];
-        weights = dropped.data();
-      }
-      head_gemm<T>(false, false, N, HD, N, T(1), weights, N, v, row, T(0), o, D);
-    }
+    for (int64_t bh = 0; bh < pairs; ++bh) pair(bh, dropped);
   }
 }
 
@@ -109,42 +117,49 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* probs, c
   SoftmaxGradRows<T> softmax_grad = softmax_grad_rows<T>;
   if constexpr (std::is_same_v<T, float>)
     softmax_grad = per_isa<SoftmaxGradRows<float>>(softmax_grad_plain, softmax_grad_avx2, softmax_grad_avx512);
-#pragma omp parallel if (pairs > 1)
+  // One (image, head) pair; the scratch is per thread.
+  auto pair = [&](int64_t bh, std::vector<T>& dp, std::vector<T>& dropped) {
+    const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
+    const T* q = qkv + b * N * row + h * HD;
+    const T* k = q + D;
+    const T* v = q + 2 * D;
+    T* dq = dqkv + b * N * row + h * HD;
+    T* dk = dq + D;
+    T* dv = dq + 2 * D;
+    const T* p = probs + bh * N * N;
+    const T* m = mask ? mask + bh * N * N : nullptr;
+    const T* dO = dout + b * N * D + h * HD;  // (N, HD), row stride D
+    if (h == 0 && b + 1 < s.batch) {          // the next image: its qkv, dqkv, dout and probabilities
+      prefetch_rows(qkv + (b + 1) * N * row, N, row, row);
+      prefetch_rows(dqkv + (b + 1) * N * row, N, row, row);
+      prefetch_rows(dout + (b + 1) * N * D, N, D, D);
+      prefetch_rows(probs + (b + 1) * s.num_heads * N * N, s.num_heads, N * N, N * N);
+    }
+    const T* p_used = p;
+    if (m) {
+      for (int64_t i = 0; i < N * N; ++i) dropped[i] = p[i] * m[i];
+      p_used = dropped.data();
+    }
+    // dv (N, HD) += P'^T (N, N) @ dO (N, HD)
+    head_gemm<T>(true, false, N, HD, N, T(1), p_used, N, dO, D, T(1), dv, row);
+    // dP' (N, N) = dO (N, HD) @ v^T (HD, N)
+    head_gemm<T>(false, true, N, N, HD, T(1), dO, D, v, row, T(0), dp.data(), N);
+    // dS = P * (dP - rowsum(dP * P)), with dP = dP' * mask; stored back into dp.
+    softmax_grad(dp.data(), p, m, N);
+    // dq (N, HD) += scale dS (N, N) @ k (N, HD);  dk (N, HD) += scale dS^T @ q
+    head_gemm<T>(false, false, N, HD, N, static_cast<T>(scale), dp.data(), N, k, row, T(1), dq, row);
+    head_gemm<T>(true, false, N, HD, N, static_cast<T>(scale), dp.data(), N, q, row, T(1), dk, row);
+  };
+  if (!parallel_worth(pairs > 1)) {  // no team at all (threads.h)
+    std::vector<T> dp(N * N), dropped(mask ? N * N : 0);
+    for (int64_t bh = 0; bh < pairs; ++bh) pair(bh, dp, dropped);
+    return;
+  }
+#pragma omp parallel
   {
     std::vector<T> dp(N * N), dropped(mask ? N * N : 0);
 #pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < pairs; ++bh) {
-      const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
-      const T* q = qkv + b * N * row + h * HD;
-      const T* k = q + D;
-      const T* v = q + 2 * D;
-      T* dq = dqkv + b * N * row + h * HD;
-      T* dk = dq + D;
-      T* dv = dq + 2 * D;
-      const T* p = probs + bh * N * N;
-      const T* m = mask ? mask + bh * N * N : nullptr;
-      const T* dO = dout + b * N * D + h * HD;  // (N, HD), row stride D
-      if (h == 0 && b + 1 < s.batch) {          // the next image: its qkv, dqkv, dout and probabilities
-        prefetch_rows(qkv + (b + 1) * N * row, N, row, row);
-        prefetch_rows(dqkv + (b + 1) * N * row, N, row, row);
-        prefetch_rows(dout + (b + 1) * N * D, N, D, D);
-        prefetch_rows(probs + (b + 1) * s.num_heads * N * N, s.num_heads, N * N, N * N);
-      }
-      const T* p_used = p;
-      if (m) {
-        for (int64_t i = 0; i < N * N; ++i) dropped[i] = p[i] * m[i];
-        p_used = dropped.data();
-      }
-      // dv (N, HD) += P'^T (N, N) @ dO (N, HD)
-      head_gemm<T>(true, false, N, HD, N, T(1), p_used, N, dO, D, T(1), dv, row);
-      // dP' (N, N) = dO (N, HD) @ v^T (HD, N)
-      head_gemm<T>(false, true, N, N, HD, T(1), dO, D, v, row, T(0), dp.data(), N);
-      // dS = P * (dP - rowsum(dP * P)), with dP = dP' * mask; stored back into dp.
-      softmax_grad(dp.data(), p, m, N);
-      // dq (N, HD) += scale dS (N, N) @ k (N, HD);  dk (N, HD) += scale dS^T @ q
-      head_gemm<T>(false, false, N, HD, N, static_cast<T>(scale), dp.data(), N, k, row, T(1), dq, row);
-      head_gemm<T>(true, false, N, HD, N, static_cast<T>(scale), dp.data(), N, q, row, T(1), dk, row);
-    }
+    for (int64_t bh = 0; bh < pairs; ++bh) pair(bh, dp, dropped);
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/strided.h"
 #include "kernels/isa_target.h"
+#include "kernels/threads.h"
 
 namespace vit::kernels {
 namespace {
@@ -164,11 +165,10 @@ void binary_forward(Binary op, const Shape& shape, const T* a, const Strides& a_
   const RowFn<T> row = pick_row<T>();
   if (is_row_major(shape, a_strides) && is_row_major(shape, b_strides)) {
     const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-    for (int64_t c = 0; c < chunks; ++c) {
+    parallel_for(chunks, n > kParallelThreshold, [&](int64_t c) {
       const int64_t i = c * kChunk;
       row(op, y + i, a + i, 1, b + i, 1, std::min(kChunk, n - i));
-    }
+    });
     return;
   }
   Shape merged = shape;
@@ -182,10 +182,9 @@ void binary_forward(Binary op, const Shape& shape, const T* a, const Strides& a_
 
 template <typename T>
 void bias_add_forward(T* y, const T* bias, int64_t rows, int64_t n) {
-#pragma omp parallel for schedule(static) if (rows * n > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * n > kParallelThreshold, [&](int64_t r) {
     for (int64_t i = 0; i < n; ++i) y[r * n + i] += bias[i];
-  }
+  });
 }
 
 template <typename T>

@@ -10,6 +10,7 @@
 #include "kernels/gemm.h"
 #include "kernels/packed_gemm.h"
 #include "kernels/softmax.h"
+#include "kernels/threads.h"
 #include "kernels/vmath.h"
 
 namespace vit::kernels {
@@ -20,53 +21,47 @@ constexpr int64_t kParallelElements = 1 << 14;
 }  // namespace
 
 void bias_tanh_inplace(float* y, const float* bias, int64_t rows, int64_t n) {
-#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * n > kParallelElements, [&](int64_t r) {
     float* yr = y + r * n;
     for (int64_t i = 0; i < n; ++i) yr[i] = std::tanh(yr[i] + (bias ? bias[i] : 0.0f));
-  }
+  });
 }
 
 void quick_gelu_inplace(float* y, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, n > (1 << 15), [&](int64_t i) {
     const float x = y[i];
     float a = -1.702f * std::fabs(x);
     a = a == a ? a : 0.0f;        // NaN: any finite exponent (x * s stays NaN)
     const float t = exp_fast(a);  // exp(-1.702 |x|) in (0, 1]
     y[i] = x * (x >= 0.0f ? 1.0f / (1.0f + t) : t / (1.0f + t));
-  }
+  });
 }
 
 void relu_inplace(float* y, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : (y[i] == y[i] ? 0.0f : y[i]);
+  parallel_for(n, n > (1 << 15), [&](int64_t i) { y[i] = y[i] > 0.0f ? y[i] : (y[i] == y[i] ? 0.0f : y[i]); });
 }
 
 void add_scaled_rows(float* x, const float* branch, const float* gamma, int64_t rows, int64_t D) {
-#pragma omp parallel for schedule(static) if (rows * D > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * D > kParallelElements, [&](int64_t r) {
 #pragma omp simd
     for (int64_t i = 0; i < D; ++i) x[r * D + i] += branch[r * D + i] * gamma[i];
-  }
+  });
 }
 
 void rows_to_planes(const float* rows, int64_t B, int64_t HW, int64_t S, float* planes) {
-#pragma omp parallel for schedule(static) if (B > 1)
-  for (int64_t b = 0; b < B; ++b) {
+  parallel_for(B, B > 1, [&](int64_t b) {
     for (int64_t s = 0; s < S; ++s) {
       const float* __restrict src = rows + b * HW * S + s;
       float* __restrict dst = planes + (b * S + s) * HW;
       for (int64_t i = 0; i < HW; ++i) dst[i] = src[i * S];
     }
-  }
+  });
 }
 
 void embed_tokens(const float* const* prefix_rows, int64_t prefix, const float* patches, const float* pos,
                   bool pos_covers_prefix, int64_t B, int64_t N, int64_t D, float* x) {
   const int64_t rows = B * N, P = N - prefix;
-#pragma omp parallel for schedule(static) if (rows * D > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * D > kParallelElements, [&](int64_t r) {
     const int64_t t = r % N;
     float* __restrict xr = x + r * D;
     if (t < prefix) {
@@ -83,7 +78,7 @@ void embed_tokens(const float* const* prefix_rows, int64_t prefix, const float* 
 #pragma omp simd
       for (int64_t i = 0; i < D; ++i) xr[i] = src[i] + pr[i];
     }
-  }
+  });
 }
 
 void attention_inference(const AttentionShape& s, const float* qkv, double scale, float* out) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/isa_target.h"
+#include "kernels/threads.h"
 
 namespace vit::kernels {
 
@@ -127,38 +128,45 @@ void layernorm_forward(const T* x, const T* weight, const T* bias, T* y, T* mean
                        double eps) {
   if constexpr (std::is_same_v<T, float>) {
     const FloatRow row = per_isa<FloatRow>(row_plain, row_avx2, row_avx512);
-#pragma omp parallel for schedule(static) if (rows * n > (1 << 14))
-    for (int64_t r = 0; r < rows; ++r)
+    parallel_for(rows, rows * n > (1 << 14), [&](int64_t r) {
       row(x + r * n, weight, bias, y + r * n, mean ? mean + r : nullptr, rstd ? rstd + r : nullptr, n, eps);
+    });
   } else {
-#pragma omp parallel for schedule(static) if (rows * n > (1 << 14))
-    for (int64_t r = 0; r < rows; ++r)
+    parallel_for(rows, rows * n > (1 << 14), [&](int64_t r) {
       layernorm_row<T>(x + r * n, weight, bias, y + r * n, mean ? mean + r : nullptr, rstd ? rstd + r : nullptr, n,
                        eps);
+    });
   }
 }
 
 template <typename T>
 void layernorm_backward(const T* x, const T* weight, const T* mean, const T* rstd, const T* dy, T* dx, T* dweight,
                         T* dbias, int64_t rows, int64_t n) {
-  const int threads = rows * n > (1 << 14) ? omp_get_max_threads() : 1;
+  const int threads = parallel_worth(rows * n > (1 << 14)) ? omp_get_max_threads() : 1;
   const bool need_params = dweight || dbias;
   std::vector<double> partial(need_params ? static_cast<size_t>(threads) * 2 * n : 0, 0.0);
   BackwardRows<T> block = layernorm_backward_rows<T>;
   if constexpr (std::is_same_v<T, float>)
     block = per_isa<BackwardRows<float>>(backward_plain, backward_avx2, backward_avx512);
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
+  // Block k of rows, its parameter sums into dw_local through `sums` (this block's dw, db in T).
+  auto run_block = [&](int64_t k, double* dw_local, std::vector<T>& sums) {
+    const int64_t r0 = k * kBlockRows, count = std::min(kBlockRows, rows - r0);
+    std::fill(sums.begin(), sums.end(), T(0));
+    block(x + r0 * n, weight, mean + r0, rstd + r0, dy + r0 * n, dx ? dx + r0 * n : nullptr,
+          need_params ? sums.data() : nullptr, need_params ? sums.data() + n : nullptr, count, n);
+    for (int64_t i = 0; need_params && i < 2 * n; ++i) dw_local[i] += sums[i];
+  };
+  if (threads == 1) {  // no team at all (threads.h)
+    std::vector<T> sums(need_params ? 2 * n : 0);
+    for (int64_t k = 0; k < blocks; ++k) run_block(k, need_params ? partial.data() : nullptr, sums);
+  } else {
 #pragma omp parallel num_threads(threads)
-  {
-    double* dw_local = need_params ? partial.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * n : nullptr;
-    std::vector<T> sums(need_params ? 2 * n : 0);  // this block's dw, db in T
+    {
+      double* dw_local = need_params ? partial.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * n : nullptr;
+      std::vector<T> sums(need_params ? 2 * n : 0);
 #pragma omp for schedule(static)
-    for (int64_t k = 0; k < blocks; ++k) {
-      const int64_t r0 = k * kBlockRows, count = std::min(kBlockRows, rows - r0);
-      std::fill(sums.begin(), sums.end(), T(0));
-      block(x + r0 * n, weight, mean + r0, rstd + r0, dy + r0 * n, dx ? dx + r0 * n : nullptr,
-            need_params ? sums.data() : nullptr, need_params ? sums.data() + n : nullptr, count, n);
-      for (int64_t i = 0; need_params && i < 2 * n; ++i) dw_local[i] += sums[i];
+      for (int64_t k = 0; k < blocks; ++k) run_block(k, dw_local, sums);
     }
   }
   for (int t = 0; need_params && t < threads; ++t) {

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "kernels/gemm.h"
 #include "kernels/packed_gemm.h"
+#include "kernels/threads.h"
 
 namespace vit::kernels {
 namespace {
@@ -20,8 +21,7 @@ void linear_blas(const T* A, int64_t M, int64_t K, int64_t lda, const T* W, int6
   if (!bias && e.act == Activation::None) return;
   // After the GEMM, C holds alpha A W^T + beta C: the epilogue only adds the bias and activates.
   with_activation(e.act, [&]<Activation Act>() {
-#pragma omp parallel for schedule(static) if (M * N > (1 << 15))
-    for (int64_t m = 0; m < M; ++m) {
+    parallel_for(M, M * N > (1 << 15), [&](int64_t m) {
       T* __restrict c = C + m * ldc;
       for (int64_t n = 0; n < N; ++n) {
         const T v = c[n] + (bias ? bias[n] : T(0));
@@ -31,7 +31,7 @@ void linear_blas(const T* A, int64_t M, int64_t K, int64_t lda, const T* W, int6
           c[n] = Act == Activation::None ? v : static_cast<T>(activate_ref(Act, static_cast<double>(v)));
         }
       }
-    }
+    });
   });
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/isa_target.h"
+#include "kernels/threads.h"
 
 namespace vit::kernels {
 
@@ -56,25 +57,23 @@ void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n
   const AdamWChunk chunk = per_isa<AdamWChunk>(adamw_plain, adamw_avx2, adamw_avx512);
   constexpr int64_t kChunk = 1 << 14;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t k = 0; k < chunks; ++k) {
+  parallel_for(chunks, n > kParallelThreshold, [&](int64_t k) {
     const int64_t i = k * kChunk;
     chunk(param + i, grad + i, m + i, v + i, std::min(kChunk, n - i), c);
-  }
+  });
 }
 
 void sgd_update(float* param, const float* grad, float* buf, int64_t n, double lr, double momentum, double weight_decay,
                 bool nesterov, bool first_step) {
   const float mu = static_cast<float>(momentum), wd = static_cast<float>(weight_decay), rate = static_cast<float>(lr);
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, n > kParallelThreshold, [&](int64_t i) {
     float g = grad[i] + wd * param[i];
     if (mu != 0.0f) {
       buf[i] = first_step ? g : mu * buf[i] + g;
       g = nesterov ? g + mu * buf[i] : buf[i];
     }
     param[i] -= rate * g;
-  }
+  });
 }
 
 double sum_squares(const float* x, int64_t n) {
@@ -89,8 +88,7 @@ void scale_inplace(float* x, int64_t n, float s) {
 
 void ema_update(float* ema, const float* x, int64_t n, double decay) {
   const float d = static_cast<float>(decay), rest = static_cast<float>(1.0 - decay);
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) ema[i] = d * ema[i] + rest * x[i];
+  parallel_for(n, n > kParallelThreshold, [&](int64_t i) { ema[i] = d * ema[i] + rest * x[i]; });
 }
 
 }  // namespace vit::kernels

@@ -4,19 +4,20 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/threads.h"
+
 namespace vit::kernels {
 
 constexpr int64_t kParallelRows = 64;
 
 template <typename T>
 void sum_rows(const T* x, int64_t rows, int64_t n, T* y) {
-#pragma omp parallel for schedule(static) if (rows * n > (1 << 15) && rows >= 2)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * n > (1 << 15) && rows >= 2, [&](int64_t r) {
     double acc = 0.0;
     const T* row = x + r * n;
     for (int64_t i = 0; i < n; ++i) acc += row[i];
     y[r] = static_cast<T>(acc);
-  }
+  });
 }
 
 template <typename T>
@@ -55,11 +56,10 @@ void moments_rows(const T* x, int64_t rows, int64_t n, int64_t correction, T* me
 
 template <typename T>
 void moments_backward(const T* x, const T* mean, const T* dvar, int64_t rows, int64_t n, int64_t correction, T* dx) {
-#pragma omp parallel for schedule(static) if (rows >= kParallelRows)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows >= kParallelRows, [&](int64_t r) {
     const T scale = static_cast<T>(2.0 / static_cast<double>(n - correction)) * dvar[r];
     for (int64_t i = 0; i < n; ++i) dx[r * n + i] += scale * (x[r * n + i] - mean[r]);
-  }
+  });
 }
 
 template <typename T>

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/isa_target.h"
+#include "kernels/threads.h"
 #include "kernels/vmath.h"
 
 namespace vit::kernels {
@@ -61,30 +62,26 @@ template <typename T>
 void softmax_forward(const T* x, T* y, int64_t rows, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     const FloatRow row = per_isa<FloatRow>(softmax_row_plain, softmax_row_avx2, softmax_row_avx512);
-#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
-    for (int64_t r = 0; r < rows; ++r) row(x + r * n, y + r * n, n);
+    parallel_for(rows, rows * n > kParallelElements, [&](int64_t r) { row(x + r * n, y + r * n, n); });
   } else {
-#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
-    for (int64_t r = 0; r < rows; ++r) softmax_row<T>(x + r * n, y + r * n, n);
+    parallel_for(rows, rows * n > kParallelElements, [&](int64_t r) { softmax_row<T>(x + r * n, y + r * n, n); });
   }
 }
 
 template <typename T>
 void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t n) {
-#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * n > kParallelElements, [&](int64_t r) {
     const T* yr = y + r * n;
     const T* dyr = dy + r * n;
     T dot = 0;
     for (int64_t i = 0; i < n; ++i) dot += dyr[i] * yr[i];
     for (int64_t i = 0; i < n; ++i) dx[r * n + i] += yr[i] * (dyr[i] - dot);
-  }
+  });
 }
 
 template <typename T>
 void log_softmax_forward(const T* x, T* y, int64_t rows, int64_t n) {
-#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * n > kParallelElements, [&](int64_t r) {
     const T* xr = x + r * n;
     const T m = row_max(xr, n);
     T sum = 0;
@@ -92,18 +89,17 @@ void log_softmax_forward(const T* x, T* y, int64_t rows, int64_t n) {
     // (x - m) - log(sum), not x - (m + log(sum)): adding log(sum) to a large max rounds it away.
     const T log_sum = std::log(sum);
     for (int64_t i = 0; i < n; ++i) y[r * n + i] = (xr[i] - m) - log_sum;
-  }
+  });
 }
 
 template <typename T>
 void log_softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t n) {
-#pragma omp parallel for schedule(static) if (rows * n > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * n > kParallelElements, [&](int64_t r) {
     const T* dyr = dy + r * n;
     T sum = 0;
     for (int64_t i = 0; i < n; ++i) sum += dyr[i];
     for (int64_t i = 0; i < n; ++i) dx[r * n + i] += dyr[i] - std::exp(y[r * n + i]) * sum;
-  }
+  });
 }
 
 template <typename T>

@@ -25,6 +25,8 @@ const std::vector<ConvShape> kShapes = {
     {1, 1, 1, 1, 1, 1, 1, 0},    // 1x1
     {3, 2, 7, 9, 5, 3, 3, 1},    // stride 3, odd sizes
     {2, 3, 32, 32, 3, 3, 1, 1},  // large enough for the threaded paths (> 1 << 15 elements)
+    {2, 3, 14, 21, 7, 7, 7, 0},  // 7x7 patches (the fixed-width copy of the 28x28 presets)
+    {1, 2, 9, 10, 7, 7, 2, 3},   // 7x7, overlapping, padded: runs cut at both image edges
 };
 
 std::string shape_str(const ConvShape& s) {
