@@ -63,32 +63,24 @@ void convert_rows_plain(const float* x, int64_t lda, int64_t rows, int64_t padde
 // (GCC 12 warns about the undefined vector inside its own shift and narrowing intrinsics.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// The same, 16 floats at a time with to_bf16's exact rule (round to nearest even on the bits, a
-// NaN made quiet, denormals kept), for the weights (Bf16Matrix::at reads them back).
-VIT_TARGET_AVX512 void convert_rows_exact_avx512(const float* x, int64_t lda, int64_t rows, int64_t padded, int64_t K,
-                                                 int64_t p0, int64_t p1, uint32_t* out) {
-  const int64_t width = p1 - p0, k_end = std::min(K, 2 * p1);
+// One row of K floats as (K + 1) / 2 bf16 pairs, 16 floats at a time with to_bf16's exact rule
+// (round to nearest even on the bits, a NaN made quiet, denormals kept), for the weights
+// (Bf16Matrix::at reads them back).
+VIT_TARGET_AVX512 void convert_row_exact_avx512(const float* row, int64_t K, uint32_t* out) {
   const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7FFF), quiet = _mm512_set1_epi32(0x40);
-  for (int64_t r = 0; r < padded; ++r) {
-    uint32_t* o = out + r * width;
-    if (r >= rows) {
-      std::memset(o, 0, static_cast<size_t>(width) * sizeof(uint32_t));
-      continue;
-    }
-    const float* row = x + r * lda;
-    for (int64_t k = 2 * p0; k < 2 * p1; k += 16) {
-      const int64_t n = std::clamp<int64_t>(k_end - k, 0, 16);  // floats read; the rest are zero
-      const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
-      const __m512 v = _mm512_maskz_loadu_ps(mask, row + k);
-      const __m512i bits = _mm512_castps_si512(v);
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
-      __m512i h = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, bias), lsb), 16);
-      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-      h = _mm512_mask_or_epi32(h, nan, _mm512_srli_epi32(bits, 16), quiet);
-      const __m256i halves = _mm512_cvtepi32_epi16(h);  // 16 bf16 in order: 8 pairs
-      const int64_t pairs_here = std::min<int64_t>(8, p1 - k / 2);
-      _mm256_mask_storeu_epi16(o + (k / 2 - p0), static_cast<__mmask16>((1u << (2 * pairs_here)) - 1u), halves);
-    }
+  const int64_t pairs = (K + 1) / 2;
+  for (int64_t k = 0; k < 2 * pairs; k += 16) {
+    const int64_t n = std::min<int64_t>(K - k, 16);  // floats read; the rest are zero
+    const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, row + k);
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
+    __m512i h = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, bias), lsb), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    h = _mm512_mask_or_epi32(h, nan, _mm512_srli_epi32(bits, 16), quiet);
+    const __m256i halves = _mm512_cvtepi32_epi16(h);  // 16 bf16 in order: 8 pairs
+    const int64_t pairs_here = std::min<int64_t>(8, pairs - k / 2);
+    _mm256_mask_storeu_epi16(out + k / 2, static_cast<__mmask16>((1u << (2 * pairs_here)) - 1u), halves);
   }
 }
 #pragma GCC diagnostic pop
@@ -320,7 +312,11 @@ Bf16Matrix Bf16Matrix::from_weight(const float* weight, int64_t N, int64_t K) {
   const bool wide = isa_enabled(Isa::Avx512);
   std::vector<uint32_t> pairs(static_cast<size_t>(m.pairs()));
   for (int64_t n = 0; n < N; ++n) {
-    (wide ? convert_rows_exact_avx512 : convert_rows_plain)(weight + n * K, K, 1, 1, K, 0, m.pairs(), pairs.data());
+    if (wide) {
+      convert_row_exact_avx512(weight + n * K, K, pairs.data());
+    } else {
+      convert_rows_plain(weight + n * K, K, 1, 1, K, 0, m.pairs(), pairs.data());
+    }
     uint32_t* panel = m.data_.data() + (n / 16) * m.pairs() * 16 + n % 16;
     for (int64_t kk = 0; kk < m.pairs(); ++kk) panel[kk * 16] = pairs[static_cast<size_t>(kk)];
   }

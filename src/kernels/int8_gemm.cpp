@@ -63,6 +63,34 @@ RowQuantization quantize_row_plain(const float* x, int64_t K, Put&& put) {
   return rq;
 }
 
+// The vector paths' shared steps. The row's range from `lanes` per-lane minima, maxima and NaN/Inf
+// sums, the elements from `k` on taken one by one; a row holding NaN or Inf gets zero bytes.
+RowQuantization finish_range(const float* lo, const float* hi, const float* bad, int lanes, const float* x, int64_t k,
+                             int64_t K, int64_t stride, uint8_t* dst, bool& finite) {
+  float mn = 0.0f, mx = 0.0f;
+  finite = true;
+  for (int i = 0; i < lanes; ++i) {
+    mn = std::min(mn, lo[i]);
+    mx = std::max(mx, hi[i]);
+    finite = finite && bad[i] == 0.0f;
+  }
+  for (int64_t t = k; t < K; ++t) {
+    finite = finite && std::isfinite(x[t]);
+    mn = std::min(mn, x[t]);
+    mx = std::max(mx, x[t]);
+  }
+  if (!finite) {
+    for (int64_t t = 0; t < K; ++t) dst[(t / kGroup) * stride + t % kGroup] = 0;
+  }
+  return row_parameters(mn, mx, finite);
+}
+
+// The bytes of the elements from `k` on, one by one.
+void quantize_tail(const float* x, int64_t k, int64_t K, const RowQuantization& rq, int64_t stride, uint8_t* dst) {
+  const float inv = 1.0f / rq.scale;
+  for (; k < K; ++k) dst[(k / kGroup) * stride + k % kGroup] = quantize_value(x[k], inv, rq.zero_point);
+}
+
 // The same, vectorised, into micro-panel layout (mr rows): byte k of the row at
 // dst[(k / 4) * 4 mr + k % 4]. The range (min, max and a NaN/Inf check) in one pass, the bytes in
 // a second; rounding to nearest even, then the clamp to [0, 255], as quantize_value.
@@ -82,25 +110,10 @@ __attribute__((target("avx2,fma"))) RowQuantization quantize_row_avx2(const floa
   _mm256_store_ps(lo, vmin);
   _mm256_store_ps(hi, vmax);
   _mm256_store_ps(bad, poison);
-  float mn = 0.0f, mx = 0.0f;
   bool finite = true;
-  for (int i = 0; i < 8; ++i) {
-    mn = std::min(mn, lo[i]);
-    mx = std::max(mx, hi[i]);
-    finite = finite && bad[i] == 0.0f;
-  }
-  for (int64_t t = k; t < K; ++t) {
-    finite = finite && std::isfinite(x[t]);
-    mn = std::min(mn, x[t]);
-    mx = std::max(mx, x[t]);
-  }
-  const RowQuantization rq = row_parameters(mn, mx, finite);
-  if (!finite) {
-    for (int64_t t = 0; t < K; ++t) dst[(t / kGroup) * stride + t % kGroup] = 0;
-    return rq;
-  }
-  const float inv_s = 1.0f / rq.scale;
-  const __m256 inv = _mm256_set1_ps(inv_s);
+  const RowQuantization rq = finish_range(lo, hi, bad, 8, x, k, K, stride, dst, finite);
+  if (!finite) return rq;
+  const __m256 inv = _mm256_set1_ps(1.0f / rq.scale);
   const __m256i zp = _mm256_set1_epi32(rq.zero_point);
   k = 0;
   for (; k + 8 <= K; k += 8) {
@@ -114,7 +127,7 @@ __attribute__((target("avx2,fma"))) RowQuantization quantize_row_avx2(const floa
     std::memcpy(dst + (k / kGroup) * stride, &g0, 4);
     std::memcpy(dst + (k / kGroup + 1) * stride, &g1, 4);
   }
-  for (; k < K; ++k) dst[(k / kGroup) * stride + k % kGroup] = quantize_value(x[k], inv_s, rq.zero_point);
+  quantize_tail(x, k, K, rq, stride, dst);
   return rq;
 }
 
@@ -137,25 +150,10 @@ VIT_TARGET_AVX512 RowQuantization quantize_row_avx512(const float* x, int64_t K,
   _mm512_store_ps(lo, vmin);
   _mm512_store_ps(hi, vmax);
   _mm512_store_ps(bad, poison);
-  float mn = 0.0f, mx = 0.0f;
   bool finite = true;
-  for (int i = 0; i < 16; ++i) {
-    mn = std::min(mn, lo[i]);
-    mx = std::max(mx, hi[i]);
-    finite = finite && bad[i] == 0.0f;
-  }
-  for (int64_t t = k; t < K; ++t) {
-    finite = finite && std::isfinite(x[t]);
-    mn = std::min(mn, x[t]);
-    mx = std::max(mx, x[t]);
-  }
-  const RowQuantization rq = row_parameters(mn, mx, finite);
-  if (!finite) {
-    for (int64_t t = 0; t < K; ++t) dst[(t / kGroup) * stride + t % kGroup] = 0;
-    return rq;
-  }
-  const float inv_s = 1.0f / rq.scale;
-  const __m512 inv = _mm512_set1_ps(inv_s);
+  const RowQuantization rq = finish_range(lo, hi, bad, 16, x, k, K, stride, dst, finite);
+  if (!finite) return rq;
+  const __m512 inv = _mm512_set1_ps(1.0f / rq.scale);
   const __m512i zp = _mm512_set1_epi32(rq.zero_point), none = _mm512_setzero_si512();
   k = 0;
   for (; k + 16 <= K; k += 16) {
@@ -166,7 +164,7 @@ VIT_TARGET_AVX512 RowQuantization quantize_row_avx512(const float* x, int64_t K,
     _mm_store_si128(reinterpret_cast<__m128i*>(g), _mm512_cvtusepi32_epi8(q));  // the clamp to 255
     for (int i = 0; i < 4; ++i) std::memcpy(dst + (k / kGroup + i) * stride, &g[i], 4);
   }
-  for (; k < K; ++k) dst[(k / kGroup) * stride + k % kGroup] = quantize_value(x[k], inv_s, rq.zero_point);
+  quantize_tail(x, k, K, rq, stride, dst);
   return rq;
 }
 #pragma GCC diagnostic pop

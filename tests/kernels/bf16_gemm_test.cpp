@@ -118,6 +118,25 @@ TEST(Bf16, WeightsRoundTripThroughThePacking) {
   for (int64_t n = 0; n < 5; ++n) {
     for (int64_t k = 0; k < 7; ++k) EXPECT_EQ(m.at(n, k), from_bf16(to_bf16(w[n * 7 + k]))) << n << "," << k;
   }
+  // Special values and K past one 16-float step, on the vectorised and the plain conversion: the
+  // same bits as to_bf16 (denormals kept, ties to even, NaN quiet).
+  const uint32_t special[] = {0x00000001, 0x807FFFFF, 0x3F808000, 0x3F818000, 0x7F7FFFFF, 0x7FC00001, 0xFF800000};
+  std::vector<float> v(3 * 21);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = i < 7 ? float_of(special[i]) : 0.001f * static_cast<float>(i * i) - 1.0f;
+  for (Isa limit : {Isa::Avx512Vnni, Isa::Avx2}) {
+    ScopedIsaLimit cap(limit);
+    const Bf16Matrix b = Bf16Matrix::from_weight(v.data(), 3, 21);
+    for (int64_t n = 0; n < 3; ++n) {
+      for (int64_t k = 0; k < 21; ++k) {
+        const float want = from_bf16(to_bf16(v[n * 21 + k])), got = b.at(n, k);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got)) << n << "," << k;
+        } else {
+          EXPECT_EQ(std::memcmp(&got, &want, sizeof(float)), 0) << n << "," << k << " " << isa_name(limit);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
