@@ -1,8 +1,9 @@
-// Attention for at most 16 tokens per head (see attention_small.h), AVX-512: a row of S, P or dS
-// (16 keys) is one zmm; a row of q, k, v, dO (16 features, masked past HD) is one zmm. k and v
-// are transposed once per pair (16 x 16 register transposes, small_gemm.h) where a product runs
-// along them; every product is then rows += broadcast scalar * row. The softmax row is masked past
-// N (exp of nothing: 0); exp is vmath.h's exp_fast, the same polynomial on 16 lanes.
+// Attention for at most 16 tokens per head (see attention_small.h), AVX-512, in transposed form:
+// S^T, P^T, dP^T, dS^T are 16 vectors (one per key j) whose lanes are the queries i, so the
+// softmax and its backward are elementwise across them (a first version on rows spent its time
+// in the horizontal max/sum chains). Every product is vector += broadcast scalar * vector; q, dO,
+// P and the results go through 16 x 16 register transposes (small_gemm.h), lanes past N or HD
+// zero. exp is vmath.h's exp_fast, the same polynomial on 16 lanes.
 #include "kernels/attention_small.h"
 
 #include <immintrin.h>
