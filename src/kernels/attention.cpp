@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/attention_small.h"
 #include "kernels/gemm.h"
 #include "kernels/isa_target.h"
 #include "kernels/small_gemm.h"
@@ -77,6 +78,11 @@ template <typename T>
 void attention_forward(const AttentionShape& s, const T* qkv, const T* mask, double scale, T* probs, T* out) {
   const int64_t N = s.tokens, HD = s.head_dim, D = s.dim(), row = 3 * D;
   const int64_t pairs = s.batch * s.num_heads;
+  // Float, no dropout, up to 16 tokens and a head of up to 16: whole pairs in tiles (attention_small.h).
+  SmallAttentionForward small = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    if (!mask && small_attention_fits(N, HD)) small = small_attention_forward();
+  }
   // One (image, head) pair; the scratch is per thread.
   auto pair = [&](int64_t bh, std::vector<T>& dropped) {
     const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
@@ -86,6 +92,9 @@ void attention_forward(const AttentionShape& s, const T* qkv, const T* mask, dou
     T* p = probs + bh * N * N;        // (N, N)
     T* o = out + b * N * D + h * HD;  // (N, HD), row stride D
     if (h == 0 && b + 1 < s.batch) prefetch_rows(qkv + (b + 1) * N * row, N, row, row);
+    if constexpr (std::is_same_v<T, float>) {
+      if (small) return small(q, k, v, row, N, HD, static_cast<float>(scale), p, o, D);
+    }
     head_gemm<T>(false, true, N, N, HD, static_cast<T>(scale), q, row, k, row, T(0), p, N);
     softmax_forward<T>(p, p, N, N);
     const T* weights = p;
@@ -117,6 +126,10 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* probs, c
   SoftmaxGradRows<T> softmax_grad = softmax_grad_rows<T>;
   if constexpr (std::is_same_v<T, float>)
     softmax_grad = per_isa<SoftmaxGradRows<float>>(softmax_grad_plain, softmax_grad_avx2, softmax_grad_avx512);
+  SmallAttentionBackward small = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    if (!mask && small_attention_fits(N, HD)) small = small_attention_backward();
+  }
   // One (image, head) pair; the scratch is per thread.
   auto pair = [&](int64_t bh, std::vector<T>& dp, std::vector<T>& dropped) {
     const int64_t b = bh / s.num_heads, h = bh % s.num_heads;
@@ -134,6 +147,9 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* probs, c
       prefetch_rows(dqkv + (b + 1) * N * row, N, row, row);
       prefetch_rows(dout + (b + 1) * N * D, N, D, D);
       prefetch_rows(probs + (b + 1) * s.num_heads * N * N, s.num_heads, N * N, N * N);
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (small) return small(q, k, v, row, N, HD, static_cast<float>(scale), p, dO, D, dq, dk, dv);
     }
     const T* p_used = p;
     if (m) {

@@ -28,6 +28,7 @@ constexpr int64_t kKc = 256;  // depth of a block: a B panel is kKc x 16 floats 
 constexpr int64_t kMcRows =
     198;  // rows of an A block, rounded up to micro-panels: ~200 x 256 floats (L2); 197 tokens fit
 constexpr int64_t kMcMax = kMcRows + kMaxMr;
+constexpr int64_t kInPlaceBFloats = 1 << 16;  // a row-major B up to 256 KiB (L2) is read in place
 
 // Rows of an A block for micro-panels of mr rows.
 constexpr int64_t block_rows(int64_t mr) { return (kMcRows + mr - 1) / mr * mr; }
@@ -91,7 +92,11 @@ struct Problem {
   bool trans_a;
   const float* A;
   int64_t lda, M;
-  const float* B;  // packed
+  // Panels j < b_whole: at B + j * b_panel, rows b_k floats apart (packed: b_panel K * 16, b_k
+  // 16; a row-major B in place: b_panel 16, b_k ldb); the rest packed at b_tail.
+  const float* B;
+  int64_t b_panel, b_k, b_whole;
+  const float* b_tail;
   int64_t K, N;
   float* C;
   int64_t ldc;
@@ -103,7 +108,9 @@ struct Problem {
 // Rows [m_begin, m_end) x panels [j_begin, j_end) of C; abuf holds kMcMax x kKc floats.
 void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin, int64_t j_end, float* abuf) {
   const MicroKernelEntry& mk = *p.kernel;
-  const int64_t mr = mk.mr, mc_max = block_rows(mr), panel_stride = p.K * kNr;
+  const int64_t mr = mk.mr, mc_max = block_rows(mr), packed_stride = p.K * kNr;
+  // The next B panels are prefetched only when all of B is packed (contiguous panels).
+  const bool prefetch = p.b_k == kNr && p.b_panel == packed_stride && p.b_tail == nullptr;
   for (int64_t k0 = 0; k0 < p.K; k0 += kKc) {
     const int64_t kc = std::min(kKc, p.K - k0);
     Tail tail{};
@@ -119,21 +126,27 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
     const packed::Out direct_out = tail.last                ? packed::Out::Final
                                    : tail.init == Init::Add ? packed::Out::AddC
                                                             : packed::Out::SetC;
-    // Rows of A are read in place when the kernel can (only a last, partial micro-panel is packed).
-    const bool row_a = mk.row_a && !p.trans_a;
     for (int64_t m0 = m_begin; m0 < m_end; m0 += mc_max) {
       const int64_t mc = std::min(mc_max, m_end - m0), micro = (mc + mr - 1) / mr;
-      if (!row_a) {
-        pack_a_for(mr, p.trans_a, p.A, p.lda, m0, mc, k0, kc, abuf);
-      } else if (mc % mr) {
-        pack_a_for(mr, false, p.A, p.lda, m0 + mc / mr * mr, mc % mr, k0, kc, abuf + mc / mr * mr * kc);
-      }
-      // Column groups of mk.panels panels (the last one may hold fewer).
-      for (int64_t j = j_begin; j < j_end; j += mk.panels) {
-        const int64_t np = std::min(mk.panels, j_end - j);
-        const float* bp = p.B + j * panel_stride + k0 * kNr;
-        const int64_t next_np = std::min(mk.panels, j_end - j - np);
-        const float* next = next_np > 0 ? bp + np * panel_stride : nullptr;
+      // Whole micro-panels of A are read in place (rows of A, or columns of a stored A^T); only a
+      // last, partial one is packed.
+      if (mc % mr) pack_a_for(mr, p.trans_a, p.A, p.lda, m0 + mc / mr * mr, mc % mr, k0, kc, abuf + mc / mr * mr * kc);
+      // Column groups of up to mk.panels panels, none across b_whole (one B layout per group).
+      for (int64_t j = j_begin, np = 0; j < j_end; j += np) {
+        np = std::min(mk.panels, j_end - j);
+        if (j < p.b_whole && j + np > p.b_whole) np = p.b_whole - j;
+        packed::Operands o{};
+        if (j < p.b_whole) {
+          o.b = p.B + j * p.b_panel + k0 * p.b_k;
+          o.b_panel = p.b_panel;
+          o.b_k = p.b_k;
+        } else {
+          o.b = p.b_tail + (j - p.b_whole) * packed_stride + k0 * kNr;
+          o.b_panel = packed_stride;
+          o.b_k = kNr;
+        }
+        const int64_t next_np = prefetch ? std::min(mk.panels, j_end - j - np) : 0;
+        const float* next = next_np > 0 ? o.b + np * packed_stride : nullptr;
         const int64_t n0 = j * kNr, cols = std::min(np * kNr, p.N - n0);
         const packed::MicroKernel kernel = np == mk.panels ? mk.full : mk.single;
         tail.bias = p.bias ? p.bias + n0 : nullptr;
@@ -151,20 +164,24 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
               _mm_prefetch(panel_lines + 64 * in_panel, _MM_HINT_T1);
               if (++in_panel == lines) {
                 in_panel = 0;
-                panel_lines += panel_stride * static_cast<int64_t>(sizeof(float));
+                panel_lines += packed_stride * static_cast<int64_t>(sizeof(float));
               }
             }
           }
-          const int64_t rows = std::min(mr, mc - i * mr);
-          const bool in_place = row_a && rows == mr;
-          const float* a = in_place ? p.A + (m0 + i * mr) * p.lda + k0 : abuf + i * mr * kc;
-          const int64_t a_stride = in_place ? p.lda : 0;
-          float* c = p.C + (m0 + i * mr) * p.ldc + n0;
+          const int64_t rows = std::min(mr, mc - i * mr), m = m0 + i * mr;
+          if (rows < mr) {
+            o.a = abuf + i * mr * kc, o.a_row = 1, o.a_k = mr;
+          } else if (p.trans_a) {
+            o.a = p.A + k0 * p.lda + m, o.a_row = 1, o.a_k = p.lda;
+          } else {
+            o.a = p.A + m * p.lda + k0, o.a_row = p.lda, o.a_k = 1;
+          }
+          float* c = p.C + m * p.ldc + n0;
           if (direct && rows == mr && cols == mk.panels * kNr) {  // a whole tile
-            kernel(a, a_stride, bp, panel_stride, kc, t, c, p.ldc, direct_out, &tail);
+            kernel(o, kc, t, c, p.ldc, direct_out, &tail);
             continue;
           }
-          kernel(a, a_stride, bp, panel_stride, kc, t, nullptr, 0, packed::Out::Tile, nullptr);
+          kernel(o, kc, t, nullptr, 0, packed::Out::Tile, nullptr);
           mk.store(t, np * kNr, rows, cols, c, p.ldc, tail);
         }
       }
@@ -291,16 +308,26 @@ PackedMatrix PackedMatrix::from_rows(const float* B, int64_t K, int64_t N, int64
   return m;
 }
 
+namespace {
+
+// Checks the sizes, then runs p (B set) on the grid of gemm_driver.h.
+void run_problem(Problem& p) {
+  VIT_CHECK(p.M >= 0 && p.K >= 0 && p.N >= 0 && p.ldc >= p.N && p.lda >= (p.trans_a ? p.M : p.K), "packed_gemm",
+            "invalid sizes M={} K={} N={} lda={} ldc={}", p.M, p.K, p.N, p.lda, p.ldc);
+  if (p.M == 0 || p.N == 0) return;
+  if (p.K == 0) return epilogue_only(p.M, p.N, p.C, p.ldc, p.bias, p.e);
+  run_gemm_grid(
+      p.M, (p.N + kNr - 1) / kNr, p.kernel->mr, p.M * p.N * p.K, [](int64_t, int64_t) {},
+      [&](int64_t m0, int64_t m1, int64_t j0, int64_t j1) { run_block(p, m0, m1, j0, j1, a_buffer()); });
+}
+
+}  // namespace
+
 void packed_gemm(bool trans_a, const float* A, int64_t lda, int64_t M, const float* packed_b, int64_t K, int64_t N,
                  float* C, int64_t ldc, const float* bias, const Epilogue& e) {
-  VIT_CHECK(M >= 0 && K >= 0 && N >= 0 && ldc >= N && lda >= (trans_a ? M : K), "packed_gemm",
-            "invalid sizes M={} K={} N={} lda={} ldc={}", M, K, N, lda, ldc);
-  if (M == 0 || N == 0) return;
-  if (K == 0) return epilogue_only(M, N, C, ldc, bias, e);
-  const Problem p{trans_a, A, lda, M, packed_b, K, N, C, ldc, bias, e, &packed::pick_micro_kernel()};
-  run_gemm_grid(
-      M, (N + kNr - 1) / kNr, p.kernel->mr, M * N * K, [](int64_t, int64_t) {},
-      [&](int64_t m0, int64_t m1, int64_t j0, int64_t j1) { run_block(p, m0, m1, j0, j1, a_buffer()); });
+  Problem p{trans_a, A, lda, M, packed_b, K * kNr, kNr, (N + kNr - 1) / kNr,
+            nullptr, K, N,   C, ldc,      bias,    e,   &packed::pick_micro_kernel()};
+  run_problem(p);
 }
 
 void gemm_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
@@ -308,10 +335,24 @@ void gemm_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, co
   VIT_CHECK(M >= 0 && K >= 0 && N >= 0 && ldb >= (trans_b ? K : N), "packed_gemm", "invalid sizes K={} N={} ldb={}", K,
             N, ldb);
   if (M == 0 || N == 0) return;
+  Problem p{trans_a, A, lda, M, nullptr, 0, 0, 0, nullptr, K, N, C, ldc, bias, e, &packed::pick_micro_kernel()};
   thread_local std::vector<float> storage;
+  // A row-major B is read in place (whole panels; a last partial one is packed) when it is read
+  // once (one block of rows of A) or fits in L2: packing it would cost more than the stride.
+  if (!trans_b && (M <= block_rows(p.kernel->mr) || K * ldb <= kInPlaceBFloats)) {
+    const int64_t whole = N / kNr;
+    p.B = B, p.b_panel = kNr, p.b_k = ldb, p.b_whole = whole;
+    if (whole * kNr < N) {
+      float* tail = aligned_scratch(storage, packed_size(K, N - whole * kNr));
+      pack_b(B + whole * kNr, K, N - whole * kNr, ldb, false, tail);
+      p.b_tail = tail;
+    }
+    return run_problem(p);
+  }
   float* packed = aligned_scratch(storage, packed_size(K, N));
   pack_b(B, K, N, ldb, trans_b, packed);
-  packed_gemm(trans_a, A, lda, M, packed, K, N, C, ldc, bias, e);
+  p.B = packed, p.b_panel = K * kNr, p.b_k = kNr, p.b_whole = (N + kNr - 1) / kNr;
+  run_problem(p);
 }
 
 }  // namespace vit::kernels

@@ -61,7 +61,8 @@ void pack_b(const float* B, int64_t K, int64_t N, int64_t ldb, bool transposed, 
 void packed_gemm(bool trans_a, const float* A, int64_t lda, int64_t M, const float* packed_b, int64_t K, int64_t N,
                  float* C, int64_t ldc, const float* bias, const Epilogue& epilogue);
 
-// The general form (B packed per call into a buffer of the calling thread): the same contract
+// The general form (a row-major B read in place when it is read once or fits in L2, else packed
+// per call into a buffer of the calling thread; A^T read in place): the same contract
 // as gemm<float> in gemm.h plus the epilogue's bias and activation.
 void gemm_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float* C, int64_t ldc, const float* bias, const Epilogue& epilogue);

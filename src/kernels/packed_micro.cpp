@@ -89,34 +89,33 @@ inline void store_generic(const float* t, int64_t width, int64_t rows, int64_t c
 
 // The plain one, for reading and for CPUs without AVX2 (std::fma: one rounding, as vfmadd).
 constexpr int64_t kScalarMr = 6;
-void micro_scalar(const float* __restrict Ap, int64_t, const float* __restrict Bp, int64_t, int64_t kc,
-                  float* __restrict t, float*, int64_t, Out, const Tail*) {
+void micro_scalar(const Operands& o, int64_t kc, float* __restrict t, float*, int64_t, Out, const Tail*) {
   for (int64_t i = 0; i < kScalarMr * kNr; ++i) t[i] = 0.0f;
   for (int64_t k = 0; k < kc; ++k) {
     for (int64_t r = 0; r < kScalarMr; ++r) {
-      for (int64_t j = 0; j < kNr; ++j)
-        t[r * kNr + j] = std::fma(Ap[k * kScalarMr + r], Bp[k * kNr + j], t[r * kNr + j]);
+      const float a = o.a[r * o.a_row + k * o.a_k];
+      for (int64_t j = 0; j < kNr; ++j) t[r * kNr + j] = std::fma(a, o.b[k * o.b_k + j], t[r * kNr + j]);
     }
   }
 }
 
-// AVX2: 12 accumulators in registers, per k two loads of B, six broadcasts of A (a packed
-// micro-panel, or six rows of A in place), twelve FMAs; whole tiles go to C as the AVX-512 kernel
-// does (below).
+// AVX2: 12 accumulators in registers, per k two loads of B, six broadcasts of A (KMajor: A[k *
+// as + r], a packed micro-panel or a stored A^T; else A[r * as + k], rows of A), twelve FMAs;
+// whole tiles go to C as the AVX-512 kernel does (below).
 constexpr int64_t kAvx2Mr = 6;
-template <bool RowA>
-VIT_TARGET_AVX2 inline void micro_avx2(const float* __restrict Ap, int64_t lda, const float* __restrict Bp, int64_t kc,
-                                       float* __restrict t, float* __restrict C, int64_t ldc, Out out,
+template <bool KMajor>
+VIT_TARGET_AVX2 inline void micro_avx2(const float* __restrict Ap, int64_t as, const float* __restrict Bp, int64_t bk,
+                                       int64_t kc, float* __restrict t, float* __restrict C, int64_t ldc, Out out,
                                        const Tail* tail) {
   __m256 c0[kAvx2Mr], c1[kAvx2Mr];
 #pragma GCC unroll 6
   for (int r = 0; r < kAvx2Mr; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_load_ps(Bp + k * kNr), b1 = _mm256_load_ps(Bp + k * kNr + 8);
+    const __m256 b0 = _mm256_loadu_ps(Bp + k * bk), b1 = _mm256_loadu_ps(Bp + k * bk + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < kAvx2Mr; ++r) {
-      const __m256 a = _mm256_broadcast_ss(RowA ? Ap + r * lda + k : Ap + k * kAvx2Mr + r);
+      const __m256 a = _mm256_broadcast_ss(KMajor ? Ap + k * as + r : Ap + r * as + k);
       c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
       c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
     }
@@ -159,18 +158,18 @@ VIT_TARGET_AVX2 inline void micro_avx2(const float* __restrict Ap, int64_t lda, 
   }
 }
 
-VIT_TARGET_AVX2 void micro_avx2_entry(const float* Ap, int64_t a_stride, const float* Bp, int64_t, int64_t kc, float* t,
-                                      float* C, int64_t ldc, Out out, const Tail* tail) {
-  if (a_stride > 0) return micro_avx2<true>(Ap, a_stride, Bp, kc, t, C, ldc, out, tail);
-  micro_avx2<false>(Ap, 0, Bp, kc, t, C, ldc, out, tail);
+VIT_TARGET_AVX2 void micro_avx2_entry(const Operands& o, int64_t kc, float* t, float* C, int64_t ldc, Out out,
+                                      const Tail* tail) {
+  if (o.a_row == 1) return micro_avx2<true>(o.a, o.a_k, o.b, o.b_k, kc, t, C, ldc, out, tail);
+  micro_avx2<false>(o.a, o.a_row, o.b, o.b_k, kc, t, C, ldc, out, tail);
 }
 
-// AVX-512: MR x (P * 16), MR * P zmm accumulators; per k, P loads of B (one per panel) and MR
-// broadcasts of A: from a packed micro-panel (RowA false: A[k * MR + r]) or from MR rows of A in
-// place (RowA true: A[r * lda + k]).
-template <int MR, int P, bool RowA>
-VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, int64_t lda, const float* __restrict Bp,
-                                           int64_t ps, int64_t kc, float* __restrict t, float* __restrict C,
+// AVX-512: MR x (P * 16), MR * P zmm accumulators; per k, P loads of B (one per panel, bp floats
+// apart, rows bk floats apart) and MR broadcasts of A: KMajor, A[k * as + r] (a packed
+// micro-panel, or a stored A^T in place); else A[r * as + k] (MR rows of A in place).
+template <int MR, int P, bool KMajor>
+VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, int64_t as, const float* __restrict Bp,
+                                           int64_t bp, int64_t bk, int64_t kc, float* __restrict t, float* __restrict C,
                                            int64_t ldc, Out out, const Tail* tail) {
   __m512 c[MR][P];
 #pragma GCC unroll 16
@@ -182,10 +181,10 @@ VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, int64_t l
   for (int64_t k = 0; k < kc; ++k) {
     __m512 b[P];
 #pragma GCC unroll 2
-    for (int p = 0; p < P; ++p) b[p] = _mm512_load_ps(Bp + p * ps + k * kNr);
+    for (int p = 0; p < P; ++p) b[p] = _mm512_loadu_ps(Bp + p * bp + k * bk);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const __m512 a = _mm512_set1_ps(RowA ? Ap[r * lda + k] : Ap[k * MR + r]);
+      const __m512 a = _mm512_set1_ps(KMajor ? Ap[k * as + r] : Ap[r * as + k]);
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p) c[r][p] = _mm512_fmadd_ps(a, b[p], c[r][p]);
     }
@@ -231,10 +230,10 @@ VIT_TARGET_AVX512 inline void micro_avx512(const float* __restrict Ap, int64_t l
 }
 
 template <int MR, int P>
-VIT_TARGET_AVX512 void micro_avx512_entry(const float* Ap, int64_t a_stride, const float* Bp, int64_t ps, int64_t kc,
-                                          float* t, float* C, int64_t ldc, Out out, const Tail* tail) {
-  if (a_stride > 0) return micro_avx512<MR, P, true>(Ap, a_stride, Bp, ps, kc, t, C, ldc, out, tail);
-  micro_avx512<MR, P, false>(Ap, 0, Bp, ps, kc, t, C, ldc, out, tail);
+VIT_TARGET_AVX512 void micro_avx512_entry(const Operands& o, int64_t kc, float* t, float* C, int64_t ldc, Out out,
+                                          const Tail* tail) {
+  if (o.a_row == 1) return micro_avx512<MR, P, true>(o.a, o.a_k, o.b, o.b_panel, o.b_k, kc, t, C, ldc, out, tail);
+  micro_avx512<MR, P, false>(o.a, o.a_row, o.b, o.b_panel, o.b_k, kc, t, C, ldc, out, tail);
 }
 
 constexpr int64_t kAvx512Mr = 8;
@@ -244,9 +243,9 @@ static_assert(kAvx512Mr <= kMaxMr && kAvx2Mr <= kMaxMr && kScalarMr <= kMaxMr);
 // The dispatch table, best first: the first entry the active ISA allows runs.
 const MicroKernelEntry kMicroKernels[] = {
     {Isa::Avx512, "avx512 8x32", kAvx512Mr, 2, micro_avx512_entry<kAvx512Mr, 2>, micro_avx512_entry<kAvx512Mr, 1>,
-     store_avx512, true, true},
-    {Isa::Avx2, "avx2 6x16", kAvx2Mr, 1, micro_avx2_entry, micro_avx2_entry, store_avx2, true, true},
-    {Isa::Scalar, "scalar 6x16", kScalarMr, 1, micro_scalar, micro_scalar, store_scalar, false, false},
+     store_avx512, true},
+    {Isa::Avx2, "avx2 6x16", kAvx2Mr, 1, micro_avx2_entry, micro_avx2_entry, store_avx2, true},
+    {Isa::Scalar, "scalar 6x16", kScalarMr, 1, micro_scalar, micro_scalar, store_scalar, false},
 };
 
 }  // namespace

@@ -9,14 +9,14 @@
 //                    A was still packed): 6x32 0.73-0.87, 8x32 0.74-0.88, 12x32 (MLAS's)
 //                    0.73-0.84, 14x32 0.71-0.83, and 8x48 no better than 8x32 after the change
 //                    below (0.90-0.94).
-// The AVX2 and AVX-512 entries read A's rows in place (no packing of A: it cost 3-8% of a ViT-S
-// run), write whole tiles into C themselves, and in the last K block apply alpha, beta and the
-// bias in registers (a tile buffer and the store only for GELU and edges: the store through the
-// buffer was 10% of a ViT-S run on the AVX2 path).
-// An entry computes tile = Ap (kc x mr, k-major)^T @ B for `panels` panels of 16 columns (the
-// panels panel_stride floats apart), the tile row-major with a row stride of panels * 16, and
-// stores finished tiles through the epilogue compiled for the same ISA (the GELU and the
-// residual vectorise at that width).
+// Every entry reads A and B through strides (below): packed, or in place where the driver can (no
+// packing of A: it cost 3-8% of a ViT-S run; of B: 8% of the small-model training step, where
+// dW = dY^T X packed the whole activation X each call). The AVX2 and AVX-512 entries write whole tiles into C
+// themselves, and in the last K block apply alpha, beta and the bias in registers (a tile buffer and the store only for
+// GELU and edges: the store through the buffer was 10% of a ViT-S run on the AVX2 path). An entry computes tile = Ap
+// (kc x mr, k-major)^T @ B for `panels` panels of 16 columns (the panels panel_stride floats apart), the tile row-major
+// with a row stride of panels * 16, and stores finished tiles through the epilogue compiled for the same ISA (the GELU
+// and the residual vectorise at that width).
 #pragma once
 
 #include <cstdint>
@@ -49,12 +49,21 @@ struct Tail {
 // the last one, with no activation, the whole Tail in registers (C = alpha sums (+ beta C) + bias).
 enum class Out { Tile, SetC, AddC, Final };
 
-// tile (mr x panels * 16) from mr rows of A and the panels starting at Bp; with Out::SetC / AddC
-// / Final, the mr x (panels * 16) block of C instead (an entry with `direct` only). A is a packed
-// micro-panel (kc x mr, k-major) when a_stride is 0, else mr rows of A with that row stride (an
-// entry with `row_a` only). `tail` is read for Out::Final.
-using MicroKernel = void (*)(const float* Ap, int64_t a_stride, const float* Bp, int64_t panel_stride, int64_t kc,
-                             float* tile, float* C, int64_t ldc, Out out, const Tail* tail);
+// tile (mr x panels * 16) from mr rows of op(A) and `panels` 16-column panels of B; with
+// Out::SetC / AddC / Final, the mr x (panels * 16) block of C instead (an entry with `direct`
+// only). Row r, depth k of op(A) is A[r * a_row + k * a_k]: a packed micro-panel (a_row 1, a_k
+// mr), rows of A in place (a_row lda, a_k 1) or columns of a stored A^T in place (a_row 1, a_k
+// lda); one of the two strides is 1. Depth k, column c of panel p is B[p * b_panel + k * b_k + c]:
+// packed panels (b_panel K * 16, b_k 16), or whole panels of a row-major B in place (b_panel 16,
+// b_k ldb). `tail` is read for Out::Final.
+struct Operands {
+  const float* a;
+  int64_t a_row, a_k;
+  const float* b;
+  int64_t b_panel, b_k;
+};
+using MicroKernel = void (*)(const Operands& o, int64_t kc, float* tile, float* C, int64_t ldc, Out out,
+                             const Tail* tail);
 // C tile (rows x cols, cols <= width) from tile t (row stride `width`).
 using TileStore = void (*)(const float* t, int64_t width, int64_t rows, int64_t cols, float* C, int64_t ldc,
                            const Tail& tail);
@@ -68,7 +77,6 @@ struct MicroKernelEntry {
   MicroKernel single;  // mr x 16 (the last panel when fewer than `panels` are left)
   TileStore store;
   bool direct;  // `full` writes C itself for Out::SetC / AddC / Final
-  bool row_a;   // both read unpacked rows of A (a_stride > 0)
 };
 
 // The best entry the active ISA allows.

@@ -13,6 +13,48 @@
 #include "kernels/isa_target.h"
 
 namespace vit::kernels {
+
+// dst[k * ldd + j] = src[j * lds + k] for j < rows, k < cols (both <= 16), in registers: 16 rows
+// (past `rows`: zeros) through four stages of shuffles. dst's 16 columns are all written.
+VIT_TARGET_AVX512 void transpose16_avx512(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst,
+                                          int64_t ldd) {
+  // (The maskz_ forms with every lane set: GCC 12's plain ones start from an "undefined" vector
+  // that -Wuninitialized flags.)
+  constexpr __mmask16 kAll = 0xFFFF;
+  constexpr __mmask8 kAll8 = 0xFF;
+  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1u);
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(m, src + i * lds) : _mm512_setzero_ps();
+  // Pairs of rows interleaved by element, then by element pair: t[4g + c] holds, in 128-bit lane
+  // L, column 4L + c of rows 4g .. 4g+3.
+  for (int i = 0; i < 16; i += 2) {
+    const __m512 lo = _mm512_maskz_unpacklo_ps(kAll, r[i], r[i + 1]),
+                 hi = _mm512_maskz_unpackhi_ps(kAll, r[i], r[i + 1]);
+    r[i] = lo;
+    r[i + 1] = hi;
+  }
+  for (int g = 0; g < 16; g += 4) {
+    const __m512d a = _mm512_castps_pd(r[g]), b = _mm512_castps_pd(r[g + 1]);
+    const __m512d c = _mm512_castps_pd(r[g + 2]), d = _mm512_castps_pd(r[g + 3]);
+    t[g] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(kAll8, a, c));
+    t[g + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(kAll8, a, c));
+    t[g + 2] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(kAll8, b, d));
+    t[g + 3] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(kAll8, b, d));
+  }
+  // Lanes gathered across the four row groups: column 4L + c = lane L of t[c], t[4+c], t[8+c], t[12+c].
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_maskz_shuffle_f32x4(kAll, t[c], t[4 + c], 0x88),
+                 w0 = _mm512_maskz_shuffle_f32x4(kAll, t[c], t[4 + c], 0xDD);
+    const __m512 v1 = _mm512_maskz_shuffle_f32x4(kAll, t[8 + c], t[12 + c], 0x88);
+    const __m512 w1 = _mm512_maskz_shuffle_f32x4(kAll, t[8 + c], t[12 + c], 0xDD);
+    r[c] = _mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0x88);       // lane 0
+    r[8 + c] = _mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0xDD);   // lane 2
+    r[4 + c] = _mm512_maskz_shuffle_f32x4(kAll, w0, w1, 0x88);   // lane 1
+    r[12 + c] = _mm512_maskz_shuffle_f32x4(kAll, w0, w1, 0xDD);  // lane 3
+  }
+  for (int k = 0; k < cols; ++k) _mm512_storeu_ps(dst + k * ldd, r[k]);
+}
+
 namespace {
 
 // ---- AVX2 + FMA: 6 rows x 16 columns (two 8-float vectors), B padded to 16 columns ----
@@ -147,46 +189,6 @@ constexpr Tile512Fn kTiles512[2][kRows512 + 1] = {{nullptr, tile512<1, 1>, tile5
                                                   {nullptr, tile512<1, 2>, tile512<2, 2>, tile512<3, 2>, tile512<4, 2>,
                                                    tile512<5, 2>, tile512<6, 2>, tile512<7, 2>, tile512<8, 2>}};
 
-// dst[k * ldd + j] = src[j * lds + k] for j < rows, k < cols (both <= 16), in registers: 16 rows
-// (past `rows`: zeros) through four stages of shuffles. dst's 16 columns are all written.
-VIT_TARGET_AVX512 void transpose16(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
-  // (The maskz_ forms with every lane set: GCC 12's plain ones start from an "undefined" vector
-  // that -Wuninitialized flags.)
-  constexpr __mmask16 kAll = 0xFFFF;
-  constexpr __mmask8 kAll8 = 0xFF;
-  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1u);
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(m, src + i * lds) : _mm512_setzero_ps();
-  // Pairs of rows interleaved by element, then by element pair: t[4g + c] holds, in 128-bit lane
-  // L, column 4L + c of rows 4g .. 4g+3.
-  for (int i = 0; i < 16; i += 2) {
-    const __m512 lo = _mm512_maskz_unpacklo_ps(kAll, r[i], r[i + 1]),
-                 hi = _mm512_maskz_unpackhi_ps(kAll, r[i], r[i + 1]);
-    r[i] = lo;
-    r[i + 1] = hi;
-  }
-  for (int g = 0; g < 16; g += 4) {
-    const __m512d a = _mm512_castps_pd(r[g]), b = _mm512_castps_pd(r[g + 1]);
-    const __m512d c = _mm512_castps_pd(r[g + 2]), d = _mm512_castps_pd(r[g + 3]);
-    t[g] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(kAll8, a, c));
-    t[g + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(kAll8, a, c));
-    t[g + 2] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(kAll8, b, d));
-    t[g + 3] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(kAll8, b, d));
-  }
-  // Lanes gathered across the four row groups: column 4L + c = lane L of t[c], t[4+c], t[8+c], t[12+c].
-  for (int c = 0; c < 4; ++c) {
-    const __m512 v0 = _mm512_maskz_shuffle_f32x4(kAll, t[c], t[4 + c], 0x88),
-                 w0 = _mm512_maskz_shuffle_f32x4(kAll, t[c], t[4 + c], 0xDD);
-    const __m512 v1 = _mm512_maskz_shuffle_f32x4(kAll, t[8 + c], t[12 + c], 0x88);
-    const __m512 w1 = _mm512_maskz_shuffle_f32x4(kAll, t[8 + c], t[12 + c], 0xDD);
-    r[c] = _mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0x88);       // lane 0
-    r[8 + c] = _mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0xDD);   // lane 2
-    r[4 + c] = _mm512_maskz_shuffle_f32x4(kAll, w0, w1, 0x88);   // lane 1
-    r[12 + c] = _mm512_maskz_shuffle_f32x4(kAll, w0, w1, 0xDD);  // lane 3
-  }
-  for (int k = 0; k < cols; ++k) _mm512_storeu_ps(dst + k * ldd, r[k]);
-}
-
 void small_gemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                        int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   // B k-major: in place unless transposed (a head's k or v in q k^T, dO v^T): then one copy.
@@ -198,8 +200,8 @@ void small_gemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t
     if (copy.size() < static_cast<size_t>(K * ldp)) copy.resize(static_cast<size_t>(K * ldp));
     for (int64_t j0 = 0; j0 < N; j0 += 16) {
       for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        transpose16(B + j0 * ldb + k0, ldb, std::min<int64_t>(16, N - j0), std::min<int64_t>(16, K - k0),
-                    copy.data() + k0 * ldp + j0, ldp);
+        transpose16_avx512(B + j0 * ldb + k0, ldb, std::min<int64_t>(16, N - j0), std::min<int64_t>(16, K - k0),
+                           copy.data() + k0 * ldp + j0, ldp);
       }
     }
     Bp = copy.data();

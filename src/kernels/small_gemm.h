@@ -20,4 +20,9 @@ namespace vit::kernels {
 void small_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// dst[k * ldd + j] = src[j * lds + k] for j < rows, k < cols (both <= 16), in zmm registers;
+// dst's rows k < cols are written whole (16 floats, zeros past `rows`). Only where
+// isa_enabled(Isa::Avx512).
+void transpose16_avx512(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd);
+
 }  // namespace vit::kernels

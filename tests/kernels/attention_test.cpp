@@ -1,8 +1,9 @@
 // Fused attention kernels: forward (output and saved probabilities) against attention_forward_ref
 // and a naive double loop, with and without a dropout-like mask; backward against
 // attention_backward_ref on awkward and ViT-like shapes (the digits model's 16 and 49 tokens
-// included), accumulating into a non-zero dqkv, each float ISA path forced in turn; the kernel
-// pair and the reference pair each against central differences in double on tiny shapes.
+// included; the fashion model's 16 tokens of width 12, and other shapes of the <= 16-token kernel), accumulating into a
+// non-zero dqkv, each float ISA path forced in turn; the kernel pair and the reference pair each against central
+// differences in double on tiny shapes.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -75,8 +76,9 @@ std::vector<T> dropout_like_mask(const AttentionShape& s, uint64_t seed) {
 }
 
 // Tokens N from 1, 3, 7, 31, 33, 65, 197; batch 1 and > 1; several head counts and head dims.
-const std::vector<AttentionShape> kShapes = {{2, 7, 3, 5},  {1, 197, 3, 4}, {1, 1, 2, 3},   {3, 33, 2, 8}, {2, 3, 1, 7},
-                                             {1, 31, 4, 2}, {2, 65, 2, 16}, {3, 16, 4, 16}, {2, 49, 4, 16}};
+const std::vector<AttentionShape> kShapes = {{2, 7, 3, 5},   {1, 197, 3, 4}, {1, 1, 2, 3},   {3, 33, 2, 8},
+                                             {2, 3, 1, 7},   {1, 31, 4, 2},  {2, 65, 2, 16}, {3, 16, 4, 16},
+                                             {2, 49, 4, 16}, {3, 16, 4, 12}, {2, 9, 2, 13},  {1, 15, 3, 1}};
 
 template <typename T>
 class Attention : public ::testing::Test {};

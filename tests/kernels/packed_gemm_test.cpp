@@ -2,8 +2,8 @@
 // micro-panels, 16-column panels, 256-deep K blocks and 198-row M blocks; both transposes;
 // alpha, beta (0 ignores NaN in C), bias and both GELUs; strided A and C (the padding is never
 // written); the threaded and the single-thread split; K = 0; the two ways to pack B; the plain
-// micro-kernel (the ISA capped to Scalar) against the AVX2 and AVX-512 ones, bit for bit; each
-// level forced on awkward sizes.
+// micro-kernel (the ISA capped to Scalar) against the AVX2 and AVX-512 ones, bit for bit (B
+// packed, and A^T and B read in place); each level forced on awkward sizes.
 #include "kernels/packed_gemm.h"
 
 #include <fmt/format.h>
@@ -127,6 +127,21 @@ TEST(PackedGemm, PlainMicroKernelMatchesReferenceAndTheFastOneBitForBit) {
       EXPECT_EQ(slow, fast) << activation_name(act) << " " << isa_name(active_isa());
     }
   }
+  // A^T and a row-major B read in place (dW = dY^T X; the last partial panel of B packed), and
+  // B packed per call (many rows of A, a large B): the same chains as the packed panels.
+  for (const Case& c : {Case{45, 50, 270, true, false}, Case{400, 300, 300, false, false}}) {
+    test::GemmOperands o(c, 13);
+    std::vector<float> slow = o.C, fast = o.C;
+    gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, slow.data(), o.ldc, nullptr,
+                {});
+    for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+      const ScopedIsaLimit level(isa);
+      std::vector<float> out = fast;
+      gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, out.data(), o.ldc, nullptr,
+                  {});
+      EXPECT_EQ(slow, out) << "M " << c.M << " trans_a " << c.trans_a << " " << isa_name(active_isa());
+    }
+  }
   // alpha and beta (the AVX-512 kernel applies them in registers on whole tiles): the same roundings.
   for (const Epilogue e : {Epilogue{0.125f, -0.5f, Activation::None}, Epilogue{0.5f, 1.0f, Activation::None}}) {
     std::vector<float> slow = random_vector<float>(M * N, 12), fast = slow;
@@ -154,7 +169,9 @@ TEST(PackedGemm, EveryIsaMatchesTheReferenceOnAwkwardSizes) {
     check({205, 47, 300, true, false, 0.5f, 0.25f, true, Activation::GeluTanh});
     check({37, 200, 520}, true);
     check({37, 200, 520});
-    check({300, 40, 33});  // few panels, many rows: the rows split between threads
+    check({300, 40, 33});    // few panels, many rows: the rows split between threads
+    check({400, 300, 300});  // a row-major B too large to read in place: packed per call
+    check({45, 50, 2100, true, false, 1.0f, 1.0f, false, Activation::None, 3});  // dW = dY^T X, in place
   }
 }
 
