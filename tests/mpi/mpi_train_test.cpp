@@ -239,11 +239,13 @@ TEST(Mpi, CtrlCToMpirunSavesAndTheRunResumes) {
   require_digits();
   TempDir dir;
   const std::string run = dir.file("run"), log = dir.file("log");
+  // Batches of 16: 500 steps an epoch, so the ~1 s mpirun may take to pass the signal on still
+  // lands mid-epoch on a fast machine (with 125 steps of 64 the epoch's end came first).
   const pid_t job = spawn_job("train --preset vit_digits --data " + kDigits +
-                                  " --epochs 2 --threads 1 --checkpoint-every 30 --plain --out " + run,
+                                  " --epochs 2 --batch-size 16 --threads 1 --checkpoint-every 30 --plain --out " + run,
                               log);
-  // Signalled as soon as the step-30 checkpoint is there: mid-epoch (on fast machines 200 ms more
-  // could reach the epoch's end, whose evaluation then takes the stop at step 125).
+  // Signalled as soon as the step-30 checkpoint is there: mid-epoch (else the epoch's evaluation
+  // takes the stop at step 500).
   ASSERT_TRUE(wait_for_file(run + "/last.safetensors")) << read_text(log);
   const auto [code, seconds, out] = signal_and_wait(job, SIGINT, job, log);
   EXPECT_NE(code, 0) << out;
@@ -254,10 +256,10 @@ TEST(Mpi, CtrlCToMpirunSavesAndTheRunResumes) {
   const int64_t step = std::stoll(out.substr(at + 31));
   const checkpoint::LoadedCheckpoint saved = checkpoint::load_checkpoint(run + "/last.safetensors");
   EXPECT_EQ(saved.info.step, step) << "the checkpoint is the stop's, not an older one";
-  EXPECT_NE(step % 125, 0) << "saved mid-epoch";
+  EXPECT_NE(step % 500, 0) << "saved mid-epoch";
   const CommandResult resumed = mpirun("train --resume " + run + " --plain");
   EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
-  EXPECT_EQ(checkpoint::load_checkpoint(run + "/last.safetensors").info.step, 250);
+  EXPECT_EQ(checkpoint::load_checkpoint(run + "/last.safetensors").info.step, 1000);
 }
 
 // Ranks given different flags, or different data, are refused before anything is trained or
