@@ -43,8 +43,6 @@ constexpr int64_t kTw = kNp * 16;  // its width
 constexpr int64_t kKcPairs = 192;  // K pairs of a block: three panels are 192 x 48 pairs = 36 KiB (L1)
 constexpr int64_t kMcRows = 200;   // rows of an A block (a multiple of kMr): ~200 x 128 pairs (L2)
 
-#define VIT_TARGET_BF16 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16")))
-
 uint32_t pair(float even, float odd) { return static_cast<uint32_t>(to_bf16(even)) | (uint32_t{to_bf16(odd)} << 16); }
 
 // Rows [0, rows) x K pairs [p0, p1) of x as bf16 pairs, row-major with row stride p1 - p0; rows
@@ -232,7 +230,6 @@ uint32_t* a_scratch(size_t count) {
 
 struct Problem {
   const uint32_t* a;  // the rows of x as bf16 pairs, row stride w->pairs(), padded to whole micro-tiles
-  int64_t M;
   const Bf16Matrix* w;
   const float* bias;
   float* y;
@@ -341,7 +338,7 @@ void linear_bf16(const float* x, int64_t M, int64_t K, int64_t lda, const Bf16Ma
   const bool native = bf16_gemm_native();
   const int64_t pairs = w.pairs(), rows = (M + kMr - 1) / kMr * kMr;
   uint32_t* a = a_scratch(static_cast<size_t>(rows * pairs));
-  const Problem p{a, M, &w, bias, y, ldy, epilogue, native};
+  const Problem p{a, &w, bias, y, ldy, epilogue, native};
   run_gemm_grid(
       M, w.panels(), kMr, M * w.rows() * K,
       [&](int64_t t, int64_t T) {

@@ -10,6 +10,8 @@
 
 #define VIT_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #define VIT_TARGET_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl")))
+// AVX-512 with AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16): only where cpu_features().avx512bf16.
+#define VIT_TARGET_BF16 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16")))
 
 namespace vit::kernels {
 
