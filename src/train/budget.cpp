@@ -33,7 +33,10 @@ int64_t steps_left_within_budget(const BudgetCheck& at) {
   const double remaining = at.budget - at.elapsed - at.pending_seconds;
   const double projected =
       seconds_to_train(at.step, at.steps_left, at.steps_per_epoch, at.step_seconds, at.end_seconds);
-  if (std::abs(projected - remaining) <= 0.02 * at.budget) return at.steps_left;
+  // Keep the plan while it ends between 3.5% and 0.5% of the budget early: a run drifting later
+  // than that is cut at once (it must not overrun), one more than 3.5% early is lengthened.
+  const double early = remaining - projected;
+  if (early >= 0.005 * at.budget && early <= 0.035 * at.budget) return at.steps_left;
   return std::max<int64_t>(
       1, steps_that_fit(remaining - 0.01 * at.budget, at.steps_per_epoch, at.step, at.step_seconds, at.end_seconds));
 }

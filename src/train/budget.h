@@ -37,8 +37,9 @@ struct BudgetCheck {
   double end_seconds = 0.0;   // one epoch end (evaluation and saves), as measured
 };
 // The steps left re-planned to end at the budget: `steps_left` unchanged while, at this speed,
-// they end within 2% of it (or when no speed was measured), else the most that fit in what is
-// left less 1% of the budget, and at least 1.
+// they end between 3.5% and 0.5% of the budget early (the first plan ends 2% early), or when no
+// speed was measured; else the most that fit in what is left less 1% of the budget, and at least 1.
+// Lateness is corrected sooner than earliness: a budget is a limit.
 int64_t steps_left_within_budget(const BudgetCheck& at);
 
 }  // namespace vit::train

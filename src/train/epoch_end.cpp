@@ -21,9 +21,9 @@ void assign(const optim::NamedParameters& params, const optim::NamedTensors& val
 
 }  // namespace
 
-EvalResult evaluate_epoch(Run& run, int64_t epoch, Tta tta) {
+EvalResult evaluate_epoch(Run& run, int64_t epoch, Tta tta, Weights weights) {
   EvalResult eval;
-  if (run.ema) {
+  if (run.ema && weights == Weights::AsEvaluated) {
     optim::NamedTensors current;
     for (const auto& [name, p] : run.params) current.emplace_back(name, p.data().clone());
     assign(run.params, run.ema->averages());
@@ -152,6 +152,11 @@ void print_summary(const Run& run) {
                 run.best_epoch, 100 * result.best_test_accuracy, run.ema ? ", EMA weights as evaluated" : "");
   } else {
     std::printf(" wrote %s (last.safetensors; no epoch ended, so no best.safetensors)\n", c.out_dir.c_str());
+  }
+  if (std::isfinite(result.final_raw_accuracy)) {
+    std::printf("without EMA (the optimiser's own weights): %s accuracy %.2f%% (the EMA weights above are the run's "
+                "result)\n",
+                set, 100 * result.final_raw_accuracy);
   }
   if (std::isfinite(result.final_tta_accuracy)) {
     std::printf(

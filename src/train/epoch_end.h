@@ -8,8 +8,11 @@
 
 namespace vit::train {
 
-// On the evaluation set, with the EMA weights when enabled; a non-finite loss stops the run.
-EvalResult evaluate_epoch(Run& run, int64_t epoch, Tta tta = Tta::None);
+// Which weights an evaluation reads: those the run evaluates (the EMA averages when enabled), or
+// the optimiser's own (for the end-of-run line beside the EMA result).
+enum class Weights { AsEvaluated, Raw };
+// On the evaluation set; a non-finite loss stops the run.
+EvalResult evaluate_epoch(Run& run, int64_t epoch, Tta tta = Tta::None, Weights weights = Weights::AsEvaluated);
 // Records the epoch (metrics, milestones, checkpoints, report) and returns its numbers
 // (TrainConfig::on_epoch).
 EpochReport end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalResult& eval);

@@ -190,6 +190,10 @@ TrainResult train_job(TrainConfig config, dist::Comm& comm) {
                     e.what(), run.step, run.files.last_good(), c.out_dir));
   }
   print_overlap(parallel, comm);
+  if (run.ema && run.best_epoch > 0) {
+    run.result.final_raw_accuracy =
+        evaluate_epoch(run, std::max<int64_t>(run.result.epochs_run - 1, 0), Tta::None, Weights::Raw).top1;
+  }
   if (c.tta != "none" && run.best_epoch > 0) {  // the final weights, as the run evaluated them (EMA or raw)
     run.result.final_tta_accuracy =
         evaluate_epoch(run, std::max<int64_t>(run.result.epochs_run - 1, 0), parse_tta(c.tta)).top1;

@@ -27,6 +27,7 @@ struct TrainResult {
   double final_test_accuracy = 0.0, best_test_accuracy = 0.0;
   double seconds = 0.0;
   double final_tta_accuracy = NAN;                    // --tta flip: the final weights with test-time augmentation
+  double final_raw_accuracy = NAN;                    // --ema: the final optimiser weights (the EMA's are the result)
   std::vector<std::pair<double, double>> milestones;  // (accuracy threshold, seconds when first reached; < 0 never)
 };
 

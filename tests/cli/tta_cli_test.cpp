@@ -68,5 +68,35 @@ TEST(TtaCli, TrainPrintsTheTtaLineBesideThePlainResult) {
   EXPECT_NE(bad.out.find("--tta"), std::string::npos) << bad.out;
 }
 
+// `vit train --ema D`: the EMA weights are the run's result, and the optimiser's own weights are
+// evaluated once at the end and printed beside them (the number `vit eval --raw` gives); a run
+// without EMA prints no such line.
+TEST(TtaCli, TrainWithEmaPrintsTheRawWeightsBesideTheEmaResult) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 192, 64);
+  const CommandResult r = vit("train --preset vit_digits --data " + dir.file("data") + " --out " + dir.file("run") +
+                              " --epochs 2 --batch-size 32 --threads 1 --ema 0.9");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const size_t done = r.out.find("done: test accuracy"), line = r.out.find("without EMA (the optimiser's own weights): ");
+  ASSERT_NE(done, std::string::npos) << r.out;
+  ASSERT_NE(line, std::string::npos) << r.out;
+  EXPECT_LT(done, line);
+  const double printed = std::stod(r.out.substr(r.out.find("test accuracy ", line) + 14));
+  const std::string eval = "eval --checkpoint " + dir.file("run/last.safetensors") + " --data " + dir.file("data");
+  const CommandResult raw = vit(eval + " --json --raw"), ema = vit(eval + " --json");
+  ASSERT_EQ(raw.exit_code, 0) << raw.out;
+  ASSERT_EQ(ema.exit_code, 0) << ema.out;
+  const auto jr = nlohmann::json::parse(raw.out.substr(raw.out.find('{')));
+  const auto je = nlohmann::json::parse(ema.out.substr(ema.out.find('{')));
+  EXPECT_NEAR(printed, 100 * jr["top1"].get<double>(), 0.006);
+  EXPECT_NE(jr["loss"], je["loss"]);  // two different sets of weights
+  const double headline = std::stod(r.out.substr(done + 19));
+  EXPECT_NEAR(headline, 100 * je["top1"].get<double>(), 0.006);  // the EMA result stays the headline
+  const CommandResult plain = vit("train --preset vit_digits --data " + dir.file("data") + " --out " +
+                                  dir.file("plain") + " --epochs 1 --batch-size 32 --threads 1 --ema 0");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  EXPECT_EQ(plain.out.find("without EMA"), std::string::npos) << plain.out;
+}
+
 }  // namespace
 }  // namespace vit

@@ -81,13 +81,22 @@ TEST(Budget, ReplanningShortensASlowRun) {
   EXPECT_EQ(steps_left_within_budget(at), 216);
 }
 
-TEST(Budget, ReplanningKeepsAPlanWithinTwoPercent) {
+TEST(Budget, ReplanningKeepsAPlanEndingBetweenThreeAndAHalfAndAHalfPercentEarly) {
+  BudgetCheck at = at_epoch_end();  // 580 s remaining: the plan stands for 545..575 s projected
+  at.step_seconds = 1.8;            // 540 + 30 = 570 s: 10 s early
+  EXPECT_EQ(steps_left_within_budget(at), 300);
+  at.step_seconds = 1.72;  // 516 + 30 = 546 s: 34 s early
+  EXPECT_EQ(steps_left_within_budget(at), 300);
+  at.step_seconds = 1.65;  // 495 + 30 = 525 s: 55 s early, lengthened
+  EXPECT_GT(steps_left_within_budget(at), 300);
+}
+
+TEST(Budget, ReplanningCutsARunThatWouldEndLessThanHalfAPercentEarly) {
   BudgetCheck at = at_epoch_end();
-  at.step_seconds = 1.8;  // 540 + 30 = 570 s projected against 580: 10 s off, within 20 s
-  EXPECT_EQ(steps_left_within_budget(at), 300);
-  at.step_seconds = 1.9;  // 570 + 30 = 600: 20 s off, still within (<= 2%)
-  EXPECT_EQ(steps_left_within_budget(at), 300);
-  at.step_seconds = 1.91;  // 603 s: 23 s off
+  at.step_seconds = 1.84;  // 552 + 30 = 582 s: 2 s late (the old 2% window let a run end 20 s late)
+  // 570 s: S = 293: 539.12 + 3 * 10 = 569.12 <= 570; S = 294: 540.96 + 30 = 570.96 > 570.
+  EXPECT_EQ(steps_left_within_budget(at), 293);
+  at.step_seconds = 1.83;  // 549 + 30 = 579 s: 1 s early, inside the last half percent: cut too
   EXPECT_LT(steps_left_within_budget(at), 300);
 }
 
