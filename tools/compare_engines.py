@@ -70,6 +70,9 @@ def rows(threads):
         model = "digits ViT" + (" patch 4" if patch == 4 else "")
         label = f"{model} training step, batch 128, {t} thread{'s' if t > 1 else ''}"
         table.append((key, label, "train", patch, 128, t))
+    # Fine-tuning a ViT-Ti/16 at 224x224 on 10 classes (vit train --init's step: the whole model trains).
+    table.append(("ti-finetune", f"ViT-Ti/16 fine-tuning step 224x224, 10 classes, batch 16, {t} thread"
+                  f"{'s' if t > 1 else ''}", "train", "ViT-Ti/16", 16, t))
     return table
 
 
@@ -317,11 +320,20 @@ class ModelFiles:
 
 def training_engines(patch, batch, threads, args):
     torch.manual_seed(0)
-    model = DigitsViT(patch)
-    vit_args = ["--preset", "vit_digits", "--batch", str(batch), "--train"]
-    if patch != 7:
-        vit_args += ["--patch-size", str(patch)]
-    return {"torch": lambda: time_torch(model, (batch, 1, 28, 28), True, args.iters, args.warmup, threads),
+    if isinstance(patch, str):  # a timm-sized ViT fine-tuned at 224 on 10 classes
+        model = torchvision_vit(patch, 0)
+        model.heads.head = torch.nn.Linear(model.hidden_dim, 10)
+        preset = {"ViT-Ti/16": "vit_tiny_patch16_224", "ViT-S/16": "vit_small_patch16_224",
+                  "ViT-B/16": "vit_base_patch16_224"}[patch]
+        vit_args = ["--preset", preset, "--num-classes", "10", "--batch", str(batch), "--train"]
+        shape = (batch, 3, 224, 224)
+    else:
+        model = DigitsViT(patch)
+        vit_args = ["--preset", "vit_digits", "--batch", str(batch), "--train"]
+        if patch != 7:
+            vit_args += ["--patch-size", str(patch)]
+        shape = (batch, 1, 28, 28)
+    return {"torch": lambda: time_torch(model, shape, True, args.iters, args.warmup, threads),
             "vit": lambda: run_vit(args.build, vit_args, threads, args.iters, args.warmup)}
 
 

@@ -229,6 +229,25 @@ def test_train_keyword_false_turns_off_what_the_recipe_turns_on():
         assert vit.load(last).predict(np.zeros((1, 1, 28, 28), np.float32)).dtype == np.float32
 
 
+def test_train_init_fine_tunes_a_checkpoint_with_a_frozen_backbone():
+    with tempfile.TemporaryDirectory() as d:
+        write_toy_digits(os.path.join(d, "data"))
+        base = dict(data=os.path.join(d, "data"), epochs=1, batch_size=32, plain=True)
+        vit.train(**base, out=os.path.join(d, "pre"), preset="vit_digits", dim=16, depth=1, heads=2, ema=0)
+        pre = os.path.join(d, "pre", "last.safetensors")
+        r = vit.train(**base, out=os.path.join(d, "ft"), init=pre, freeze="backbone", layer_decay=0.75)
+        assert r["epochs_run"] == 1
+        ft = os.path.join(d, "ft", "last.safetensors")
+        config = saved_config(ft, "train_config")
+        assert config["init"] == pre and config["freeze"] == "backbone" and config["layer_decay"] == 0.75
+        assert any("head kept" in note for note in config["init_notes"])
+        x = np.zeros((1, 1, 28, 28), np.float32)
+        assert vit.load(ft).predict(x).shape == vit.load(pre).predict(x).shape
+        with pytest.raises(vit.Error, match="--init excludes --preset|init excludes preset"):
+            vit.train(**base, out=os.path.join(d, "bad"), init=pre, preset="vit_digits")
+        assert not os.path.exists(os.path.join(d, "bad"))
+
+
 # ---- the seed notebooks' checks, through the module's tensors ----
 
 def test_notebook_layernorm_statistics():

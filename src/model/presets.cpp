@@ -86,7 +86,7 @@ ViTConfig vit_digits() {
 ViTConfig vit_fashion() {
   ViTConfig c = vit_digits();
   c.drop_path = 0.0;
-  c.dim = 48;
+  c.dim = 64;
   c.stem_layers = 1;
   c.stem_channels = 8;
   return c;
@@ -168,7 +168,7 @@ const std::vector<Preset>& presets() {
       {"vit_large_patch14_clip_224", "CLIP ViT-L/14 image tower: norm_pre, QuickGELU, a 768-wide projection",
        [] { return clip(vit_large(), 14, 768); }},
       {"vit_digits", "28x28x1, 7x7 patches, width 64, 6 blocks, 4 heads, mean pool, 10 classes", vit_digits},
-      {"vit_fashion", "28x28x1 hybrid: a 3x3 conv stem to 8 channels, 7x7 patches, width 48, 6 blocks, mean pool",
+      {"vit_fashion", "28x28x1 hybrid: a 3x3 conv stem to 8 channels, 7x7 patches, width 64, 6 blocks, mean pool",
        vit_fashion},
       {"vit_cifar", "32x32x3, 4x4 patches, width 192, 6 blocks, 3 heads, 10 classes", vit_cifar},
       {"vit_notebook", "the ViT notebook's class: 28x28x1, one-Linear MLP, token-wide LayerNorms, tanh head",

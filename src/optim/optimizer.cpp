@@ -1,6 +1,7 @@
 // Optimisers, clipping, schedule and EMA (see optimizer.h).
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/optim.h"
@@ -9,7 +10,7 @@ namespace vit::optim {
 
 bool decays(const std::string& name, const Variable& p) {
   const std::string last = name.substr(name.rfind('.') + 1);
-  if (last == "cls_token" || last == "pos_embed" || name == "cls_token" || name == "pos_embed") return false;
+  if (last == "cls_token" || last == "pos_embed" || last == "dist_token") return false;  // timm's no_weight_decay()
   return p.dim() >= 2;
 }
 
@@ -18,6 +19,13 @@ Optimizer::Optimizer(NamedParameters params) : params_(std::move(params)) {
     VIT_CHECK(p.defined() && p.dtype() == DType::F32 && p.data().is_contiguous(), "optimizer",
               "parameter '{}' must be a contiguous float32 tensor", name);
   }
+}
+
+void Optimizer::set_lr_scales(std::vector<double> scales) {
+  VIT_CHECK(scales.empty() || scales.size() == params_.size(), "optimizer", "{} lr scales for {} parameters",
+            scales.size(), params_.size());
+  for (double s : scales) VIT_CHECK(std::isfinite(s) && s >= 0, "optimizer", "lr scale {} is not >= 0", s);
+  lr_scales_ = std::move(scales);
 }
 
 void Optimizer::zero_grad() {
@@ -53,7 +61,7 @@ void AdamW::step() {
     if (!p.grad().defined()) continue;
     const double wd = decays(name, p) ? weight_decay : 0.0;
     kernels::adamw_update(p.data().data<float>(), p.grad().data<float>(), m_[i].data<float>(), v_[i].data<float>(),
-                          p.numel(), lr, beta1, beta2, eps, wd, step_);
+                          p.numel(), lr * lr_scale(i), beta1, beta2, eps, wd, step_);
   }
 }
 
@@ -92,8 +100,8 @@ void SGD::step() {
     const auto& [name, p] = params_[i];
     if (!p.grad().defined()) continue;
     const double wd = decays(name, p) ? weight_decay : 0.0;
-    kernels::sgd_update(p.data().data<float>(), p.grad().data<float>(), buf_[i].data<float>(), p.numel(), lr, momentum,
-                        wd, nesterov, step_ == 1);
+    kernels::sgd_update(p.data().data<float>(), p.grad().data<float>(), buf_[i].data<float>(), p.numel(),
+                        lr * lr_scale(i), momentum, wd, nesterov, step_ == 1);
   }
 }
 
@@ -171,11 +179,19 @@ ModelEma::ModelEma(const NamedParameters& params, double decay_) : decay(decay_)
   for (const auto& [name, p] : params) ema_.emplace_back(name, p.data().clone());
 }
 
-void ModelEma::update(const NamedParameters& params) {
+void ModelEma::update(const NamedParameters& params) { update_with(params, decay); }
+
+double ModelEma::warmed_up(double decay, int64_t step) {
+  return std::min(decay, static_cast<double>(1 + step) / static_cast<double>(10 + step));
+}
+
+void ModelEma::update(const NamedParameters& params, int64_t step) { update_with(params, warmed_up(decay, step)); }
+
+void ModelEma::update_with(const NamedParameters& params, double d) {
   VIT_ASSERT(params.size() == ema_.size());
   for (size_t i = 0; i < params.size(); ++i) {
     kernels::ema_update(ema_[i].second.data<float>(), params[i].second.data().data<float>(), params[i].second.numel(),
-                        decay);
+                        d);
   }
 }
 

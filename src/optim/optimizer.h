@@ -16,7 +16,8 @@ namespace vit::optim {
 using NamedParameters = std::vector<std::pair<std::string, Variable>>;
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
-// timm's rule: decay weights of >= 2 dims except cls_token / pos_embed (and *.cls_token ...).
+// timm's rule: decay weights of >= 2 dims except cls_token / dist_token / pos_embed (timm's
+// VisionTransformer.no_weight_decay(); also *.cls_token ...).
 bool decays(const std::string& name, const Variable& p);
 
 class Optimizer {
@@ -32,9 +33,15 @@ class Optimizer {
   virtual NamedTensors state() const = 0;
   virtual void load_state(const NamedTensors& state) = 0;
   const NamedParameters& parameters() const { return params_; }
+  // Per-parameter multipliers of lr (timm's param-group "lr_scale": layer-wise decay, a head's own
+  // rate), one per parameter in order; empty: 1 for all. Weight decay scales with them, as in a
+  // torch param group whose lr is lr x scale.
+  void set_lr_scales(std::vector<double> scales);
+  double lr_scale(size_t i) const { return lr_scales_.empty() ? 1.0 : lr_scales_[i]; }
 
  protected:
   NamedParameters params_;
+  std::vector<double> lr_scales_;
   int64_t step_ = 0;
   const Tensor& find(const NamedTensors& state, const std::string& key, const Shape& shape) const;
 };
@@ -87,12 +94,20 @@ double replanned_cosine_lr(int64_t step, int64_t warmup_steps, const std::vector
 class ModelEma {
  public:
   ModelEma(const NamedParameters& params, double decay);
+  // avg = d * avg + (1 - d) * param with d = decay.
   void update(const NamedParameters& params);
+  // The same after optimiser step `step` (0-based) with TensorFlow's warmup (its
+  // ExponentialMovingAverage num_updates): d = min(decay, (1 + step) / (10 + step)), so a short
+  // run's average is not stuck at the initial weights (0.999 is reached after ~9,000 steps; a
+  // long run's average is the same to float rounding, the early terms having decayed away).
+  void update(const NamedParameters& params, int64_t step);
+  static double warmed_up(double decay, int64_t step);
   const NamedTensors& averages() const { return ema_; }
   NamedTensors& averages() { return ema_; }
   double decay;
 
  private:
+  void update_with(const NamedParameters& params, double d);
   NamedTensors ema_;
 };
 

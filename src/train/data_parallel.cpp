@@ -48,12 +48,23 @@ Variable slice_loss(model::VisionTransformer& model, const data::Batch& batch, i
 DataParallel::DataParallel(model::VisionTransformer& master, int replicas, dist::Comm& comm)
     : master_(master), comm_(comm) {
   const auto master_params = master.named_parameters();
-  std::vector<GradientReducer::Parameters> all{master_params};
+  // Only the parameters that train (all but a frozen backbone's) have gradients to reduce.
+  auto trained = [&](const GradientReducer::Parameters& params) {
+    GradientReducer::Parameters out;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (master_params[i].second.requires_grad()) out.push_back(params[i]);
+    }
+    return out;
+  };
+  std::vector<GradientReducer::Parameters> all{trained(master_params)};
   for (int r = 1; r < replicas; ++r) {
     auto replica = std::make_unique<model::VisionTransformer>(master.config(), std::make_shared<Generator>(0));
-    const auto params = replica->named_parameters();
-    for (size_t i = 0; i < params.size(); ++i) params[i].second.node()->data = master_params[i].second.data();
-    all.push_back(params);
+    auto params = replica->named_parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].second.node()->data = master_params[i].second.data();
+      if (!master_params[i].second.requires_grad()) params[i].second.requires_grad_(false);
+    }
+    all.push_back(trained(params));
     replicas_.push_back(std::move(replica));
   }
   if (replicas > 1 || comm.distributed()) reducer_ = std::make_unique<GradientReducer>(std::move(all), comm);

@@ -56,6 +56,10 @@ constexpr FixedFlag kRunFlags[] = {{"--batch-size", "/batch_size"},
                                    {"--distill-alpha", "/distill_alpha"},
                                    {"--distill-tau", "/distill_tau"},
                                    {"--precision", "/precision"},
+                                   {"--layer-decay", "/layer_decay"},
+                                   {"--head-lr", "/head_lr"},
+                                   {"--freeze", "/freeze"},
+                                   {"--new-head", "/new_head"},
                                    {"--mean", "/normalization/mean"},
                                    {"--std", "/normalization/std"}};
 

@@ -1,6 +1,7 @@
 // Starting or resuming a run (see run_setup.h).
 #include "train/run_setup.h"
 
+#include <fmt/ranges.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -8,10 +9,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "kernels/bf16_gemm.h"
 #include "kernels/threads.h"
 #include "train/budget.h"
+#include "train/init_from.h"
 #include "train/report.h"
 #include "train/resume.h"
 #include "train/utf8.h"
@@ -47,8 +50,9 @@ void size_head(Run& run) {
   mc.num_classes = classes;
 }
 
-// `resumed`: the checkpoint a resumed run continues from, else null.
-void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed) {
+// `resumed`: the checkpoint a resumed run continues from, else null; `init`: the model file a
+// fine-tuning run starts from, else null.
+void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed, InitSource* init) {
   const TrainConfig& c = run.config;
   const model::ViTConfig& mc = c.model;
   run.data.train = data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels);
@@ -69,14 +73,21 @@ void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed) {
   // Labels by class name, not by position in each split's own list: the names the model was
   // trained with are the truth (the checkpoint's when resuming, else the training split's).
   const bool by_checkpoint = resumed && !resumed->info.class_names.empty();
-  const std::string whose =
+  std::string whose =
       by_checkpoint ? "the checkpoint " + run.files.last : "the training split (" + run.data.train.source + ")";
-  const std::vector<std::string> known = by_checkpoint ? resumed->info.class_names : run.data.train.class_names;
+  std::vector<std::string> known = by_checkpoint ? resumed->info.class_names : run.data.train.class_names;
+  if (init) {  // fine-tuning: a kept head's classes are the truth
+    std::vector<std::string> head = fit_init_to_data(run.config, *init, run.data.train);
+    if (!head.empty()) {
+      known = std::move(head);
+      whose = "the head of --init " + init->path;
+    }
+  }
   for (data::Dataset* d : {&run.data.train, &run.data.test}) {
     const std::vector<std::string> missing = data::map_classes(*d, known, whose);
     if (!missing.empty()) fmt::print(stderr, "note: {} has no images of: {}\n", d->source, fmt::join(missing, ", "));
   }
-  if (!resumed) size_head(run);
+  if (!resumed && !init) size_head(run);
   // A resumed run continues on the data it was trained on: refused otherwise, moved is fine.
   run.data.fingerprint = dataset_fingerprint(run.data.train, run.data.test);
   run.data.benchmark = known_benchmark(run.data.train.class_names, run.data.train.size(), run.data.test.size());
@@ -89,8 +100,12 @@ void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed) {
   if (c.val_split > 0) hold_out(run);
   for (const data::Dataset* d : {&run.data.train, &run.data.test}) {
     VIT_CHECK(d->channels == mc.in_channels && d->height == mc.image_size && d->width == mc.image_size, "train",
-              "{}: images are {}x{}x{} but the model expects {}x{}x{}", d->source, d->channels, d->height, d->width,
-              mc.in_channels, mc.image_size, mc.image_size);
+              "{}: images are {}x{}x{} but the model expects {}x{}x{}{}", d->source, d->channels, d->height, d->width,
+              mc.in_channels, mc.image_size, mc.image_size,
+              init ? fmt::format(" (the --init file's; --image-size {} resamples its position embedding where the "
+                                 "patch size {} divides it; image folders are resized to the model's size)",
+                                 d->height, mc.patch_size)
+                   : std::string());
     VIT_CHECK(d->num_classes() <= mc.num_classes, "train", "{}: {} classes but the model has {} outputs", d->source,
               d->num_classes(), mc.num_classes);
   }
@@ -103,17 +118,30 @@ void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed) {
     run.data.norm = data::compute_normalization(run.data.train);
 }
 
-// The model, optimiser and EMA, restored from the checkpoint when resuming; metrics.jsonl kept
-// up to the checkpoint's epoch (or started empty).
-void build_model(Run& run, const checkpoint::LoadedCheckpoint* resumed) {
+// The model, optimiser and EMA, restored from the checkpoint when resuming (a fine-tuning run's
+// first weights from its --init file); metrics.jsonl kept up to the checkpoint's epoch (or
+// started empty). --freeze backbone leaves the optimiser the head alone; layer decay and a head
+// learning rate are per-parameter lr scales.
+void build_model(Run& run, const checkpoint::LoadedCheckpoint* resumed, const InitSource* init) {
   const TrainConfig& c = run.config;
   run.model = std::make_unique<model::VisionTransformer>(c.model, std::make_shared<Generator>(c.seed));
   run.params = run.model->named_parameters();
-  if (c.optimizer == "adamw") {
-    run.opt = std::make_unique<optim::AdamW>(run.params, c.lr, c.weight_decay);
-  } else {
-    run.opt = std::make_unique<optim::SGD>(run.params, c.lr, c.momentum, c.weight_decay);
+  if (init) load_init_weights(*run.model, *init, c);
+  optim::NamedParameters trained;
+  for (auto& [name, p] : run.params) {
+    if (c.freeze == "backbone" && !is_head_parameter(name)) {
+      p.requires_grad_(false);
+    } else {
+      trained.emplace_back(name, p);
+    }
   }
+  VIT_CHECK(!trained.empty(), "train", "--freeze backbone: the model has no head to train");
+  if (c.optimizer == "adamw") {
+    run.opt = std::make_unique<optim::AdamW>(trained, c.lr, c.weight_decay);
+  } else {
+    run.opt = std::make_unique<optim::SGD>(trained, c.lr, c.momentum, c.weight_decay);
+  }
+  run.opt->set_lr_scales(lr_scales(trained, c));
   if (c.ema_decay > 0) run.ema = std::make_unique<optim::ModelEma>(run.params, c.ema_decay);
   if (!resumed) return;  // the folder is made fresh once every rank has agreed (train_job)
   const checkpoint::LoadedCheckpoint& r = *resumed;
@@ -173,6 +201,16 @@ void plan(Run& run) {
           "bf16 trains with a plain C++ emulation (same numbers, much slower than fp32)\n");
     }
   }
+  for (const std::string& note : c.init_notes) std::printf("fine-tuning: %s\n", note.c_str());
+  std::vector<std::string> groups;
+  if (c.freeze != "none") groups.push_back("backbone frozen (a linear probe: only the head trains)");
+  if (c.layer_decay < 1.0) {
+    groups.push_back(fmt::format("layer decay {} (block i at lr x {}^(depth - i), the embeddings at lr x {:.3g})",
+                                 c.layer_decay, c.layer_decay,
+                                 std::pow(c.layer_decay, static_cast<double>(c.model.depth + 1))));
+  }
+  if (c.head_lr > 0) groups.push_back(fmt::format("the head at peak lr {}", c.head_lr));
+  if (!groups.empty()) std::printf("fine-tuning: %s\n", fmt::format("{}", fmt::join(groups, "; ")).c_str());
   if (run.resumed) std::printf("resumed from %s at epoch %ld\n", run.files.last.c_str(), run.start_epoch);
   std::fflush(stdout);
   // Milestones (and the best accuracy) already passed before a resume.
@@ -192,6 +230,9 @@ void plan(Run& run) {
 }
 
 Run start_or_resume(TrainConfig config) {
+  // Fine-tuning: the model is the file's (read before anything is checked against it).
+  std::optional<InitSource> init;
+  if (!config.resume && !config.init.empty()) init = read_init(config);
   if (!config.resume) config.validate();
   if (config.threads > 0) kernels::set_num_threads(config.threads);  // 0: as the process is set
   Run run(config);
@@ -228,8 +269,9 @@ Run start_or_resume(TrainConfig config) {
               config.out_dir, run.config.data_dir);
     check_fits(run.config);
   }
-  load_data(run, resumed ? &*resumed : nullptr);
-  build_model(run, resumed ? &*resumed : nullptr);
+  load_data(run, resumed ? &*resumed : nullptr, init ? &*init : nullptr);
+  if (init) run.config.model.validate();
+  build_model(run, resumed ? &*resumed : nullptr, init ? &*init : nullptr);
   if (!run.config.teacher.empty()) {
     run.teacher = std::make_unique<Teacher>(run.config.teacher, run.config.model, run.data.train.class_names,
                                             run.config.teacher_heads);

@@ -95,6 +95,15 @@ struct TrainConfig {
   // "flip": at the end of the run, also evaluate with test-time augmentation (each image averaged
   // with its mirror) and print it as a second line beside the plain result (not saved: a report).
   std::string tta = "none";
+  // Fine-tuning (train/init_from.h): --init, the file a new run's weights come from (any layout
+  // vit loads; the model's shape is the file's), and what was adapted to the data, one line each
+  // (printed at the start, recorded in every checkpoint, shown by report.html).
+  std::string init;
+  std::vector<std::string> init_notes;
+  bool new_head = false;        // --new-head: a fresh head even where the file's classes cover the data's
+  double layer_decay = 1.0;     // < 1: block i trains at lr x decay^(depth - i), the embeddings at decay^(depth + 1)
+  double head_lr = 0.0;         // > 0: the head's own peak learning rate (on the same schedule)
+  std::string freeze = "none";  // "backbone": only the head (and a distilled model's head_dist) trains
   // What belongs to a recipe rather than to the engine:
   std::vector<double> milestones;     // test accuracies whose first crossing is reported (e.g. 0.97, 0.985)
   data::Normalization normalization;  // per-channel mean/std; empty: computed from the training images
@@ -133,6 +142,12 @@ struct TrainConfig {
     visit("distill_alpha", distill_alpha, Presence::Optional);
     visit("distill_tau", distill_tau, Presence::Optional);
     visit("precision", precision, Presence::Optional);
+    visit("init", init, Presence::Optional);
+    visit("init_notes", init_notes, Presence::Optional);
+    visit("new_head", new_head, Presence::Optional);
+    visit("layer_decay", layer_decay, Presence::Optional);
+    visit("head_lr", head_lr, Presence::Optional);
+    visit("freeze", freeze, Presence::Optional);
   }
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);  // throws on invalid JSON
@@ -144,6 +159,9 @@ TrainConfig digits_recipe();
 // The main job: vit_fashion on data/fashion-mnist (Debian's dataset-fashion-mnist) in a
 // 10-minute training budget.
 TrainConfig fashion_recipe();
+// Fine-tuning a model from --init: the generic defaults with a smaller learning rate (1e-4,
+// warmup 1 epoch, 10 epochs, batch 64) and no augmentation (the data's own is the user's choice).
+TrainConfig finetune_recipe();
 // The recipe `vit train --preset NAME` starts from: the digits' or Fashion-MNIST's for their
 // presets, otherwise the generic defaults above with the preset's model.
 TrainConfig recipe_for(const std::string& preset);

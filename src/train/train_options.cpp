@@ -94,8 +94,8 @@ std::function<void(TrainConfig&, const Values&, const std::string&)> numbers(
 // The type --help shows.
 std::string type_of(const std::string& name, Arity arity) {
   if (arity == Arity::Flag) return "";
-  for (const char* n :
-       {"data", "preset", "optimizer", "teacher", "distillation", "out", "resume", "precision", "tta"}) {
+  for (const char* n : {"data", "preset", "optimizer", "teacher", "distillation", "out", "resume", "precision", "tta",
+                        "init", "freeze"}) {
     if (name == n) return "TEXT";
   }
   for (const char* n : {"epochs", "steps", "val_split", "batch_size", "crop_padding", "seed", "threads",
@@ -123,6 +123,24 @@ std::vector<TrainOption> make_table() {
   add("std", Arity::List, "per-channel normalisation std (with --mean)", "", numbers(&data::Normalization::std));
   add("preset", Arity::One, "model preset: vit_fashion (default), vit_digits, vit_cifar, vit_tiny_patch16_224, ...",
       "");
+  add("init", Arity::One,
+      "fine-tune: start from this model file (any layout vit loads: its shape, weights and normalisation; the head "
+      "kept where its classes cover the data's, else a fresh zero head; --image-size resamples the position "
+      "embedding, grey/RGB input convolutions adapted; recipe: lr 1e-4, warmup 1 epoch, 10 epochs, batch 64)",
+      "", into(&TrainConfig::init));
+  add("new_head", Arity::Flag, "with --init: a fresh head for the data's classes even where the file's cover them", "",
+      into(&TrainConfig::new_head));
+  add("layer_decay", Arity::One,
+      "layer-wise learning-rate decay (BEiT/MAE fine-tuning, e.g. 0.65): block i trains at lr x decay^(depth - i), "
+      "the embeddings at decay^(depth + 1), the head and final norm at lr (1: off)",
+      "1", into(&TrainConfig::layer_decay));
+  add("head_lr", Arity::One, "the head's own peak learning rate, on the same schedule (0: --lr)", "0",
+      into(&TrainConfig::head_lr));
+  add("freeze", Arity::One,
+      "none, or backbone (with --init: a linear probe; only the head trains and the backbone runs forward only)",
+      "none", [](TrainConfig& c, const Values& v, const std::string& what) {
+        c.freeze = parse_choice(one(v, what), kOp, what, {"none", "backbone"});
+      });
   add("epochs", Arity::One, "epochs instead of the recipe's time budget (with --resume: extend the run to this many)",
       "", into(&TrainConfig::epochs));
   add("time_budget", Arity::One,
@@ -146,7 +164,7 @@ std::vector<TrainOption> make_table() {
   add("lr", Arity::One, "peak learning rate", num(d.lr), into(&TrainConfig::lr));
   add("min_lr", Arity::One, "final learning rate of the cosine decay", num(d.min_lr), into(&TrainConfig::min_lr));
   add("warmup_epochs", Arity::One, "linear warmup length", num(d.warmup_epochs), into(&TrainConfig::warmup_epochs));
-  add("weight_decay", Arity::One, "decoupled weight decay (not on biases, norms, cls_token, pos_embed)",
+  add("weight_decay", Arity::One, "decoupled weight decay (not on biases, norms, cls_token, dist_token, pos_embed)",
       num(d.weight_decay), into(&TrainConfig::weight_decay));
   add("momentum", Arity::One, "SGD momentum", num(d.momentum), into(&TrainConfig::momentum));
   add("label_smoothing", Arity::One, "label smoothing", num(d.label_smoothing), into(&TrainConfig::label_smoothing));
@@ -270,11 +288,23 @@ TrainConfig make_train_config(const TrainArgs& args) {
   VIT_CHECK(args.has("mean") == args.has("std"), kOp, "{} needs {}", args.what(args.has("mean") ? "mean" : "std"),
             args.what(args.has("mean") ? "std" : "mean"));
 
+  // Fine-tuning: the model is the --init file's; the fine-tuning recipe, on the data given.
+  const bool init_given = args.has("init");
+  if (init_given) {
+    exclude(args, "init", "resume");
+    exclude(args, "init", "preset");
+    VIT_CHECK(args.has("data"), kOp, "{} needs {} DIR: the labelled images to fine-tune on", args.what("init"),
+              args.what("data"));
+  }
+  for (const char* o : {"new_head", "freeze"}) {
+    VIT_CHECK(init_given || !args.has(o), kOp, "{} applies to fine-tuning: give the model to start from with {}",
+              args.what(o), args.what("init"));
+  }
   // A preset brings its own recipe (vit_digits the digits'); the options given apply over it.
   const bool preset_given = args.has("preset");
   const std::string name = preset_given ? one(args.values("preset"), args.what("preset")) : "vit_fashion";
   VIT_CHECK(!name.empty(), kOp, "{}: must not be empty", args.what("preset"));
-  const TrainConfig recipe = recipe_for(name);
+  const TrainConfig recipe = init_given ? finetune_recipe() : recipe_for(name);
   TrainConfig c = recipe;
   for (const TrainOption& o : train_options()) {
     if (o.set && args.has(o.name)) o.set(c, args.values(o.name), args.what(o.name));
@@ -292,7 +322,8 @@ TrainConfig make_train_config(const TrainArgs& args) {
   if (flag_set("plain")) c.progress = 0;
 
   // The model: the preset's, with the model options given over it ("custom" without a preset).
-  c.model = model::preset(name);
+  // Fine-tuning: the file's, read when the run starts; the options given are kept to adapt it.
+  c.model = init_given ? model::ViTConfig{} : model::preset(name);
   c.given_model_fields.clear();
   for (const TrainArgs::Given& g : args.given) {
     bool negated = false;
@@ -311,7 +342,7 @@ TrainConfig make_train_config(const TrainArgs& args) {
   c.num_classes_given =
       std::find(c.given_model_fields.begin(), c.given_model_fields.end(), "num_classes") != c.given_model_fields.end();
   const bool model_given = !c.given_model_fields.empty();
-  if (model_given && !preset_given) c.model.name = "custom";
+  if (model_given && !preset_given && !init_given) c.model.name = "custom";
   c.model_explicit = preset_given || model_given;
   if (preset_given) c.given_model_fields = {"*"};
 

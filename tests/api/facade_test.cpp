@@ -2,8 +2,11 @@
 // vit::Error instead of crashing, sized calls check the array's shape, non-finite logits and
 // negative batches are refused, options are checked with readable numbers.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <thread>
 
@@ -93,6 +96,50 @@ TEST(Facade, SetNumThreadsZeroMeansEveryCore) {
   EXPECT_GE(vit::num_threads(), 1);
   EXPECT_EQ(vit::num_threads(), static_cast<int>(std::thread::hardware_concurrency()));
   expect_error([] { vit::set_num_threads(-2); }, "[threads] the number of threads must be >= 0");
+}
+
+// IDX files of `n` grey size x size images (label i % 10) for train and t10k.
+void write_idx_digits(const std::string& dir, int64_t n, int64_t size) {
+  std::filesystem::create_directories(dir);
+  auto be = [](std::string& out, uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>((v >> s) & 0xff));
+  };
+  for (const char* split : {"train", "t10k"}) {
+    std::string images, labels;
+    be(images, 2051);
+    be(images, static_cast<uint32_t>(n));
+    be(images, static_cast<uint32_t>(size));
+    be(images, static_cast<uint32_t>(size));
+    be(labels, 2049);
+    be(labels, static_cast<uint32_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t p = 0; p < size * size; ++p)
+        images.push_back(static_cast<char>((p / size) % (i % 10 + 2) ? 20 : 220));
+      labels.push_back(static_cast<char>(i % 10));
+    }
+    std::ofstream(dir + "/" + split + "-images-idx3-ubyte", std::ios::binary) << images;
+    std::ofstream(dir + "/" + split + "-labels-idx1-ubyte", std::ios::binary) << labels;
+  }
+}
+
+// Fine-tuning through the facade: a foreign timm file (RGB, 10 classes) on grey digits.
+TEST(Facade, TrainModelFineTunesAForeignFileFromInit) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("vit_facade_init_" + std::to_string(::getpid()))).string();
+  write_idx_digits(dir + "/data", 40, 32);
+  const vit::TrainReport r =
+      vit::train_model({"--init", kTimm, "--heads", "4", "--data", dir + "/data", "--out", dir + "/run", "--epochs",
+                        "1", "--batch-size", "8", "--threads", "1", "--plain", "--layer-decay", "0.7"});
+  EXPECT_EQ(r.epochs_run, 1);
+  const vit::Model tuned = vit::Model::load(dir + "/run/last.safetensors");
+  EXPECT_EQ(tuned.num_classes(), 10);  // the file's head, kept: its classes "0".."9" are the data's
+  EXPECT_EQ(tuned.image_size(), 32);
+  expect_error(
+      [&] {
+        vit::train_model({"--init", kTimm, "--data", dir + "/data", "--dim", "8"});
+      },
+      "[train] --dim with --init");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Facade, TrainOptionsAreTheCommandsWithOurMessages) {

@@ -23,6 +23,8 @@ TEST(WeightDecay, TimmRuleSkipsBiasesNormsClsTokenAndPosEmbed) {
   EXPECT_FALSE(decays("norm.weight", param({2}, 1)));
   EXPECT_FALSE(decays("cls_token", param({1, 1, 2}, 1)));
   EXPECT_FALSE(decays("pos_embed", param({1, 5, 2}, 1)));
+  EXPECT_FALSE(decays("dist_token", param({1, 1, 2}, 1)));  // timm's no_weight_decay() names it too
+  EXPECT_TRUE(decays("reg_token", param({1, 4, 2}, 1)));    // timm decays registers
 }
 
 TEST(Schedule, LinearWarmupThenCosineToMin) {
@@ -92,6 +94,23 @@ TEST(AdamW, FirstStepMovesEachWeightByLrAndDecaysOnlyMatrices) {
   EXPECT_EQ(opt.steps(), 1);
 }
 
+TEST(AdamW, LrScalesActAsAParamGroupsLrDecayIncluded) {
+  // Scale 0.5 on the weight: decay w * (1 - 0.05 * 0.5) = 0.975, then a step of 0.05; the bias at
+  // scale 2 moves 0.2; a scale 0 leaves a parameter as it is.
+  Variable w = param({2, 2}, 1.0f), bias = param({2}, 1.0f), frozen = param({2}, 1.0f);
+  AdamW opt({{"fc.weight", w}, {"fc.bias", bias}, {"x.weight", frozen}}, 0.1, 0.5);
+  opt.set_lr_scales({0.5, 2.0, 0.0});
+  w.set_grad(Tensor::full({2, 2}, 2.0f));
+  bias.set_grad(Tensor::full({2}, -3.0f));
+  frozen.set_grad(Tensor::full({2}, 1.0f));
+  opt.step();
+  EXPECT_NEAR(w.data().at({0, 0}), 0.975 - 0.05, testing::kFloatSumTol);
+  EXPECT_NEAR(bias.data().at({0}), 1.0 + 0.2, testing::kFloatSumTol);
+  EXPECT_EQ(frozen.data().at({0}), 1.0f);
+  EXPECT_THROW(opt.set_lr_scales({1.0}), Error);             // one per parameter
+  EXPECT_THROW(opt.set_lr_scales({1.0, -1.0, 1.0}), Error);  // never negative
+}
+
 TEST(AdamW, StateRoundTripsAndIsChecked) {
   Variable w = param({3}, 1.0f);
   AdamW a({{"w", w}}, 0.01);
@@ -128,6 +147,17 @@ TEST(Ema, TracksTheParameters) {
   ema.update({{"w", w}});
   EXPECT_NEAR(ema.averages()[0].second.at({0}), 0.75, testing::kFloatUlpTol);
   EXPECT_THROW(ModelEma({{"w", w}}, 1.5), Error);
+}
+
+TEST(Ema, WarmupFollowsTensorFlowsNumUpdates) {
+  EXPECT_DOUBLE_EQ(ModelEma::warmed_up(0.999, 0), 0.1);  // the first update keeps 90% of the weights
+  EXPECT_DOUBLE_EQ(ModelEma::warmed_up(0.999, 90), 0.91);
+  EXPECT_DOUBLE_EQ(ModelEma::warmed_up(0.999, 100000), 0.999);
+  Variable w = param({1}, 0.0f);
+  ModelEma ema({{"w", w}}, 0.999);
+  w.data().fill_(1.0);
+  ema.update({{"w", w}}, 0);  // d = 0.1
+  EXPECT_NEAR(ema.averages()[0].second.at({0}), 0.9, testing::kFloatUlpTol);
 }
 
 }  // namespace

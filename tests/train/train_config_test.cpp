@@ -26,7 +26,9 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("ema_decay":0.995,"seed":0,"skip_nonfinite":false,"eval_batch_size":500,"augment":{"crop_padding":0,)"
       R"("hflip":false,"rotate_degrees":8.0,"translate":0.08,"scale_min":0.92,"scale_max":1.08,"mixup_alpha":0.0,)"
       R"("cutmix_alpha":0.0,"erase_prob":0.0},"milestones":[0.97,0.985],"time_budget":0.0,"steps":0,"val_split":0,"schedule":[],)"
-      R"("teacher":"","teacher_heads":0,"distillation":"hard","distill_alpha":0.5,"distill_tau":1.0,"precision":"fp32"})";
+      R"("teacher":"","teacher_heads":0,"distillation":"hard","distill_alpha":0.5,"distill_tau":1.0,)"
+      R"("precision":"fp32","init":"","init_notes":[],"new_head":false,"layer_decay":1.0,"head_lr":0.0,)"
+      R"("freeze":"none"})";
   EXPECT_EQ(digits_recipe().to_json(), recipe);
   TrainConfig c;
   c.seed = 18446744073709551615ull;
@@ -48,10 +50,11 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("scale_max":1.0,"mixup_alpha":0.8,"cutmix_alpha":1.0,"erase_prob":0.0},)"
       R"("milestones":[],"time_budget":0.0,"steps":0,)"
       R"("val_split":0,"schedule":[],"teacher":"","teacher_heads":0,"distillation":"hard","distill_alpha":0.5,)"
-      R"("distill_tau":1.0,"precision":"fp32"})";
+      R"("distill_tau":1.0,"precision":"fp32","init":"","init_notes":[],"new_head":false,"layer_decay":1.0,)"
+      R"("head_lr":0.0,"freeze":"none"})";
   EXPECT_EQ(c.to_json(), custom);
-  // Checkpoints written before distillation (and mixed precision) existed read with their defaults
-  // (no teacher, float32).
+  // Checkpoints written before distillation (and mixed precision, fine-tuning) existed read with
+  // their defaults (no teacher, float32, no --init).
   const std::string before = recipe.substr(0, recipe.find(R"(,"teacher")")) + "}";
   EXPECT_EQ(TrainConfig::from_json(before).to_json(), recipe);
   for (const std::string& json : {recipe, custom}) EXPECT_EQ(TrainConfig::from_json(json).to_json(), json);
