@@ -154,9 +154,10 @@ void print_summary(const Run& run) {
     std::printf(" wrote %s (last.safetensors; no epoch ended, so no best.safetensors)\n", c.out_dir.c_str());
   }
   if (std::isfinite(result.final_raw_accuracy)) {
-    std::printf("without EMA (the optimiser's own weights): %s accuracy %.2f%% (the EMA weights above are the run's "
-                "result)\n",
-                set, 100 * result.final_raw_accuracy);
+    std::printf(
+        "without EMA (the optimiser's own weights): %s accuracy %.2f%% (the EMA weights above are the run's "
+        "result)\n",
+        set, 100 * result.final_raw_accuracy);
   }
   if (std::isfinite(result.final_tta_accuracy)) {
     std::printf(

@@ -77,7 +77,8 @@ TEST(TtaCli, TrainWithEmaPrintsTheRawWeightsBesideTheEmaResult) {
   const CommandResult r = vit("train --preset vit_digits --data " + dir.file("data") + " --out " + dir.file("run") +
                               " --epochs 2 --batch-size 32 --threads 1 --ema 0.9");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  const size_t done = r.out.find("done: test accuracy"), line = r.out.find("without EMA (the optimiser's own weights): ");
+  const size_t done = r.out.find("done: test accuracy"),
+               line = r.out.find("without EMA (the optimiser's own weights): ");
   ASSERT_NE(done, std::string::npos) << r.out;
   ASSERT_NE(line, std::string::npos) << r.out;
   EXPECT_LT(done, line);
