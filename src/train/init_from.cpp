@@ -207,7 +207,7 @@ std::vector<std::string> fit_init_to_data(TrainConfig& c, InitSource& src, const
   const std::vector<std::string>& data_names = train.class_names;
   const int64_t data_classes = static_cast<int64_t>(data_names.size());
   const int64_t fresh_size = c.num_classes_given ? m.num_classes : data_classes;
-  const std::string heads = m.dist_token ? "heads (head, head_dist)" : "head";
+  const std::string heads = m.dist_token ? "pair of heads (head, head_dist)" : "head";
   auto fresh = [&](const std::string& why) {
     src.fresh_head = true;
     m.num_classes = fresh_size;
