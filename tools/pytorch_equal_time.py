@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from screen_recipes import build, read_idx  # noqa: E402
+from screen_recipes import build, crop_and_flip, read_idx  # noqa: E402
 
 
 def main():
@@ -77,7 +77,6 @@ def main():
         return 100.0 * correct / len(x_te)
 
     step, timed_from = 0, None
-    ar = torch.arange(28)
     model.train()
     while total is None or step < total:
         order = torch.randperm(n)
@@ -85,17 +84,8 @@ def main():
             if total is not None and step >= total:
                 break
             idx = order[b * v["batch"]:(b + 1) * v["batch"]]
-            x, y = x_tr[idx], y_tr[idx]
-            B = x.shape[0]
-            p = v["crop"]
-            xp = F.pad(x, (p, p, p, p), value=pad_value)
-            dx = torch.randint(0, 2 * p + 1, (B,))
-            dy = torch.randint(0, 2 * p + 1, (B,))
-            rows = (dy[:, None] + ar[None, :])[:, :, None].expand(B, 28, 28)
-            cols = (dx[:, None] + ar[None, :])[:, None, :].expand(B, 28, 28)
-            x = xp[torch.arange(B)[:, None, None], 0, rows, cols].unsqueeze(1)
-            flip = torch.rand(B) < 0.5
-            x = torch.where(flip[:, None, None, None], x.flip(3), x)
+            x = crop_and_flip(x_tr[idx], v["crop"], v["hflip"], pad_value)
+            y = y_tr[idx]
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
             loss = F.cross_entropy(model(x), y, label_smoothing=v["ls"])

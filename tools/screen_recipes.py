@@ -127,6 +127,27 @@ def build(v):
     return ViT()
 
 
+def crop_and_flip(x, pad, hflip, pad_value):
+    """vit's crop (zero padding in pixel space, pad_value after normalisation) and flip of a batch
+    (B, 1, 28, 28) of normalised images, on x's device."""
+    import torch
+    import torch.nn.functional as F
+
+    B, dev = x.shape[0], x.device
+    if pad:
+        xp = F.pad(x, (pad, pad, pad, pad), value=pad_value)
+        dx = torch.randint(0, 2 * pad + 1, (B,), device=dev)
+        dy = torch.randint(0, 2 * pad + 1, (B,), device=dev)
+        ar = torch.arange(28, device=dev)
+        rows = (dy[:, None] + ar[None, :])[:, :, None].expand(B, 28, 28)
+        cols = (dx[:, None] + ar[None, :])[:, None, :].expand(B, 28, 28)
+        x = xp[torch.arange(B, device=dev)[:, None, None], 0, rows, cols].unsqueeze(1)
+    if hflip:
+        flip = torch.rand(B, device=dev) < 0.5
+        x = torch.where(flip[:, None, None, None], x.flip(3), x)
+    return x
+
+
 def run_one(args, name, seed):
     import torch
     import torch.nn.functional as F
@@ -174,18 +195,7 @@ def run_one(args, name, seed):
             idx = order[b * v["batch"]:(b + 1) * v["batch"]]
             x, y = x_tr[idx], y_tr[idx]
             B = x.shape[0]
-            if v["crop"]:
-                p = v["crop"]
-                xp = F.pad(x, (p, p, p, p), value=pad_value)
-                dx = torch.randint(0, 2 * p + 1, (B,), device=dev)
-                dy = torch.randint(0, 2 * p + 1, (B,), device=dev)
-                ar = torch.arange(28, device=dev)
-                rows = (dy[:, None] + ar[None, :])[:, :, None].expand(B, 28, 28)
-                cols = (dx[:, None] + ar[None, :])[:, None, :].expand(B, 28, 28)
-                x = xp[torch.arange(B, device=dev)[:, None, None], 0, rows, cols].unsqueeze(1)
-            if v["hflip"]:
-                flip = torch.rand(B, device=dev) < 0.5
-                x = torch.where(flip[:, None, None, None], x.flip(3), x)
+            x = crop_and_flip(x, v["crop"], v["hflip"], pad_value)
             if v["erase"] > 0:
                 # one rectangle of 2-33% of the image, aspect 0.3-3.3, filled with noise
                 for i in range(B):

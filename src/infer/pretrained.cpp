@@ -264,6 +264,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   if (options.act) config.act = *options.act;
   config.validate();
 
+  out.file_image_size = config.image_size;
   // Another resolution: resample pos_embed to the new grid.
   if (options.image_size > 0 && options.image_size != config.image_size) {
     VIT_CHECK(options.image_size % config.patch_size == 0, "checkpoint",

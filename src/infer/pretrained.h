@@ -51,6 +51,7 @@ struct LoadedModel {
   std::string family = "vit";             // vit, deit, dinov2, clip: what the keys say (our checkpoints: "vit")
   std::string checksum;                   // our checkpoints: the verified checksum ("" for an older file without one)
   checkpoint::CheckpointInfo recorded;    // our checkpoints: what the run recorded (data, progress, config)
+  int64_t file_image_size = 0;            // the resolution the file's position table is for (before image_size)
   bool ema = false;                       // our checkpoints: the EMA weights were loaded
   bool recorded_ema = false;              // our checkpoints: the run evaluated its EMA weights
   // Our checkpoints holding two weight sets: which was loaded, for output lines ("EMA weights, as

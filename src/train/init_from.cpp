@@ -17,10 +17,6 @@ namespace {
 
 constexpr const char* kOp = "train";
 
-bool given(const TrainConfig& c, const std::string& key) {
-  return std::find(c.given_model_fields.begin(), c.given_model_fields.end(), key) != c.given_model_fields.end();
-}
-
 // "--patch-size" for the ViTConfig key "patch_size".
 std::string flag_for_key(const std::string& key) {
   for (const model::ModelOption& o : model::model_options()) {
@@ -130,21 +126,17 @@ InitSource read_init(TrainConfig& c) {
               flag_for_key(key), c.init);
   }
   infer::LoadOptions options;
-  if (given(c, "num_heads")) options.num_heads = c.model.num_heads;
-  infer::LoadedModel at_file = infer::load_model(c.init, options);
-  VIT_CHECK(at_file.recorded.quantization_json.empty(), kOp,
+  if (c.model_field_given("num_heads")) options.num_heads = c.model.num_heads;
+  if (c.model_field_given("image_size")) options.image_size = c.model.image_size;  // pos_embed resampled
+  src.loaded = infer::load_model(c.init, options);
+  VIT_CHECK(src.loaded.recorded.quantization_json.empty(), kOp,
             "--init {}: an int8 model (vit quantize) is for inference only; fine-tune from the float checkpoint it "
             "was made from",
             c.init);
-  src.file_config = at_file.model->config();
+  src.file_config = src.loaded.model->config();
+  src.file_config.image_size = src.loaded.file_image_size;
   const model::ViTConfig& f = src.file_config;
-  const bool resample = given(c, "image_size") && c.model.image_size != f.image_size;
-  if (resample) {
-    options.image_size = c.model.image_size;
-    src.loaded = infer::load_model(c.init, options);
-  } else {
-    src.loaded = std::move(at_file);
-  }
+  const bool resample = src.loaded.model->config().image_size != f.image_size;
   model::ViTConfig m = src.loaded.model->config();
   std::vector<std::string>& notes = c.init_notes;
   notes.clear();
@@ -155,22 +147,18 @@ InitSource read_init(TrainConfig& c) {
         "resolution {} -> {}: the position embedding resampled from {}x{} to {}x{} patches (prefix tokens kept)",
         f.image_size, m.image_size, f.grid(), f.grid(), m.grid(), m.grid()));
   }
-  if (given(c, "in_channels")) m.in_channels = c.model.in_channels;
-  if (given(c, "num_classes")) m.num_classes = c.model.num_classes;
-  for (const char* key : {"dropout", "attn_dropout", "drop_path"}) {
-    if (!given(c, key)) continue;
-    if (std::string(key) == "dropout") m.dropout = c.model.dropout;
-    if (std::string(key) == "attn_dropout") m.attn_dropout = c.model.attn_dropout;
-    if (std::string(key) == "drop_path") m.drop_path = c.model.drop_path;
-  }
+  if (c.model_field_given("in_channels")) m.in_channels = c.model.in_channels;
+  if (c.model_field_given("num_classes")) m.num_classes = c.model.num_classes;
+  if (c.model_field_given("dropout")) m.dropout = c.model.dropout;
+  if (c.model_field_given("attn_dropout")) m.attn_dropout = c.model.attn_dropout;
+  if (c.model_field_given("drop_path")) m.drop_path = c.model.drop_path;
   src.has_head = f.num_classes > 0 && !f.projection;
   if (f.projection) {  // CLIP: the image projection is an embedding, not a classifier
     m.projection = false;
     m.head_bias = true;
   }
   c.model = m;
-  const bool mean_given = std::count(c.given_flags.begin(), c.given_flags.end(), "--mean") > 0;
-  if (!mean_given) {  // one value per channel of the model as asked (the data may adapt it again)
+  if (!c.flag_given("--mean")) {  // one value per channel of the model as asked (the data may adapt it again)
     c.normalization = {per_channel(src.loaded.preprocess.mean, m.in_channels),
                        per_channel(src.loaded.preprocess.std, m.in_channels)};
   }
@@ -182,7 +170,7 @@ std::vector<std::string> fit_init_to_data(TrainConfig& c, InitSource& src, const
   const model::ViTConfig& f = src.file_config;
   std::vector<std::string>& notes = c.init_notes;
   // Data with channels of its own (IDX, CIFAR: image folders are converted to the model's).
-  if (train.channels != m.in_channels && !given(c, "in_channels")) m.in_channels = train.channels;
+  if (train.channels != m.in_channels && !c.model_field_given("in_channels")) m.in_channels = train.channels;
   if (m.in_channels != f.in_channels) {
     VIT_CHECK((m.in_channels == 1 && f.in_channels == 3) || (m.in_channels == 3 && f.in_channels == 1), kOp,
               "--init {}: the model reads {} channels and the data has {}; only grey <-> RGB is adapted", src.path,
@@ -192,8 +180,7 @@ std::vector<std::string> fit_init_to_data(TrainConfig& c, InitSource& src, const
         m.in_channels == 1 ? "summed over its RGB inputs (timm's adapt_input_conv)"
                            : "repeated over RGB and divided by 3 (a grey image gives the grey model's response)"));
   }
-  const bool mean_given = std::count(c.given_flags.begin(), c.given_flags.end(), "--mean") > 0;
-  if (!mean_given) {
+  if (!c.flag_given("--mean")) {
     c.normalization.mean = per_channel(c.normalization.mean, m.in_channels);
     c.normalization.std = per_channel(c.normalization.std, m.in_channels);
     notes.push_back(fmt::format("normalisation: the file's, mean {} std {}", numbers_str(c.normalization.mean),

@@ -32,7 +32,7 @@ namespace vit::train {
 struct InitSource {
   std::string path;
   infer::LoadedModel loaded;     // the file's model, at the run's resolution
-  model::ViTConfig file_config;  // the model as the file has it (before any adaptation)
+  model::ViTConfig file_config;  // the model as the file has it (before any adaptation, its resolution included)
   bool has_head = false;         // the file has a classifier (not none, not CLIP's projection)
   bool fresh_head = false;       // decided by fit_init_to_data
 };

@@ -63,10 +63,6 @@ constexpr FixedFlag kRunFlags[] = {{"--batch-size", "/batch_size"},
                                    {"--mean", "/normalization/mean"},
                                    {"--std", "/normalization/std"}};
 
-bool given(const TrainConfig& c, const char* flag) {
-  return std::find(c.given_flags.begin(), c.given_flags.end(), flag) != c.given_flags.end();
-}
-
 // Everything a flag can set, as JSON (the model without its name: --preset vit_digits matches a
 // run of the same shape whatever it was called).
 json as_json(const TrainConfig& c, const model::ViTConfig& m, const data::Normalization& norm) {
@@ -182,15 +178,15 @@ TrainConfig resume_config(const TrainConfig& asked, const checkpoint::LoadedChec
     refuse_changes(asked, saved, checkpoint.info, checkpoint_path);
   }
   saved.model = m;
-  VIT_CHECK(saved.steps == 0 || !given(asked, "--epochs"), "train",
+  VIT_CHECK(saved.steps == 0 || !asked.flag_given("--epochs"), "train",
             "--resume {}: this run's schedule is {} steps (fixed by its time budget or --steps); --epochs cannot "
             "extend it. Start a new run to train longer",
             asked.out_dir, saved.steps);
   // --epochs on resume extends (or keeps) the schedule; without it the saved one continues.
   if (asked.epochs > 0) saved.epochs = std::max(asked.epochs, checkpoint.info.epoch);
-  if (given(asked, "--data")) saved.data_dir = asked.data_dir;  // checked to be the same data once loaded
-  if (given(asked, "--skip-nonfinite")) saved.skip_nonfinite = asked.skip_nonfinite;
-  if (given(asked, "--teacher")) {
+  if (asked.flag_given("--data")) saved.data_dir = asked.data_dir;  // checked to be the same data once loaded
+  if (asked.flag_given("--skip-nonfinite")) saved.skip_nonfinite = asked.skip_nonfinite;
+  if (asked.flag_given("--teacher")) {
     VIT_CHECK(!saved.teacher.empty(), "train",
               "--resume {}: this run trains without a teacher; --teacher cannot add one to it", asked.out_dir);
     saved.teacher = asked.teacher;  // the same teacher, moved (its predictions are not checked)

@@ -263,7 +263,7 @@ Run start_or_resume(TrainConfig config) {
               "--resume {}: {} is an int8 model (vit quantize), for inference only; resume from its float checkpoint",
               config.out_dir, run.files.last);
     run.config = resume_config(config, *resumed, run.files.last);
-    const bool data_given = std::count(config.given_flags.begin(), config.given_flags.end(), "--data") > 0;
+    const bool data_given = config.flag_given("--data");
     VIT_CHECK(data_given || fs::exists(run.config.data_dir), "train",
               "--resume {}: the run's data {} is not there any more; if it moved, give its new place with --data",
               config.out_dir, run.config.data_dir);

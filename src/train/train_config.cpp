@@ -1,6 +1,7 @@
 // TrainConfig's JSON, validation and the digits recipe (see train_config.h).
 #include "train/train_config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <exception>
@@ -209,6 +210,14 @@ TrainConfig fashion_recipe() {
   c.augment.hflip = true;
   c.milestones = {0.90, 0.915, 0.935};
   return c;
+}
+
+bool TrainConfig::flag_given(const std::string& flag) const {
+  return std::find(given_flags.begin(), given_flags.end(), flag) != given_flags.end();
+}
+
+bool TrainConfig::model_field_given(const std::string& key) const {
+  return std::find(given_model_fields.begin(), given_model_fields.end(), key) != given_model_fields.end();
 }
 
 TrainConfig finetune_recipe() {

@@ -151,6 +151,9 @@ struct TrainConfig {
   }
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);  // throws on invalid JSON
+  // Whether the caller set the option ("--mean") / the model field ("image_size") explicitly.
+  bool flag_given(const std::string& flag) const;
+  bool model_field_given(const std::string& key) const;
   void validate() const;
 };
 

@@ -336,11 +336,9 @@ TrainConfig make_train_config(const TrainArgs& args) {
     } else {
       o->set(c.model, one(g.values, what), what);
     }
-    if (std::find(c.given_model_fields.begin(), c.given_model_fields.end(), o->key) == c.given_model_fields.end())
-      c.given_model_fields.push_back(o->key);
+    if (!c.model_field_given(o->key)) c.given_model_fields.push_back(o->key);
   }
-  c.num_classes_given =
-      std::find(c.given_model_fields.begin(), c.given_model_fields.end(), "num_classes") != c.given_model_fields.end();
+  c.num_classes_given = c.model_field_given("num_classes");
   const bool model_given = !c.given_model_fields.empty();
   if (model_given && !preset_given && !init_given) c.model.name = "custom";
   c.model_explicit = preset_given || model_given;
