@@ -291,6 +291,8 @@ TrainConfig make_train_config(const TrainArgs& args) {
   // Fine-tuning: the model is the --init file's; the fine-tuning recipe, on the data given.
   const bool init_given = args.has("init");
   if (init_given) {
+    VIT_CHECK(!one(args.values("init"), args.what("init")).empty(), kOp, "{}: give the model file to fine-tune",
+              args.what("init"));
     exclude(args, "init", "resume");
     exclude(args, "init", "preset");
     VIT_CHECK(args.has("data"), kOp, "{} needs {} DIR: the labelled images to fine-tune on", args.what("init"),

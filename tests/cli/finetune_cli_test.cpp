@@ -177,6 +177,12 @@ TEST_F(Finetune, BadInitsAreRefusedAndNothingIsWritten) {
     EXPECT_FALSE(fs::exists(dir_.file("bad"))) << args;
   };
   refused("--init " + dir_.file("none.safetensors") + digits, "no such file");
+  refused("--init ''" + digits, "--init: give the model file to fine-tune");  // never a default model instead
+  refused("--init " + pre() + " --layer-decay nan" + digits, "--layer-decay: must be a number, got 'nan'");
+  refused("--init " + pre() + " --layer-decay 0" + digits, "--layer-decay must be in (0, 1]");
+  refused("--init " + pre() + " --head-lr -1" + digits, "--head-lr must be >= 0");
+  refused("--init " + pre() + " --new-head=maybe" + digits, "--new-head: takes true or false, got 'maybe'");
+  refused("--init " + dir_.file("pre") + digits, "is not a file");  // a folder
   refused("--init " + pre() + " --resume " + dir_.file("pre"), "--init excludes --resume");
   refused("--init " + pre() + " --preset vit_digits" + digits, "--init excludes --preset");
   refused("--init " + pre() + " --out " + dir_.file("bad"), "--init needs --data DIR");
