@@ -11,6 +11,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libopenblas-openmp-dev            # BLAS (OpenMP build: one thread pool with our OpenMP kernels)
   libfmt-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
+  libminizip-dev                    # zip archives: torch.save .pth/.bin files and NumPy .npz (zlib's minizip)
   libturbojpeg0-dev                 # JPEG decoding (libjpeg-turbo; PNG/BMP via stb)
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format-14                   # the format check (scripts/format.sh --check, run by scripts/test.sh)

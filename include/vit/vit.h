@@ -45,7 +45,7 @@ void save_npy(const std::string& path, const std::vector<float>& values, const s
 // How to read a checkpoint (the flags of `vit predict`).
 struct LoadOptions {
   int64_t heads = 0;        // attention heads (0: from the file, else standard for the width)
-  std::string layout{};     // "timm", "torchvision", "huggingface" ("": detected from the keys)
+  std::string layout{};     // "timm", "torchvision", "huggingface", "jax" ("": detected from the keys)
   double eps = 0.0;         // LayerNorm eps (0: the layout's / family's)
   std::string act{};        // MLP activation override ("gelu" for a LAION CLIP in timm's names)
   int64_t image_size = 0;   // > 0: run at this resolution (position embedding resampled)
@@ -101,7 +101,7 @@ class Model {
   int64_t embed_dim() const;    // width of embed(pool "cls" / "avg")
   int64_t num_tokens() const;   // tokens in front of the head: prefix tokens + patches
   const std::vector<std::string>& class_names() const;
-  std::string layout() const;       // "vit" (ours), "timm", "torchvision", "huggingface"
+  std::string layout() const;       // "vit" (ours), "timm", "torchvision", "huggingface", "jax"
   std::string family() const;       // "vit", "deit", "dinov2", "clip"
   std::string config_json() const;  // the architecture, as checkpoints record it
   std::string weights() const;      // a checkpoint holding raw and EMA weights: which were loaded, "ema" or "raw"

@@ -228,8 +228,10 @@ bool is_vit_checkpoint(const io::SafetensorsFile& file) {
   return it != file.metadata.end() && file.metadata.count("model_config");
 }
 
-io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool checksum, bool allow_nonfinite) {
-  io::ContentScan scan = io::scan_contents(file, checksum, !allow_nonfinite);
+io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool checksum, bool allow_nonfinite, bool ema) {
+  io::ContentScan scan = file.format == "safetensors"
+                             ? io::scan_contents(file, checksum, !allow_nonfinite)
+                             : (allow_nonfinite ? io::ContentScan{} : io::scan_tensors(ema ? file.ema : file.tensors));
   VIT_CHECK(scan.nonfinite_count == 0, "checkpoint",
             "{}: tensor '{}' holds {} at index {} ({} non-finite value{} in the file); refusing to load it "
             "(--allow-nonfinite loads it anyway)",

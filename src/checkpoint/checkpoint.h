@@ -116,7 +116,10 @@ void validate_checkpoint_info(const CheckpointInfo& info, const std::string& pat
 
 // Refuses NaN/Inf in a file's float tensors ("[checkpoint] FILE: tensor 'x' holds NaN at index
 // i ...") in one pass over its data, which also computes the checksum when `checksum` is set.
-io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool checksum, bool allow_nonfinite);
+// (A .pth or .npz file, io/weights_file.h, has no data section: its decoded tensors are scanned,
+// the EMA state dict's with `ema`.)
+io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool checksum, bool allow_nonfinite,
+                                     bool ema = false);
 
 // Rethrows an error met while reading `path` as "[checkpoint] FILE: [context: ]message"; an
 // error that already names the file so passes unchanged (never "[checkpoint] F: [checkpoint] F:").

@@ -26,9 +26,11 @@ void add_eval_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("eval", "evaluate a checkpoint on a dataset");
   cmd->add_option("--checkpoint", o->checkpoint,
-                  "model file (.safetensors): ours, int8, timm, torchvision or Hugging Face (a classifier)")
+                  "model file: .safetensors (ours, int8, timm, torchvision, Hugging Face), PyTorch .pth/.bin or JAX "
+                  ".npz (a classifier)")
       ->required();
-  cmd->add_option("--layout", o->layout, "force the key layout: timm, torchvision, huggingface (default: detected)");
+  cmd->add_option("--layout", o->layout,
+                  "force the key layout: timm, torchvision, huggingface, jax (default: detected)");
   cmd->add_option("--heads", o->heads, "attention heads of a foreign file (default: from the file, else standard)")
       ->check(kPositive);
   cmd->add_option("--data", o->data, "dataset directory")->capture_default_str();

@@ -81,7 +81,8 @@ void add_info_command(CLI::App& app) {
   auto* p = cmd->add_option("--preset", *preset, "preset name");
   auto model_flags = std::make_shared<ModelFlags>(*cmd);
   auto* c = cmd->add_option("--checkpoint", *checkpoint,
-                            "checkpoint file (ours, int8 ones included, timm, torchvision, Hugging Face)");
+                            "checkpoint file: .safetensors (ours, int8 ones included, timm, torchvision, Hugging "
+                            "Face), PyTorch .pth/.bin, JAX .npz");
   p->excludes(c);
   model_flags->exclude(c, "--heads");  // a foreign checkpoint of a non-standard width needs its head count
   cmd->callback([=] {
@@ -95,6 +96,7 @@ void add_info_command(CLI::App& app) {
       options.num_heads = model_flags->heads_given();
       infer::LoadedModel loaded = infer::load_model(*checkpoint, options);
       origin = fmt::format("  {} layout{}", loaded.layout, loaded.family != "vit" ? " (" + loaded.family + ")" : "");
+      if (!loaded.source_note.empty()) origin += "; " + loaded.source_note;
       if (!loaded.weights_note.empty()) origin += "; " + loaded.weights_note;
       if (!loaded.ignored_keys.empty())
         origin += fmt::format("; not used for inference: {}", fmt::join(loaded.ignored_keys, ", "));

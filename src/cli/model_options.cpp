@@ -14,9 +14,11 @@ namespace vit::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
   o.max_pixels = data::kDefaultMaxPixels;
-  cmd->add_option("--checkpoint", o.checkpoint, "model file (.safetensors): ours, timm, torchvision or Hugging Face")
+  cmd->add_option("--checkpoint", o.checkpoint,
+                  "model file: .safetensors (ours, timm, torchvision, Hugging Face), PyTorch .pth/.bin or JAX .npz")
       ->required();
-  cmd->add_option("--layout", o.layout, "force the key layout: timm, torchvision, huggingface (default: detected)");
+  cmd->add_option("--layout", o.layout,
+                  "force the key layout: timm, torchvision, huggingface, jax (default: detected)");
   cmd->add_option("--heads", o.heads, "attention heads (default: from the file, else standard for the width)")
       ->check(kPositive);
   cmd->add_option("--eps", o.eps,

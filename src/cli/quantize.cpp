@@ -24,10 +24,12 @@ void add_quantize_command(CLI::App& app) {
       "write an int8 copy of a checkpoint (Linear weights int8 per output channel, the rest float32), or with --dtype "
       "bf16 a half-size copy (Linear and convolution weights bfloat16)");
   cmd->add_option("--checkpoint", o->checkpoint,
-                  "the float checkpoint (.safetensors: ours, timm, torchvision or Hugging Face; F32/F16/BF16)")
+                  "the float checkpoint: .safetensors (ours, timm, torchvision, Hugging Face; F32/F16/BF16), PyTorch "
+                  ".pth/.bin or JAX .npz")
       ->required();
   cmd->add_option("--out", o->out, "the checkpoint to write (.safetensors)")->required();
-  cmd->add_option("--layout", o->layout, "force the key layout: timm, torchvision, huggingface (default: detected)");
+  cmd->add_option("--layout", o->layout,
+                  "force the key layout: timm, torchvision, huggingface, jax (default: detected)");
   cmd->add_option("--heads", o->heads, "attention heads (default: from the file, else standard for the width)")
       ->check(kPositive);
   cmd->add_option("--eps", o->eps, "LayerNorm eps (default: from the file or the layout)")->check(kPositive);

@@ -11,7 +11,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/int8_format.h"
-#include "io/safetensors.h"
+#include "io/weights_file.h"
 #include "nn/init.h"
 
 namespace vit::infer {
@@ -46,6 +46,7 @@ Preprocess default_preprocess(model::Layout layout, const std::string& family, c
   }
   switch (layout) {
     case model::Layout::Timm:  // timm's ViT eval transform: bicubic, crop_pct 0.9, mean/std 0.5
+    case model::Layout::Jax:   // (timm's config for the JAX releases it converts)
       p.filter = Filter::Bicubic;
       p.resize = static_cast<int64_t>(std::floor(static_cast<double>(c.image_size) / 0.9));
       break;
@@ -180,7 +181,7 @@ void apply_preprocess_overrides(Preprocess& p, const LoadOptions& o, int64_t cha
 }
 
 LoadedModel load_model(const std::string& path, const LoadOptions& options) {
-  const io::SafetensorsFile file = io::load_safetensors(path);
+  const io::SafetensorsFile file = io::load_weights_file(path);
   LoadedModel out;
   model::ViTConfig config;
   model::NamedTensors weights, scales;
@@ -215,14 +216,42 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     if (!checkpoint.info.source_family.empty()) out.family = checkpoint.info.source_family;  // a foreign model's copy
     out.recorded = std::move(checkpoint.info);
   } else {
-    checkpoint::scan_checkpoint_file(file, /*checksum=*/false, options.allow_nonfinite);
-    const model::Layout layout = options.layout ? *options.layout : model::detect_layout(file.tensors, path);
+    // A torch.save training checkpoint may hold an EMA state dict besides its weights: --ema picks it.
+    if (options.weights == WeightSet::Ema && file.ema.empty()) {
+      fail("checkpoint",
+           "{}: --ema picks the EMA weights of a checkpoint written by vit train, or a PyTorch file's EMA state dict "
+           "(state_dict_ema, model_ema); this {} file has none",
+           path,
+           file.format == "pytorch" ? "PyTorch"
+           : file.format == "npz"
+               ? ".npz"
+               : model::layout_name(options.layout ? *options.layout : model::detect_layout(file.tensors, path)));
+    }
+    const bool use_ema = options.weights == WeightSet::Ema;
+    const model::NamedTensors& tensors = use_ema ? file.ema : file.tensors;
+    checkpoint::scan_checkpoint_file(file, /*checksum=*/false, options.allow_nonfinite, use_ema);
+    const model::Layout layout = options.layout ? *options.layout : model::detect_layout(tensors, path);
     out.layout = model::layout_name(layout);
-    VIT_CHECK(options.weights != WeightSet::Ema, "checkpoint",
-              "{}: --ema picks the EMA weights of a checkpoint written by vit train; this {} file has none", path,
-              out.layout);
+    out.format = file.format;
+    out.ema = use_ema;
+    if (!file.ema.empty()) {
+      out.weights_note =
+          use_ema ? fmt::format("EMA state dict '{}' (--ema)", file.ema_key)
+                  : fmt::format("state dict '{}' (--ema: the EMA state dict '{}')",
+                                file.weights_key.empty() ? std::string("(top level)") : file.weights_key, file.ema_key);
+    }
+    if (file.format == "pytorch") {
+      out.source_note = fmt::format(
+          "PyTorch (torch.save) file, state dict {}{}{}",
+          use_ema ? "'" + file.ema_key + "'"
+                  : (file.weights_key.empty() ? "at the top level" : "'" + file.weights_key + "'"),
+          file.stripped_prefix.empty() ? "" : fmt::format(" (keys without their '{}' prefix)", file.stripped_prefix),
+          file.skipped.empty() ? "" : fmt::format("; skipped: {}", fmt::join(file.skipped, ", ")));
+    } else if (file.format == "npz") {
+      out.source_note = "NumPy .npz archive (JAX/Flax names)";
+    }
     model::NamedTensors f32;
-    for (const auto& [name, t] : file.tensors) {
+    for (const auto& [name, t] : tensors) {
       if (model::is_ignored_key(name, layout)) {  // e.g. an old CLIP file's int64 position_ids buffer
         out.ignored_keys.push_back(name);
         continue;
@@ -241,7 +270,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     out.ignored_keys.insert(out.ignored_keys.end(), converted.ignored.begin(), converted.ignored.end());
     out.family = converted.family;
     // The head count: --heads, else the file's "num_heads" metadata, else the standard one for the width.
-    int64_t heads = options.num_heads;
+    int64_t heads = options.num_heads > 0 ? options.num_heads : converted.num_heads;
     if (auto it = file.metadata.find("num_heads"); it != file.metadata.end() && heads <= 0) {
       const std::string& text = it->second;
       const bool digits =

@@ -43,7 +43,7 @@ void apply_preprocess_overrides(Preprocess& p, const LoadOptions& options, int64
 
 struct LoadedModel {
   std::unique_ptr<model::VisionTransformer> model;
-  std::string layout;                    // "vit", "timm", "torchvision", "huggingface"
+  std::string layout;                    // "vit", "timm", "torchvision", "huggingface", "jax"
   Preprocess preprocess;                 // the layout's (or checkpoint's) evaluation transform
   std::vector<std::string> class_names;  // from the checkpoint, ImageNet-1k for 1000 classes, else numbers
   std::vector<std::string> missing_keys, unexpected_keys;  // with strict = false
@@ -57,6 +57,11 @@ struct LoadedModel {
   // Our checkpoints holding two weight sets: which was loaded, for output lines ("EMA weights, as
   // the run evaluated (--raw: the raw weights)", checkpoint::weights_note); "" otherwise.
   std::string weights_note;
+  // The file format ("safetensors", "pytorch": a torch.save file, "npz") and, for the latter two,
+  // where the weights came from: "PyTorch (torch.save) file, state dict 'model'; skipped: epoch
+  // (int), args (argparse.Namespace, never run)".
+  std::string format = "safetensors";
+  std::string source_note;
 };
 
 LoadedModel load_model(const std::string& path, const LoadOptions& options = {});

@@ -49,27 +49,29 @@ Bf16Summary summarize_bf16(const model::VisionTransformer& model) {
 
 QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadOptions& options,
                                  bool overwrite, int bits, const QuantizeNames& names, QuantizeDtype dtype) {
-  const bool bf16 = dtype == QuantizeDtype::BF16;
+  const bool bf16 = dtype == QuantizeDtype::BF16, copy = dtype == QuantizeDtype::F32;
+  const char* op = copy ? "convert" : "quantize";
   const auto start = std::chrono::steady_clock::now();
   // The one rule for written files (core/output_file.h): not the input (links too), not a
   // directory, not an existing file without overwrite.
-  const OutputFile target{names.out, out, bf16 ? "the bf16 file" : "the int8 file", names.overwrite};
-  check_output("quantize", target, {{"the input checkpoint", in}}, overwrite);
+  const OutputFile target{names.out, out, copy ? "the converted file" : (bf16 ? "the bf16 file" : "the int8 file"),
+                          names.overwrite};
+  check_output(op, target, {{"the input checkpoint", in}}, overwrite);
   LoadedModel m = load_model(in, options);
-  VIT_CHECK(!checkpoint::is_quantized(*m.model), "quantize",
+  VIT_CHECK(copy || !checkpoint::is_quantized(*m.model), "quantize",
             "{}: already an int8 model (written by vit quantize); quantize the float checkpoint it came from", in);
   QuantizeFileResult result;
   result.dtype = dtype;
   try {
     if (bf16) {
       result.bf16 = summarize_bf16(*m.model);
-    } else {
+    } else if (!copy) {
       result.summary = quantize_linears(*m.model, bits);
     }
   } catch (const std::exception& e) {
     checkpoint::rethrow_for_file(in, e);
   }
-  check_output("quantize", target, {{"the input checkpoint", in}}, overwrite);  // again: minutes may have passed
+  check_output(op, target, {{"the input checkpoint", in}}, overwrite);  // again: minutes may have passed
   checkpoint::save_checkpoint(out, *m.model, checkpoint_info(m), {},
                               bf16 ? checkpoint::WeightStorage::BF16 : checkpoint::WeightStorage::F32);
   result.layout = m.layout;
@@ -77,6 +79,11 @@ QuantizeFileResult quantize_file(const std::string& in, const std::string& out, 
   result.in_bytes = fs::file_size(in);
   result.out_bytes = fs::file_size(out);
   return result;
+}
+
+QuantizeFileResult convert_file(const std::string& in, const std::string& out, const LoadOptions& options,
+                                bool overwrite, const QuantizeNames& names) {
+  return quantize_file(in, out, options, overwrite, 8, names, QuantizeDtype::F32);
 }
 
 }  // namespace vit::infer

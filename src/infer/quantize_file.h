@@ -1,7 +1,10 @@
-// `vit quantize` as a library call (the CLI, the C++ facade and the Python module share it):
-// load any checkpoint vit reads, quantize its Linears (infer/quantize.h) and write the int8 copy;
-// or (dtype BF16) write a copy with its Linear and convolution weights stored as bfloat16
-// (checkpoint/bf16_format.h), about half the size.
+// `vit quantize` and `vit convert` as library calls (the CLI, the C++ facade and the Python module
+// share them): load any checkpoint vit reads (io/weights_file.h: safetensors, torch.save .pth/.bin,
+// JAX .npz), quantize its Linears (infer/quantize.h) and write the int8 copy; or (dtype BF16) write
+// a copy with its Linear and convolution weights stored as bfloat16 (checkpoint/bf16_format.h),
+// about half the size; or (dtype F32, vit convert) write it unchanged as one of our checkpoints,
+// with the config, layout, family, class names and evaluation transform in its metadata, so that it
+// is converted once and memory-mapped afterwards.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +15,7 @@
 
 namespace vit::infer {
 
-enum class QuantizeDtype { Int8, BF16 };
+enum class QuantizeDtype { Int8, BF16, F32 };
 
 // A bfloat16 copy: what was rounded, and by how much.
 struct Bf16Summary {
@@ -42,5 +45,10 @@ struct QuantizeNames {
 QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadOptions& options,
                                  bool overwrite, int bits = 8, const QuantizeNames& names = {},
                                  QuantizeDtype dtype = QuantizeDtype::Int8);
+
+// vit convert: quantize_file with dtype F32 (the weights as loaded: a PyTorch file's EMA state dict
+// with options.weights = Ema, resampled to options.image_size when given).
+QuantizeFileResult convert_file(const std::string& in, const std::string& out, const LoadOptions& options,
+                                bool overwrite, const QuantizeNames& names = {});
 
 }  // namespace vit::infer

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "io/checksum.h"
+#include "io/float16.h"
 
 namespace vit::io {
 namespace {
@@ -28,10 +29,11 @@ std::string known_format(const char* base, uint64_t size) {
   if (starts("\x89PNG\r\n\x1a\n")) return "a PNG image";
   if (starts("\xff\xd8\xff")) return "a JPEG image";
   if (starts("PK\x03\x04")) {
-    return "a zip archive, as PyTorch .pt/.pth files are: convert it with tools/convert_checkpoint.py";
+    return "a zip archive, as PyTorch .pth/.bin and NumPy .npz files are: vit predict, eval and the other model "
+           "commands read those, and vit convert writes one as .safetensors";
   }
   if (size >= 2 && static_cast<unsigned char>(base[0]) == 0x80 && base[1] >= 2 && base[1] <= 5) {
-    return "a Python pickle, as old PyTorch checkpoints are: convert it with tools/convert_checkpoint.py";
+    return "a Python pickle, as PyTorch's legacy (pre-1.6) checkpoints are: re-save it with a current PyTorch";
   }
   if (starts("\x93NUMPY")) return "a NumPy .npy array";
   if (starts("\x89HDF\r\n\x1a\n")) return "an HDF5 file";
@@ -53,39 +55,6 @@ size_t stored_size(const std::string& dtype) {
   if (dtype == "F64" || dtype == "I64") return 8;
   if (dtype == "F16" || dtype == "BF16") return 2;
   return 0;
-}
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1f;
-  uint32_t mantissa = h & 0x3ffu;
-  uint32_t bits;
-  if (exponent == 0) {
-    if (mantissa == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      exponent = 127 - 15 + 1;
-      while ((mantissa & 0x400u) == 0) {
-        mantissa <<= 1;
-        --exponent;
-      }
-      bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-    }
-  } else if (exponent == 31) {
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  } else {
-    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float bf16_to_float(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 // Builds the tensor for one entry: zero-copy for I8, and for F32/F64/I64 when aligned, else converted.

@@ -38,7 +38,18 @@ struct SafetensorsFile {
     std::string name, dtype;      // dtype as stored: "F32", "F16", "BF16", "F64", "I64", "I32", "I8"
     uint64_t begin = 0, end = 0;  // byte offsets into the data section
   };
-  std::vector<Span> spans;      // in data order
+  std::vector<Span> spans;  // in data order (empty for the formats below: their tensors are scanned)
+
+  // What the file is: "safetensors", or (io/weights_file.h) "pytorch" (a torch.save zip) or "npz".
+  std::string format = "safetensors";
+  // A torch.save training checkpoint: where its state dict was ("" at the top level, "model",
+  // "state_dict", ...), its EMA state dict ("state_dict_ema", "model_ema", ...) and the other
+  // top-level entries, skipped unread ("epoch (int)", "args (argparse.Namespace, never run)").
+  std::string weights_key;
+  std::vector<std::pair<std::string, Tensor>> ema;
+  std::string ema_key;
+  std::vector<std::string> skipped;
+  std::string stripped_prefix;  // "module." (DDP) or "_orig_mod." (torch.compile), removed from every key
   std::shared_ptr<void> bytes;  // keeps the mapping (or buffer) alive
   const char* data = nullptr;   // the data section
   uint64_t data_size = 0;
@@ -56,6 +67,8 @@ struct ContentScan {
   double nonfinite_value = 0.0;
 };
 ContentScan scan_contents(const SafetensorsFile& file, bool checksum, bool finite);
+// The NaN/Inf search over tensors in memory (float32 / float64; the others are always finite).
+ContentScan scan_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors);
 
 // Reads a whole file. Throws vit::Error naming the file and what is wrong.
 SafetensorsFile load_safetensors(const std::string& path);

@@ -69,6 +69,19 @@ void scan_span(const SafetensorsFile& file, const SafetensorsFile::Span& span, u
 
 }  // namespace
 
+ContentScan scan_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  ContentScan out;
+  for (const auto& [name, t] : tensors) {
+    const Tensor c = t.contiguous();
+    const char* p = static_cast<const char*>(c.raw_data());
+    if (c.dtype() == DType::F32) scan_run<uint32_t>(p, 0, c.numel(), 0x7f800000u, 0x80000000u, name, out);
+    if (c.dtype() == DType::F64) {
+      scan_run<uint64_t>(p, 0, c.numel(), 0x7ff0000000000000ull, 0x8000000000000000ull, name, out);
+    }
+  }
+  return out;
+}
+
 ContentScan scan_contents(const SafetensorsFile& file, bool checksum, bool finite) {
   ContentScan out;
   Xxh64 hash(file.header_hash);

@@ -55,6 +55,8 @@ const char* layout_name(Layout layout) {
       return "torchvision";
     case Layout::HuggingFace:
       return "huggingface";
+    case Layout::Jax:
+      return "jax";
   }
   return "?";
 }
@@ -63,13 +65,18 @@ Layout parse_layout(const std::string& name) {
   if (name == "timm") return Layout::Timm;
   if (name == "torchvision") return Layout::Torchvision;
   if (name == "huggingface" || name == "hf") return Layout::HuggingFace;
-  fail("checkpoint", "unknown layout '{}' (timm, torchvision, huggingface)", name);
+  if (name == "jax") return Layout::Jax;
+  fail("checkpoint", "unknown layout '{}' (timm, torchvision, huggingface, jax)", name);
 }
 
 namespace {
 
 // The layout a key belongs to by its name alone, if it says.
 std::optional<Layout> layout_of_key(const std::string& name) {
+  // JAX/Flax names are '/'-separated paths (layouts/jax.cpp), with or without a prefix.
+  for (const char* marker : {"embedding/kernel", "Transformer/", "encoderblock", "posembed_input"}) {
+    if (name.find(marker) != std::string::npos && name.find('/') != std::string::npos) return Layout::Jax;
+  }
   if (name == "class_token" || has_prefix(name, "encoder.layers.encoder_layer_") || has_prefix(name, "conv_proj.") ||
       name == "encoder.pos_embedding" || has_prefix(name, "heads.head."))
     return Layout::Torchvision;
@@ -90,7 +97,7 @@ Layout detect_layout(const NamedTensors& tensors, const std::string& source) {
     if (const auto layout = layout_of_key(name)) first_key.emplace(*layout, name);
   }
   VIT_CHECK(!first_key.empty(), "checkpoint",
-            "{}: not a ViT checkpoint of a known layout (no timm, torchvision or Hugging Face ViT keys)", source);
+            "{}: not a ViT checkpoint of a known layout (no timm, torchvision, Hugging Face or JAX ViT keys)", source);
   if (first_key.size() > 1) {
     const auto a = first_key.begin(), b = std::next(a);
     fail("checkpoint", "{}: the file mixes layouts: '{}' is a {} key, '{}' a {} key (one model, one layout)", source,
@@ -132,6 +139,8 @@ const std::vector<layouts::Source>& sources_of(Layout layout) {
       return layouts::timm_sources();
     case Layout::Torchvision:
       return layouts::torchvision_sources();
+    case Layout::Jax:
+      return layouts::jax_sources();
     case Layout::HuggingFace:
       break;
   }

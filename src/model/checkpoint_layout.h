@@ -18,6 +18,10 @@
 //                  patch_embedding (no bias), position_embedding.weight (N, D), position_ids (ignored)},
 //                  pre_layrnorm, encoder.layers.{i}.{layer_norm1/2, self_attn.{q,k,v,out}_proj,
 //                  mlp.fc1/fc2}, post_layernorm, visual_projection (the projection head, no bias)
+//   jax:         the original ViT / AugReg / big_vision .npz names: [prefix]embedding/kernel (HWIO),
+//                cls, Transformer/posembed_input/pos_embedding, Transformer/encoderblock_{i}/
+//                {LayerNorm_0, MultiHeadDotProductAttention_1/{query,key,value,out}, LayerNorm_2,
+//                MlpBlock_3/Dense_{0,1}}, Transformer/encoder_norm, pre_logits, head (layouts/jax.cpp)
 #pragma once
 
 #include <map>
@@ -30,10 +34,10 @@
 
 namespace vit::model {
 
-enum class Layout { Timm, Torchvision, HuggingFace };
+enum class Layout { Timm, Torchvision, HuggingFace, Jax };
 
 const char* layout_name(Layout layout);
-Layout parse_layout(const std::string& name);  // "timm", "torchvision", "huggingface" (or "hf")
+Layout parse_layout(const std::string& name);  // "timm", "torchvision", "huggingface" (or "hf"), "jax"
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
@@ -58,6 +62,7 @@ struct Converted {
   double eps = 1e-6;
   std::string act = "gelu";
   bool projection = false;
+  int64_t num_heads = 0;  // when the names or shapes tell it (JAX's query kernel: (D, heads, head_dim)); else 0
 };
 // Converts into timm's names by one converter per source (model/layouts/): the layout's source
 // is picked once by marker keys (timm: OpenAI CLIP, DeiT, DINOv2, ViT; Hugging Face: DINOv2, DeiT,

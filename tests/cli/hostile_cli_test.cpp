@@ -112,8 +112,8 @@ TEST(HostileCli, FlagsThatDoNotApplyAreRefused) {
                    "huggingface does not apply to it");
   expect_error(vit("predict --checkpoint " + kTimm + " --ema " + write_photo(dir, "photo.png")),
                "[checkpoint] " + std::string(VIT_GOLDEN_DIR) +
-                   "/layouts/timm.safetensors: --ema picks the EMA weights of a checkpoint written by vit train; this "
-                   "timm file has none");
+                   "/layouts/timm.safetensors: --ema picks the EMA weights of a checkpoint written by vit train, or "
+                   "a PyTorch file's EMA state dict (state_dict_ema, model_ema); this timm file has none");
   // --resume names the run folder, not --out.
   expect_error(vit("train --resume " + ours), "[train] --resume " + ours + ": exists and is not a directory");
 }

@@ -28,8 +28,8 @@ TEST_F(SafetensorsTest, FilesOfAnotherKindAreNamed) {
   EXPECT_THAT(e1, HasSubstr("[safetensors] " + path("photo.png") + ": not a safetensors file (it is a PNG image)"));
   EXPECT_THAT(e1, ::testing::Not(HasSubstr("header length")));
   EXPECT_THAT(refused(std::string("PK\x03\x04\x14\0\0\0", 8) + std::string(100, 'x'), "model.pth"),
-              HasSubstr("not a safetensors file (it is a zip archive, as PyTorch .pt/.pth files are: convert it with "
-                        "tools/convert_checkpoint.py)"));
+              HasSubstr("not a safetensors file (it is a zip archive, as PyTorch .pth/.bin and NumPy .npz files "
+                        "are: vit predict, eval and the other model commands read those"));
   EXPECT_THAT(refused("\x80\x04\x95"
                       "abcdefghijklmnop",
                       "old.pt"),

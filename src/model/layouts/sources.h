@@ -28,6 +28,7 @@ struct Source {
 const std::vector<Source>& timm_sources();         // timm.cpp
 const std::vector<Source>& torchvision_sources();  // torchvision.cpp
 const std::vector<Source>& huggingface_sources();  // huggingface.cpp
+const std::vector<Source>& jax_sources();          // jax.cpp
 
 // A renaming rule: the file's key (relative to the block for a block rule) and timm's. piece 0, 1,
 // 2: the query, key or value part of timm's stacked tensor (Hugging Face keeps q, k, v apart).

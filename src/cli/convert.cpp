@@ -1,0 +1,58 @@
+// `vit convert IN OUT.safetensors`: any file vit reads (a PyTorch .pth/.bin, a JAX .npz, a foreign
+// safetensors) written once as one of our checkpoints (infer/quantize_file.h: convert_file), which
+// then memory-maps in no time and carries its config, layout, family, classes and preprocessing.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "cli/validators.h"
+#include "infer/quantize_file.h"
+
+namespace vit::cli {
+
+void add_convert_command(CLI::App& app) {
+  struct Options {
+    ModelOptions model;
+    std::string out;
+    bool overwrite = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "convert",
+      "write any checkpoint vit reads (a PyTorch .pth/.bin, a JAX .npz, a timm/torchvision/Hugging Face "
+      ".safetensors) as one of our .safetensors checkpoints, with its config and preprocessing in the metadata");
+  ModelOptions& m = o->model;
+  cmd->add_option("input", m.checkpoint, "the file to convert")->required();
+  cmd->add_option("output", o->out, "the checkpoint to write (.safetensors)")->required();
+  cmd->add_option("--layout", m.layout,
+                  "force the key layout: timm, torchvision, huggingface, jax (default: detected)");
+  cmd->add_option("--heads", m.heads, "attention heads (default: from the file, else standard for the width)")
+      ->check(kPositive);
+  cmd->add_option("--eps", m.eps, "LayerNorm eps (default: from the file or the layout)")->check(kPositive);
+  cmd->add_option("--act", m.act, "MLP activation (default: the file's)")
+      ->check(CLI::IsMember({"gelu", "gelu_tanh", "quick_gelu", "relu"}));
+  cmd->add_option("--image-size", m.image_size, "write it for this resolution (position embedding interpolated)")
+      ->check(kPositive);
+  cmd->add_flag("--no-strict", m.no_strict, "list missing / unexpected keys and continue");
+  add_weight_flags(cmd, m.ema, m.raw);
+  cmd->add_flag("--allow-nonfinite", m.allow_nonfinite, "convert weights that hold NaN or Inf (refused by default)");
+  cmd->add_option("--resize", m.resize, "preprocessing to record: resize the shorter side to this")->check(kPositive);
+  cmd->add_option("--crop", m.crop, "preprocessing to record: center crop size (0: none)")->check(kNonNegative);
+  cmd->add_option("--interpolation", m.interpolation, "preprocessing to record: bilinear or bicubic")
+      ->check(CLI::IsMember({"bilinear", "bicubic"}));
+  cmd->add_option("--mean", m.mean, "preprocessing to record: per-channel mean")->expected(1, 3);
+  cmd->add_option("--std", m.std, "preprocessing to record: per-channel std")->expected(1, 3);
+  cmd->add_flag("--overwrite", o->overwrite, "replace the output if it exists");
+  cmd->add_option("--threads", m.threads, "threads (0: all cores)")->check(kThreads);
+  cmd->callback([o] {
+    set_threads(o->model.threads);
+    const infer::QuantizeFileResult r =
+        infer::convert_file(o->model.checkpoint, o->out, load_options(o->model), o->overwrite,
+                            {.out = "output", .overwrite = "--overwrite"});
+    std::printf("converted %s (%s layout) -> %s in %.2f s (%.1f MB -> %.1f MB)\n", o->model.checkpoint.c_str(),
+                r.layout.c_str(), o->out.c_str(), r.seconds, static_cast<double>(r.in_bytes) / 1e6,
+                static_cast<double>(r.out_bytes) / 1e6);
+  });
+}
+
+}  // namespace vit::cli

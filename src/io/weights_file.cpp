@@ -1,0 +1,349 @@
+// torch.save zips, .npz archives and the format sniffing of load_weights_file (see weights_file.h).
+#include "io/weights_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "core/check.h"
+#include "io/float16.h"
+#include "io/npy.h"
+#include "io/torch_pickle.h"
+
+namespace vit::io {
+namespace {
+
+using pickle::Kind;
+using pickle::Pickle;
+using pickle::Value;
+
+constexpr const char* kWeightKeys[] = {"state_dict", "model", "module", "model_state_dict", "model_state"};
+constexpr const char* kEmaKeys[] = {"state_dict_ema", "model_ema", "ema_state_dict"};
+
+bool is_state_dict(const Pickle& p, uint32_t index) {
+  const Value& v = p.at(index);
+  if (v.kind != Kind::Dict || v.items.empty()) return false;
+  for (size_t k = 0; k + 1 < v.items.size(); k += 2) {
+    if (p.at(v.items[k]).kind != Kind::String || p.at(v.items[k + 1]).kind != Kind::Tensor) return false;
+  }
+  return true;
+}
+
+// What a skipped top-level value is, for the listing.
+std::string describe(const Pickle& p, uint32_t index) {
+  const Value& v = p.at(index);
+  if (v.kind == Kind::Object) return fmt::format("{}, never run", v.s);
+  if (v.kind == Kind::Dict || v.kind == Kind::List || v.kind == Kind::Tuple) {
+    return fmt::format("{} of {}", pickle::kind_name(v.kind),
+                       v.kind == Kind::Dict ? v.items.size() / 2 : v.items.size());
+  }
+  return pickle::kind_name(v.kind);
+}
+
+// Reads the storages' entries and turns tensor values into Tensors.
+class TensorBuilder {
+ public:
+  TensorBuilder(const ZipArchive& zip, const std::string& prefix, const Pickle& p)
+      : zip_(zip), prefix_(prefix), p_(p) {}
+
+  // How many tensors view each storage key (those seen more than once are copied, never borrowed).
+  void count(uint32_t tensor) { ++users_[p_.at(p_.at(tensor).items[0]).s]; }
+
+  Tensor build(const std::string& name, uint32_t tensor) {
+    const Value& t = p_.at(tensor);
+    const Value& s = p_.at(t.items[0]);
+    const std::string where = fmt::format("{}: tensor '{}'", zip_.name(), name);
+    std::string dtype;
+    size_t element = 0;
+    VIT_CHECK(pickle::storage_element(s.storage_type, dtype, element), "pytorch", "{}: storage type {} is not read",
+              where, s.storage_type);
+    const ZipEntry* entry = zip_.find(prefix_ + "data/" + s.s);
+    VIT_CHECK(entry != nullptr, "pytorch", "{}: its storage '{}' has no entry {}data/{} in the archive", where, s.s,
+              prefix_, s.s);
+    uint64_t storage_bytes = 0;
+    VIT_CHECK(!__builtin_mul_overflow(static_cast<uint64_t>(s.numel), element, &storage_bytes) &&
+                  storage_bytes <= entry->size,
+              "pytorch", "{}: its storage '{}' claims {} elements of {} bytes, but its entry holds {} bytes", where,
+              s.s, s.numel, element, entry->size);
+    // The view must lie inside the storage: offset + sum((size - 1) * stride) < numel.
+    VIT_CHECK(t.offset >= 0, "pytorch", "{}: negative storage offset {}", where, t.offset);
+    Shape shape = t.size;
+    bool empty = false;
+    uint64_t last = static_cast<uint64_t>(t.offset);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      VIT_CHECK(shape[d] >= 0 && t.stride[d] >= 0, "pytorch", "{}: size {} / stride {} (negative)", where,
+                shape_str(shape), shape_str(t.stride));
+      if (shape[d] == 0) empty = true;
+    }
+    int64_t numel = 0;
+    try {
+      numel = shape_numel(shape);
+    } catch (const Error&) {
+      fail("pytorch", "{}: size {} overflows", where, shape_str(shape));
+    }
+    if (!empty) {
+      for (size_t d = 0; d < shape.size(); ++d) {
+        uint64_t reach = 0;
+        VIT_CHECK(
+            !__builtin_mul_overflow(static_cast<uint64_t>(shape[d] - 1), static_cast<uint64_t>(t.stride[d]), &reach) &&
+                !__builtin_add_overflow(last, reach, &last),
+            "pytorch", "{}: size {} with stride {} overflows", where, shape_str(shape), shape_str(t.stride));
+      }
+      VIT_CHECK(last < static_cast<uint64_t>(s.numel), "pytorch",
+                "{}: the view (offset {}, size {}, stride {}) reaches element {} of a {}-element storage", where,
+                t.offset, shape_str(shape), shape_str(t.stride), last, s.numel);
+    }
+    const ZipBytes& bytes = entry_bytes(*entry);
+    const char* base = bytes.data + static_cast<uint64_t>(t.offset) * element;
+    bool contiguous = true;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1, expect = 1; d >= 0; --d) {
+      if (shape[d] != 1 && t.stride[d] != expect) contiguous = false;
+      expect *= shape[d];
+    }
+    if (dtype == "F32" && contiguous && users_[s.s] == 1 && reinterpret_cast<uintptr_t>(base) % 8 == 0) {
+      return Tensor::from_blob(const_cast<char*>(base), shape, DType::F32, bytes.owner, bytes.mapped);
+    }
+    const bool floating = dtype == "F32" || dtype == "F16" || dtype == "BF16";
+    Tensor out = Tensor::empty(shape, floating ? DType::F32 : (dtype == "F64" ? DType::F64 : DType::I64));
+    if (numel == 0) return out;
+    // Gather in row-major order: an odometer over the dimensions.
+    const size_t nd = shape.size();
+    std::vector<int64_t> index(nd, 0);
+    int64_t at = t.offset;
+    for (int64_t i = 0; i < numel; ++i) {
+      const char* e = bytes.data + static_cast<uint64_t>(at) * element;
+      store(out, i, dtype, e);
+      for (size_t d = nd; d-- > 0;) {
+        at += t.stride[d];
+        if (++index[d] < shape[d]) break;
+        at -= t.stride[d] * shape[d];
+        index[d] = 0;
+      }
+    }
+    return out;
+  }
+
+ private:
+  static void store(Tensor& out, int64_t i, const std::string& dtype, const char* e) {
+    if (dtype == "F32") {
+      std::memcpy(out.data<float>() + i, e, 4);
+    } else if (dtype == "F16" || dtype == "BF16") {
+      uint16_t h;
+      std::memcpy(&h, e, 2);
+      out.data<float>()[i] = dtype == "F16" ? half_to_float(h) : bf16_to_float(h);
+    } else if (dtype == "F64") {
+      std::memcpy(out.data<double>() + i, e, 8);
+    } else {
+      int64_t v = 0;
+      if (dtype == "I64") {
+        std::memcpy(&v, e, 8);
+      } else if (dtype == "I32") {
+        int32_t x;
+        std::memcpy(&x, e, 4);
+        v = x;
+      } else if (dtype == "I16") {
+        int16_t x;
+        std::memcpy(&x, e, 2);
+        v = x;
+      } else if (dtype == "I8") {
+        v = static_cast<int8_t>(*e);
+      } else {
+        v = static_cast<uint8_t>(*e);  // U8, BOOL
+      }
+      out.data<int64_t>()[i] = v;
+    }
+  }
+
+  const ZipBytes& entry_bytes(const ZipEntry& entry) {
+    auto it = read_.find(entry.name);
+    if (it == read_.end()) it = read_.emplace(entry.name, zip_.read(entry)).first;  // CRC checked once
+    return it->second;
+  }
+
+  const ZipArchive& zip_;
+  std::string prefix_;
+  const Pickle& p_;
+  std::map<std::string, int> users_;
+  std::map<std::string, ZipBytes> read_;
+};
+
+std::string common_prefix_to_strip(const std::vector<std::pair<std::string, uint32_t>>& entries) {
+  for (const char* prefix : {"module.", "_orig_mod."}) {
+    const std::string p = prefix;
+    if (!entries.empty() && std::all_of(entries.begin(), entries.end(), [&](const auto& e) {
+          return e.first.size() > p.size() && e.first.compare(0, p.size(), p) == 0;
+        })) {
+      return p;
+    }
+  }
+  return "";
+}
+
+std::vector<std::pair<std::string, uint32_t>> dict_entries(const Pickle& p, uint32_t dict) {
+  std::vector<std::pair<std::string, uint32_t>> out;
+  const Value& v = p.at(dict);
+  std::set<std::string> seen;
+  for (size_t k = 0; k + 1 < v.items.size(); k += 2) {
+    const std::string& key = p.at(v.items[k]).s;
+    if (!seen.insert(key).second) {  // a later SETITEM replaces the value, as in Python
+      for (auto& e : out) {
+        if (e.first == key) e.second = v.items[k + 1];
+      }
+      continue;
+    }
+    out.emplace_back(key, v.items[k + 1]);
+  }
+  return out;
+}
+
+}  // namespace
+
+SafetensorsFile read_torch_zip(const ZipArchive& zip) {
+  const std::string& name = zip.name();
+  std::string pkl;
+  for (const ZipEntry& e : zip.entries()) {
+    const size_t slash = e.name.find('/');
+    if (slash != std::string::npos && e.name.compare(slash, std::string::npos, "/data.pkl") == 0) {
+      VIT_CHECK(pkl.empty(), "pytorch", "{}: two pickles ({} and {}): not one torch.save file", name, pkl, e.name);
+      pkl = e.name;
+    }
+  }
+  if (pkl.empty()) {
+    const bool torchscript = std::any_of(zip.entries().begin(), zip.entries().end(), [](const ZipEntry& e) {
+      return e.name.find("/constants.pkl") != std::string::npos || e.name.find("/code/") != std::string::npos;
+    });
+    fail("pytorch", "{}: {}", name,
+         torchscript ? "a TorchScript archive (torch.jit.save): its weights sit inside compiled code; save the "
+                       "model's state_dict() with torch.save instead"
+                     : "a zip archive without a <archive>/data.pkl entry: not a torch.save file");
+  }
+  const std::string prefix = pkl.substr(0, pkl.size() - 8);  // "<archive>/"
+  if (const ZipEntry* order = zip.find(prefix + "byteorder")) {
+    const ZipBytes b = zip.read(*order);
+    VIT_CHECK(std::string(b.data, b.size) == "little", "pytorch", "{}: byte order '{}' (little-endian files are read)",
+              name, std::string(b.data, std::min<uint64_t>(b.size, 16)));
+  }
+  const ZipBytes pkl_bytes = zip.read(*zip.find(pkl));
+  const Pickle p = pickle::parse(pkl_bytes.data, pkl_bytes.size, fmt::format("{}: {}", name, pkl));
+
+  SafetensorsFile file;
+  file.path = name;
+  file.format = "pytorch";
+  uint32_t weights = 0, ema = 0;
+  bool have_weights = false, have_ema = false;
+  if (is_state_dict(p, p.root)) {
+    weights = p.root;
+    have_weights = true;
+  } else {
+    const Value& root = p.at(p.root);
+    VIT_CHECK(root.kind == Kind::Dict, "pytorch", "{}: holds a {}, not a state dict (a dict of tensors)", name,
+              pickle::kind_name(root.kind));
+    std::vector<std::pair<std::string, uint32_t>> entries;
+    for (size_t k = 0; k + 1 < root.items.size(); k += 2) {
+      const Value& key = p.at(root.items[k]);
+      entries.emplace_back(key.kind == Kind::String ? key.s : fmt::format("<{} key>", pickle::kind_name(key.kind)),
+                           root.items[k + 1]);
+    }
+    auto pick = [&](const auto& keys, uint32_t& index, std::string& key) {
+      for (const char* wanted : keys) {
+        for (const auto& [k, v] : entries) {
+          if (k != wanted) continue;
+          VIT_CHECK(is_state_dict(p, v), "pytorch",
+                    "{}: entry '{}' is a {}, not a state dict (a dict of tensors by name)", name, k, describe(p, v));
+          index = v;
+          key = k;
+          return true;
+        }
+      }
+      return false;
+    };
+    have_weights = pick(kWeightKeys, weights, file.weights_key);
+    have_ema = pick(kEmaKeys, ema, file.ema_key);
+    for (const auto& [k, v] : entries) {
+      if (k != file.weights_key && k != file.ema_key) file.skipped.push_back(fmt::format("{} ({})", k, describe(p, v)));
+    }
+    if (!have_weights && have_ema) {  // a file of EMA weights only: they are its weights
+      weights = ema;
+      have_weights = true;
+      have_ema = false;
+      file.weights_key = file.ema_key;
+      file.ema_key.clear();
+    }
+    VIT_CHECK(have_weights, "pytorch",
+              "{}: no state dict in this file (looked at the top level and the entries state_dict, model, module, "
+              "model_state_dict, model_state, state_dict_ema, model_ema; it holds {})",
+              name, entries.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(file.skipped, ", ")));
+  }
+  TensorBuilder builder(zip, prefix, p);
+  const auto weight_entries = dict_entries(p, weights);
+  const auto ema_entries = have_ema ? dict_entries(p, ema) : decltype(weight_entries){};
+  for (const auto& e : weight_entries) builder.count(e.second);
+  for (const auto& e : ema_entries) builder.count(e.second);
+  file.stripped_prefix = common_prefix_to_strip(weight_entries);
+  for (const auto& [key, tensor] : weight_entries) {
+    file.tensors.emplace_back(key.substr(file.stripped_prefix.size()), builder.build(key, tensor));
+  }
+  const std::string ema_prefix = common_prefix_to_strip(ema_entries);
+  for (const auto& [key, tensor] : ema_entries) {
+    file.ema.emplace_back(key.substr(ema_prefix.size()), builder.build(key, tensor));
+  }
+  return file;
+}
+
+SafetensorsFile read_npz(const ZipArchive& zip) {
+  SafetensorsFile file;
+  file.path = zip.name();
+  file.format = "npz";
+  for (const ZipEntry& e : zip.entries()) {
+    VIT_CHECK(e.name.size() > 4 && e.name.compare(e.name.size() - 4, 4, ".npy") == 0, "npz",
+              "{}: entry '{}' is not a .npy array", zip.name(), e.name);
+    const ZipBytes b = zip.read(e);
+    file.tensors.emplace_back(
+        e.name.substr(0, e.name.size() - 4),
+        parse_npy(reinterpret_cast<const uint8_t*>(b.data), b.size, fmt::format("{}: {}", zip.name(), e.name)));
+  }
+  VIT_CHECK(!file.tensors.empty(), "npz", "{}: an empty archive (no arrays)", zip.name());
+  return file;
+}
+
+std::string sniff_weights_format(const char* data, uint64_t size) {
+  if (looks_like_zip(data, size)) return "zip";
+  // A bare pickle stream (PROTO 2..5): torch.save's legacy format.
+  if (size >= 2 && static_cast<unsigned char>(data[0]) == 0x80 && data[1] >= 2 && data[1] <= 5) return "pickle";
+  // The legacy format's tar variant (PyTorch < 0.4): a tar archive with a "storages" member.
+  if (size >= 262 && std::memcmp(data + 257, "ustar", 5) == 0) return "tar";
+  return "safetensors";
+}
+
+SafetensorsFile load_weights_file(const std::string& path) {
+  char head[262] = {};
+  uint64_t got = 0;
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      const ssize_t n = ::read(fd, head, sizeof head);
+      got = n > 0 ? static_cast<uint64_t>(n) : 0;
+      ::close(fd);
+    }
+  }
+  const std::string kind = sniff_weights_format(head, got);
+  if (kind == "pickle" || kind == "tar") {
+    fail("pytorch",
+         "{}: a PyTorch checkpoint in the legacy format (torch.save before PyTorch 1.6, or with "
+         "_use_new_zipfile_serialization=False): not read (vit reads the zip format that PyTorch has written since "
+         "1.6); re-save it once with PyTorch: torch.save(torch.load(f, weights_only=True), 'new.pth')",
+         path);
+  }
+  if (kind != "zip") return load_safetensors(path);
+  const ZipArchive zip = ZipArchive::open(path);
+  const bool npz = !zip.entries().empty() && std::all_of(zip.entries().begin(), zip.entries().end(), [](const auto& e) {
+    return e.name.size() > 4 && e.name.compare(e.name.size() - 4, 4, ".npy") == 0;
+  });
+  return npz ? read_npz(zip) : read_torch_zip(zip);
+}
+
+}  // namespace vit::io

@@ -1,0 +1,40 @@
+// Every weights file people download, read into one shape (SafetensorsFile: named tensors, metadata),
+// told apart by content, never by extension:
+//   - safetensors (io/safetensors.h);
+//   - torch.save files (.pth, .pt, Hugging Face's pytorch_model.bin): the zip format of PyTorch
+//     >= 1.6 (<archive>/data.pkl, <archive>/data/<key>, <archive>/version), read with the
+//     restricted unpickler (io/torch_pickle.h) and the zip reader (io/zip.h). Storages become
+//     tensors by their offset, size and stride (non-contiguous views gathered, storages shared by
+//     several tensors copied so no two weights alias); float32 is borrowed from the file mapping
+//     where aligned, float16 / bfloat16 widened to float32, integer types read as int64.
+//     The state dict is the top level, or the entry named state_dict, model, module,
+//     model_state_dict or model_state; an EMA copy under state_dict_ema, model_ema or ema_state_dict
+//     is kept as `ema`; every other top-level entry (optimizer, epoch, args...) is skipped and
+//     listed. A common "module." (DDP) or "_orig_mod." (torch.compile) prefix is removed.
+//     Refused by name: the legacy pre-1.6 format (a bare pickle stream), TorchScript archives,
+//     big-endian files, and any global outside the unpickler's allow-list.
+//   - NumPy .npz (np.savez / savez_compressed): a zip of <key>.npy arrays, stored or deflated;
+//     the original ViT / big_vision JAX checkpoints are such files (model/checkpoint_layout.h
+//     maps their names).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "io/zip.h"
+
+namespace vit::io {
+
+// Reads any of the formats above. Throws vit::Error naming the file and what is wrong.
+SafetensorsFile load_weights_file(const std::string& path);
+
+// The torch.save and .npz readers over an opened archive (fuzzing and tests).
+SafetensorsFile read_torch_zip(const ZipArchive& zip);
+SafetensorsFile read_npz(const ZipArchive& zip);
+
+// "pytorch", "npz" or "safetensors": what load_weights_file would read the bytes as.
+std::string sniff_weights_format(const char* data, uint64_t size);
+
+}  // namespace vit::io
