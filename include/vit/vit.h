@@ -50,7 +50,7 @@ struct LoadOptions {
   std::string act{};        // MLP activation override ("gelu" for a LAION CLIP in timm's names)
   int64_t image_size = 0;   // > 0: run at this resolution (position embedding resampled)
   bool strict = true;       // false: missing / unexpected keys are listed (Model::skipped_keys)
-  bool ema = false;         // our checkpoints: the EMA weights (default: the weights the run evaluated)
+  bool ema = false;         // the EMA weights: ours, or a PyTorch file's state_dict_ema / model_ema
   bool raw = false;         // our checkpoints: the raw weights
   bool allow_nonfinite = false;
   // Preprocessing over the checkpoint's own (vit predict's --resize, --crop, --interpolation,

@@ -67,6 +67,23 @@ def test_predict_equals_vit_predict_and_takes_numpy_without_copying():
     assert m.predict(np.zeros((0, 3, 32, 32), np.float32)).shape == (0, 10)
 
 
+def test_pytorch_and_jax_files_load_like_safetensors():
+    pth = os.path.join(GOLDEN, "pth")
+    ref = read_safetensors(os.path.join(pth, "expected.safetensors"))
+    x = ref["input"]
+    twin = vit.load(TIMM, heads=4).predict(x)
+    m = vit.load(os.path.join(pth, "timm_train.pth"), heads=4)  # {"model": ..., "args": Namespace, ...}
+    assert m.layout == "timm"
+    np.testing.assert_array_equal(m.predict(x), twin)
+    jax = vit.load(os.path.join(pth, "jax.npz"))  # JAX names; the head count from the query kernel
+    assert jax.layout == "jax"
+    np.testing.assert_array_equal(jax.predict(x), twin)
+    ema = vit.load(os.path.join(pth, "ddp.pth"), heads=4, ema=True)
+    assert relative_error(ema.predict(x), ref["logits_ema"]) <= 1e-5
+    with pytest.raises(vit.Error, match="global 'posix.system' is refused"):
+        vit.load(os.path.join(pth, "hostile", "os_system.pth"), heads=4)
+
+
 def test_descendants_match_pytorch_references():
     ref = read_safetensors(os.path.join(VARIANTS, "deit_distilled.expected.safetensors"))
     m = vit.load(os.path.join(VARIANTS, "deit_distilled.hf.safetensors"), heads=2)

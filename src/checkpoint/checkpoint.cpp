@@ -282,10 +282,10 @@ LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOpt
   }
   if (file.metadata.count("source_layout")) {
     info.source_layout = meta("source_layout");
-    VIT_CHECK(
-        info.source_layout == "timm" || info.source_layout == "torchvision" || info.source_layout == "huggingface",
-        "checkpoint", "{}: metadata 'source_layout' is '{}' (timm, torchvision or huggingface)", file.path,
-        info.source_layout);
+    VIT_CHECK(info.source_layout == "timm" || info.source_layout == "torchvision" ||
+                  info.source_layout == "huggingface" || info.source_layout == "jax",
+              "checkpoint", "{}: metadata 'source_layout' is '{}' (timm, torchvision, huggingface or jax)", file.path,
+              info.source_layout);
   }
   if (file.metadata.count("evaluated")) info.evaluated = meta("evaluated");
   info.elapsed_seconds = parse_seconds(path, meta("elapsed_seconds"));

@@ -97,6 +97,7 @@ class Machine {
   std::string line() {
     const char* start = p_ + pos_;
     const void* nl = std::memchr(start, '\n', std::min<size_t>(size_ - pos_, 4096));
+    if (nl == nullptr && size_ - pos_ < 4096) bad("the pickle ends inside GLOBAL's name (truncated)");
     if (nl == nullptr) bad("GLOBAL's name is not a line of at most 4096 bytes");
     const auto n = static_cast<size_t>(static_cast<const char*>(nl) - start);
     pos_ += n + 1;
@@ -207,7 +208,7 @@ class Machine {
   // REDUCE / NEWOBJ: what calling an allowed global yields, without calling anything.
   uint32_t call(uint32_t callable, uint32_t args) {
     const Role r = role(callable);
-    const std::string& name = val(callable).s;
+    const std::string name = val(callable).s;  // a copy: make() below may move the arena
     if (kind(args) != Kind::Tuple) bad("arguments of {} must be a tuple, got {}", name, kind_name(kind(args)));
     const std::vector<uint32_t> a = val(args).items;
     switch (r) {

@@ -204,6 +204,14 @@ std::vector<std::pair<std::string, uint32_t>> dict_entries(const Pickle& p, uint
 
 SafetensorsFile read_torch_zip(const ZipArchive& zip) {
   const std::string& name = zip.name();
+  // TorchScript (torch.jit.save) archives hold a data.pkl too, beside their compiled code.
+  const bool torchscript = std::any_of(zip.entries().begin(), zip.entries().end(), [](const ZipEntry& e) {
+    return e.name.find("/constants.pkl") != std::string::npos || e.name.find("/code/") != std::string::npos;
+  });
+  VIT_CHECK(!torchscript, "pytorch",
+            "{}: a TorchScript archive (torch.jit.save): its weights sit inside compiled code; save the model's "
+            "state_dict() with torch.save instead",
+            name);
   std::string pkl;
   for (const ZipEntry& e : zip.entries()) {
     const size_t slash = e.name.find('/');
@@ -212,15 +220,8 @@ SafetensorsFile read_torch_zip(const ZipArchive& zip) {
       pkl = e.name;
     }
   }
-  if (pkl.empty()) {
-    const bool torchscript = std::any_of(zip.entries().begin(), zip.entries().end(), [](const ZipEntry& e) {
-      return e.name.find("/constants.pkl") != std::string::npos || e.name.find("/code/") != std::string::npos;
-    });
-    fail("pytorch", "{}: {}", name,
-         torchscript ? "a TorchScript archive (torch.jit.save): its weights sit inside compiled code; save the "
-                       "model's state_dict() with torch.save instead"
-                     : "a zip archive without a <archive>/data.pkl entry: not a torch.save file");
-  }
+  VIT_CHECK(!pkl.empty(), "pytorch", "{}: a zip archive without an <archive>/data.pkl entry: not a torch.save file",
+            name);
   const std::string prefix = pkl.substr(0, pkl.size() - 8);  // "<archive>/"
   if (const ZipEntry* order = zip.find(prefix + "byteorder")) {
     const ZipBytes b = zip.read(*order);

@@ -47,6 +47,19 @@ TEST(Facade, AMovedFromModelThrowsInsteadOfCrashing) {
   expect_error([&] { model.config_json(); }, moved);
 }
 
+TEST(Facade, LoadsPyTorchAndJaxFilesLikeSafetensors) {
+  const std::string pth = std::string(VIT_GOLDEN_DIR) + "/pth/";
+  const std::vector<float> x(2 * 3 * 32 * 32, 0.25f);
+  const std::vector<float> twin = vit::Model::load(kTimm, {.heads = 4}).predict(x.data(), 2);
+  EXPECT_EQ(vit::Model::load(pth + "timm_train.pth", {.heads = 4}).predict(x.data(), 2), twin);
+  const vit::Model jax = vit::Model::load(pth + "jax.npz");
+  EXPECT_EQ(jax.layout(), "jax");
+  EXPECT_EQ(jax.predict(x.data(), 2), twin);
+  EXPECT_NE(vit::Model::load(pth + "ddp.pth", {.heads = 4, .ema = true}).predict(x.data(), 2), twin);
+  expect_error([&] { vit::Model::load(pth + "hostile/subprocess_popen.pth", {.heads = 4}); },
+               "global 'subprocess.Popen' is refused");
+}
+
 TEST(Facade, SizedCallsCheckTheShapeAndValuesAreChecked) {
   const vit::Model model = vit::Model::load(kTimm, {.heads = 4});
   const std::vector<float> x(2 * 3 * 32 * 32, 0.25f);
