@@ -96,8 +96,8 @@ void add_info_command(CLI::App& app) {
       options.num_heads = model_flags->heads_given();
       infer::LoadedModel loaded = infer::load_model(*checkpoint, options);
       origin = fmt::format("  {} layout{}", loaded.layout, loaded.family != "vit" ? " (" + loaded.family + ")" : "");
-      if (!loaded.source_note.empty()) origin += "; " + loaded.source_note;
-      if (!loaded.weights_note.empty()) origin += "; " + loaded.weights_note;
+      if (!loaded.source_note.empty()) origin += "; " + loaded.source_note;  // a .pth's says which state dict
+      if (!loaded.weights_note.empty() && loaded.source_note.empty()) origin += "; " + loaded.weights_note;
       if (!loaded.ignored_keys.empty())
         origin += fmt::format("; not used for inference: {}", fmt::join(loaded.ignored_keys, ", "));
       storage_json = loaded.recorded.storage_json;

@@ -242,10 +242,13 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     }
     if (file.format == "pytorch") {
       out.source_note = fmt::format(
-          "PyTorch (torch.save) file, state dict {}{}{}",
+          "PyTorch (torch.save) file, state dict {}{}{}{}",
           use_ema ? "'" + file.ema_key + "'"
                   : (file.weights_key.empty() ? "at the top level" : "'" + file.weights_key + "'"),
           file.stripped_prefix.empty() ? "" : fmt::format(" (keys without their '{}' prefix)", file.stripped_prefix),
+          file.ema.empty() ? ""
+          : use_ema        ? fmt::format(" (--raw: '{}')", file.weights_key)
+                           : fmt::format(", EMA state dict '{}' (--ema)", file.ema_key),
           file.skipped.empty() ? "" : fmt::format("; skipped: {}", fmt::join(file.skipped, ", ")));
     } else if (file.format == "npz") {
       out.source_note = "NumPy .npz archive (JAX/Flax names)";
