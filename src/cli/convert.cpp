@@ -24,24 +24,7 @@ void add_convert_command(CLI::App& app) {
   ModelOptions& m = o->model;
   cmd->add_option("input", m.checkpoint, "the file to convert")->required();
   cmd->add_option("output", o->out, "the checkpoint to write (.safetensors)")->required();
-  cmd->add_option("--layout", m.layout,
-                  "force the key layout: timm, torchvision, huggingface, jax (default: detected)");
-  cmd->add_option("--heads", m.heads, "attention heads (default: from the file, else standard for the width)")
-      ->check(kPositive);
-  cmd->add_option("--eps", m.eps, "LayerNorm eps (default: from the file or the layout)")->check(kPositive);
-  cmd->add_option("--act", m.act, "MLP activation (default: the file's)")
-      ->check(CLI::IsMember({"gelu", "gelu_tanh", "quick_gelu", "relu"}));
-  cmd->add_option("--image-size", m.image_size, "write it for this resolution (position embedding interpolated)")
-      ->check(kPositive);
-  cmd->add_flag("--no-strict", m.no_strict, "list missing / unexpected keys and continue");
-  add_weight_flags(cmd, m.ema, m.raw);
-  cmd->add_flag("--allow-nonfinite", m.allow_nonfinite, "convert weights that hold NaN or Inf (refused by default)");
-  cmd->add_option("--resize", m.resize, "preprocessing to record: resize the shorter side to this")->check(kPositive);
-  cmd->add_option("--crop", m.crop, "preprocessing to record: center crop size (0: none)")->check(kNonNegative);
-  cmd->add_option("--interpolation", m.interpolation, "preprocessing to record: bilinear or bicubic")
-      ->check(CLI::IsMember({"bilinear", "bicubic"}));
-  cmd->add_option("--mean", m.mean, "preprocessing to record: per-channel mean")->expected(1, 3);
-  cmd->add_option("--std", m.std, "preprocessing to record: per-channel std")->expected(1, 3);
+  add_load_options(cmd, m);  // vit predict's: --heads, --layout, --ema, the preprocessing it records, ...
   cmd->add_flag("--overwrite", o->overwrite, "replace the output if it exists");
   cmd->add_option("--threads", m.threads, "threads (0: all cores)")->check(kThreads);
   cmd->callback([o] {

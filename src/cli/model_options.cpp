@@ -17,6 +17,13 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--checkpoint", o.checkpoint,
                   "model file: .safetensors (ours, timm, torchvision, Hugging Face), PyTorch .pth/.bin or JAX .npz")
       ->required();
+  add_load_options(cmd, o);
+  cmd->add_option("--threads", o.threads, "threads (0: all cores)")->check(kThreads);
+  cmd->add_option("--max-pixels", o.max_pixels, "refuse images with more pixels")->check(kPositive);
+  add_precision_option(cmd, o.precision);
+}
+
+void add_load_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--layout", o.layout,
                   "force the key layout: timm, torchvision, huggingface, jax (default: detected)");
   cmd->add_option("--heads", o.heads, "attention heads (default: from the file, else standard for the width)")
@@ -26,7 +33,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->check(kPositive);
   cmd->add_option("--act", o.act,
                   "MLP activation (default: the file's; a timm-layout OpenAI CLIP runs quick_gelu, LAION's CLIPs need "
-                  "gelu)")
+                  "gelu; JAX files run exact gelu as timm does, gelu_tanh as JAX does)")
       ->check(CLI::IsMember({"gelu", "gelu_tanh", "quick_gelu", "relu"}));
   cmd->add_option("--image-size", o.image_size, "run at this resolution (position embedding interpolated)")
       ->check(kPositive);
@@ -39,9 +46,6 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->check(CLI::IsMember({"bilinear", "bicubic"}));
   cmd->add_option("--mean", o.mean, "preprocessing: per-channel mean")->expected(1, 3);
   cmd->add_option("--std", o.std, "preprocessing: per-channel std")->expected(1, 3);
-  cmd->add_option("--threads", o.threads, "threads (0: all cores)")->check(kThreads);
-  cmd->add_option("--max-pixels", o.max_pixels, "refuse images with more pixels")->check(kPositive);
-  add_precision_option(cmd, o.precision);
 }
 
 void add_precision_option(CLI::App* cmd, std::string& precision) {

@@ -26,6 +26,9 @@ struct ModelOptions {
 // --allow-nonfinite, --resize, --crop, --interpolation, --mean, --std, --threads, --max-pixels,
 // --precision.
 void add_model_options(CLI::App* cmd, ModelOptions& o);
+// The loading part alone (vit convert): --layout, --heads, --eps, --act, --image-size, --no-strict,
+// --ema, --raw, --allow-nonfinite and the preprocessing overrides.
+void add_load_options(CLI::App* cmd, ModelOptions& o);
 // --precision fp32 | bf16 (the inference session's Linear layers) into `precision`.
 void add_precision_option(CLI::App* cmd, std::string& precision);
 // The Precision a --precision value says; for bf16 on a CPU without AVX512_BF16, a note on stderr

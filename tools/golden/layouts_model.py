@@ -51,14 +51,21 @@ def make_timm_weights():
 # timm formula
 # ----------------------------------------------------------------------------------------
 
-def timm_forward(sd, x, pos_embed=None, eps=1e-6):
-    """timm VisionTransformer.forward (eval): class-token pooling, pre-norm blocks."""
+def timm_forward(sd, x, pos_embed=None, eps=1e-6, no_embed_class=False, pre_logits=None):
+    """timm VisionTransformer.forward (eval): class-token pooling, pre-norm blocks.
+    no_embed_class: pos_embed (1, patches, D) covers only the patches and is added to them before the
+        class token is prepended (timm's no_embed_class=True; big_vision's ViT);
+    pre_logits: (weight (R, D), bias (R)): the pooled features go through tanh(F.linear(f, weight,
+        bias)) before the head (the original ViT release's representation layer)."""
     pos = sd["pos_embed"] if pos_embed is None else pos_embed
     B = x.shape[0]
     h = F.conv2d(x, sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"], stride=PATCH)
     h = h.flatten(2).transpose(1, 2)
-    h = torch.cat([sd["cls_token"].expand(B, -1, -1), h], dim=1)
-    h = h + pos
+    if no_embed_class:
+        h = torch.cat([sd["cls_token"].expand(B, -1, -1), h + pos], dim=1)
+    else:
+        h = torch.cat([sd["cls_token"].expand(B, -1, -1), h], dim=1)
+        h = h + pos
     hd = DIM // HEADS
     for i in range(DEPTH):
         p = "blocks.%d." % i
@@ -78,7 +85,10 @@ def timm_forward(sd, x, pos_embed=None, eps=1e-6):
         y = F.linear(y, sd[p + "mlp.fc2.weight"], sd[p + "mlp.fc2.bias"])
         h = h + y
     h = F.layer_norm(h, (DIM,), sd["norm.weight"], sd["norm.bias"], eps)
-    return F.linear(h[:, 0], sd["head.weight"], sd["head.bias"])
+    f = h[:, 0]
+    if pre_logits is not None:
+        f = torch.tanh(F.linear(f, pre_logits[0], pre_logits[1]))
+    return F.linear(f, sd["head.weight"], sd["head.bias"])
 
 
 # ----------------------------------------------------------------------------------------

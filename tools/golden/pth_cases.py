@@ -60,43 +60,8 @@ def hostile(name):
 # ----------------------------------------------------------------------------------------
 
 def vit_forward(sd, x, no_embed_class=False, pre_logits=None, eps=1e-6):
-    """layouts_model.timm_forward (bit-identical with the default options), plus
-    no_embed_class: pos_embed (1,16,D) covers only the patches and is added to them before the class
-        token is prepended (timm no_embed_class=True; big_vision's ViT);
-    pre_logits: (weight (D,D) in PyTorch (out,in) layout, bias (D)): the pooled features go through
-        tanh(F.linear(f, weight, bias)) before the head (the original ViT release's representation
-        layer; timm's pre_logits.fc + Tanh)."""
-    B = x.shape[0]
-    h = F.conv2d(x, sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"], stride=PATCH)
-    h = h.flatten(2).transpose(1, 2)
-    cls = sd["cls_token"].expand(B, -1, -1)
-    if no_embed_class:
-        h = torch.cat([cls, h + sd["pos_embed"]], dim=1)
-    else:
-        h = torch.cat([cls, h], dim=1) + sd["pos_embed"]
-    hd = DIM // HEADS
-    for i in range(DEPTH):
-        p = "blocks.%d." % i
-        y = F.layer_norm(h, (DIM,), sd[p + "norm1.weight"], sd[p + "norm1.bias"], eps)
-        Bn, N, C = y.shape
-        qkv = F.linear(y, sd[p + "attn.qkv.weight"], sd[p + "attn.qkv.bias"])
-        qkv = qkv.reshape(Bn, N, 3, HEADS, hd).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)
-        attn = (q * hd ** -0.5) @ k.transpose(-2, -1)
-        attn = attn.softmax(dim=-1)
-        y = (attn @ v).transpose(1, 2).reshape(Bn, N, C)
-        y = F.linear(y, sd[p + "attn.proj.weight"], sd[p + "attn.proj.bias"])
-        h = h + y
-        y = F.layer_norm(h, (DIM,), sd[p + "norm2.weight"], sd[p + "norm2.bias"], eps)
-        y = F.linear(y, sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"])
-        y = F.gelu(y)
-        y = F.linear(y, sd[p + "mlp.fc2.weight"], sd[p + "mlp.fc2.bias"])
-        h = h + y
-    h = F.layer_norm(h, (DIM,), sd["norm.weight"], sd["norm.bias"], eps)
-    f = h[:, 0]
-    if pre_logits is not None:
-        f = torch.tanh(F.linear(f, pre_logits[0], pre_logits[1]))
-    return F.linear(f, sd["head.weight"], sd["head.bias"])
+    """layouts_model.timm_forward with big_vision's position handling and the representation layer."""
+    return timm_forward(sd, x, eps=eps, no_embed_class=no_embed_class, pre_logits=pre_logits)
 
 
 # ----------------------------------------------------------------------------------------
