@@ -1,11 +1,6 @@
 // safetensors reader and writer (see safetensors.h).
 #include "io/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -15,6 +10,7 @@
 
 #include "io/checksum.h"
 #include "io/float16.h"
+#include "io/mapped_file.h"
 
 namespace vit::io {
 namespace {
@@ -216,25 +212,8 @@ SafetensorsFile parse_safetensors(std::shared_ptr<std::vector<char>> bytes, cons
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("safetensors", "{}: cannot open ({})", path, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("safetensors", "{}: not a regular file", path);
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    fail("safetensors", "{}: file is empty", path);
-  }
-  // Copy-on-write private mapping: tensors may be modified in place (fine-tuning a loaded
-  // checkpoint) without touching the file; untouched pages stay shared with the page cache.
-  void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) fail("safetensors", "{}: mmap failed ({})", path, std::strerror(errno));
-  std::shared_ptr<void> owner(map, [size](void* p) { ::munmap(p, size); });
-  return parse(static_cast<const char*>(map), size, owner, path, true);
+  const MappedFile file = map_file(path, "safetensors");
+  return parse(file.data, file.size, file.owner, path, true);
 }
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,

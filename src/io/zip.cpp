@@ -1,10 +1,6 @@
 // Zip archives through minizip over memory (see zip.h).
 #include "io/zip.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <unzip.h>
 #include <zlib.h>
 
@@ -14,6 +10,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "io/mapped_file.h"
 
 namespace vit::io {
 namespace {
@@ -84,26 +81,12 @@ bool looks_like_zip(const char* data, uint64_t size) {
 }
 
 ZipArchive ZipArchive::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("zip", "{}: cannot open ({})", path, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("zip", "{}: not a regular file", path);
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    fail("zip", "{}: file is empty", path);
-  }
-  void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) fail("zip", "{}: mmap failed ({})", path, std::strerror(errno));
+  const MappedFile file = map_file(path, "zip");
   ZipArchive a;
   a.name_ = path;
-  a.owner_ = std::shared_ptr<void>(map, [size](void* p) { ::munmap(p, size); });
-  a.base_ = static_cast<const char*>(map);
-  a.size_ = size;
+  a.owner_ = file.owner;
+  a.base_ = file.data;
+  a.size_ = file.size;
   a.mapped_ = true;
   a.scan();
   return a;
