@@ -12,11 +12,11 @@
 
 namespace vit::cli {
 
-void add_model_options(CLI::App* cmd, ModelOptions& o) {
+void add_model_options(CLI::App* cmd, ModelOptions& o, bool require_checkpoint) {
   o.max_pixels = data::kDefaultMaxPixels;
   cmd->add_option("--checkpoint", o.checkpoint,
                   "model file: .safetensors (ours, timm, torchvision, Hugging Face), PyTorch .pth/.bin or JAX .npz")
-      ->required();
+      ->required(require_checkpoint);
   add_load_options(cmd, o);
   cmd->add_option("--threads", o.threads, "threads (0: all cores)")->check(kThreads);
   cmd->add_option("--max-pixels", o.max_pixels, "refuse images with more pixels")->check(kPositive);

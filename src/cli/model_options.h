@@ -25,7 +25,8 @@ struct ModelOptions {
 // Registers --checkpoint, --layout, --heads, --eps, --image-size, --no-strict, --ema, --raw,
 // --allow-nonfinite, --resize, --crop, --interpolation, --mean, --std, --threads, --max-pixels,
 // --precision.
-void add_model_options(CLI::App* cmd, ModelOptions& o);
+// (vit serve takes --model NAME=FILE instead of --checkpoint: require_checkpoint false.)
+void add_model_options(CLI::App* cmd, ModelOptions& o, bool require_checkpoint = true);
 // The loading part alone (vit convert): --layout, --heads, --eps, --act, --image-size, --no-strict,
 // --ema, --raw, --allow-nonfinite and the preprocessing overrides.
 void add_load_options(CLI::App* cmd, ModelOptions& o);

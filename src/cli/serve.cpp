@@ -1,10 +1,15 @@
-// `vit serve`: a checkpoint behind HTTP with dynamic batching (serve/server.h). SIGTERM or
-// SIGINT drains: no new connections, the requests in flight answered (for at most
-// --request-timeout + 1 s; what is still open then is closed), then exit 0.
+// `vit serve`: models behind HTTP with dynamic batching and the Open Inference Protocol
+// (serve/server.h): --checkpoint FILE (named after the file's stem), --model NAME=FILE (repeatable)
+// and --model-dir DIR (every file in it, named after its stem), the load options applying to each.
+// A model that fails to load stops the start, naming it (--skip-failed-models: warn and serve the
+// others). SIGTERM or SIGINT drains: no new connections, the requests in flight answered (for at
+// most --request-timeout + 1 s; what is still open then is closed), then exit 0.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "cli/commands.h"
@@ -17,11 +22,22 @@ namespace vit::cli {
 void add_serve_command(CLI::App& app) {
   struct Options : ModelOptions {
     serve::ServerOptions server;
+    std::vector<std::string> models;
+    std::string model_dir;
+    bool skip_failed = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "serve", "serve a model over HTTP: POST /v1/predict, POST /v1/embed, GET /healthz, GET /metrics");
-  add_model_options(cmd, *o);
+      "serve",
+      "serve models over HTTP: the Open Inference Protocol (KServe v2) under /v2, POST /v1/predict, /v1/embed, "
+      "/v1/attention, GET /v1/models, /healthz, /metrics, and a page to try them at /");
+  add_model_options(cmd, *o, /*require_checkpoint=*/false);
+  cmd->add_option("--model", o->models,
+                  "NAME=FILE: serve FILE as model NAME (repeatable; URLs carry NAME: letters, digits, '_', '-', '.')");
+  cmd->add_option("--model-dir", o->model_dir,
+                  "a model repository: serve every file in DIR (any format vit loads), each named after its stem");
+  cmd->add_flag("--skip-failed-models", o->skip_failed,
+                "serve the models that load, with a warning for each that does not (default: refuse to start)");
   serve::ServerOptions& s = o->server;
   cmd->add_option("--host", s.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", s.port, "port (0: any free port, printed)")
@@ -74,20 +90,61 @@ void add_serve_command(CLI::App& app) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     // The server owns the weights it loaded: it never reads the checkpoint file again (a deploy that
     // rewrites or truncates it cannot change or crash what is being served).
-    infer::Predictor m = load_predictor(*o, infer::Predictor::WeightPages::Own);
-    const model::ViTConfig c = m.config();
-    const std::string family = m.loaded().family, layout = m.loaded().layout;
+    // What to serve: (name, file) from --checkpoint, --model and --model-dir, in that order.
+    std::vector<std::pair<std::string, std::string>> wanted;
+    namespace fs = std::filesystem;
+    if (!o->checkpoint.empty()) wanted.emplace_back(fs::path(o->checkpoint).stem().string(), o->checkpoint);
+    for (const std::string& spec : o->models) {
+      const size_t eq = spec.find('=');
+      VIT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < spec.size(), "serve",
+                "--model {}: give NAME=FILE (e.g. --model vit_b16=vit_b_16.pth)", spec);
+      wanted.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+    }
+    if (!o->model_dir.empty()) {
+      std::error_code ec;
+      VIT_CHECK(fs::is_directory(o->model_dir, ec), "serve", "--model-dir {}: not a directory", o->model_dir);
+      std::vector<fs::path> files;
+      for (const auto& entry : fs::directory_iterator(o->model_dir, ec)) {
+        if (entry.is_regular_file(ec) && entry.path().filename().string().front() != '.') files.push_back(entry.path());
+      }
+      std::sort(files.begin(), files.end());
+      VIT_CHECK(!files.empty(), "serve", "--model-dir {}: holds no model files", o->model_dir);
+      for (const fs::path& f : files) wanted.emplace_back(f.stem().string(), f.string());
+    }
+    VIT_CHECK(!wanted.empty(), "serve",
+              "no model to serve: give --checkpoint FILE, --model NAME=FILE or --model-dir DIR");
+    std::vector<serve::NamedModel> models;
+    for (const auto& [name, file] : wanted) {
+      ModelOptions one = *o;
+      one.checkpoint = file;
+      try {
+        // The server owns the weights it loaded: it never reads the checkpoint file again (a deploy
+        // that rewrites or truncates it cannot change or crash what is being served).
+        models.push_back({name, file, load_predictor(one, infer::Predictor::WeightPages::Own)});
+      } catch (const std::exception& e) {
+        if (!o->skip_failed) fail("serve", "model '{}' ({}) does not load: {}", name, file, e.what());
+        std::fprintf(stderr, "warning: [serve] model '%s' (%s) does not load, serving without it: %s\n", name.c_str(),
+                     file.c_str(), e.what());
+      }
+    }
+    VIT_CHECK(!models.empty(), "serve", "none of the {} models loaded", wanted.size());
+    std::vector<std::string> lines;
+    for (const serve::NamedModel& m : models) {
+      const model::ViTConfig& c = m.model.config();
+      lines.push_back(fmt::format("  {}: {} ({}, {} layout, {}x{}, {}) from {}", m.name, c.name,
+                                  m.model.loaded().family, m.model.loaded().layout, c.image_size, c.image_size,
+                                  o->precision, m.file));
+    }
     o->server.max_pixels = o->max_pixels;
-    serve::Server server(std::move(m), o->server);
+    serve::Server server(std::move(models), o->server);
     const int port = server.bind();
     // An IPv6 address in a URL is bracketed (RFC 3986): http://[::1]:8080
     const std::string& host = o->server.host;
     const std::string url_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-    std::printf(
-        "vit serve: %s (%s, %s layout, %ldx%ld, %s) on http://%s:%d  (max batch %ld, max delay %ld us, queue %ld)\n",
-        c.name.c_str(), family.c_str(), layout.c_str(), c.image_size, c.image_size, o->precision.c_str(),
-        url_host.c_str(), port, o->server.batching.max_batch, o->server.batching.max_delay_us,
-        o->server.batching.max_queue);
+    std::printf("vit serve: %zu model%s on http://%s:%d  (max batch %ld, max delay %ld us, queue %ld per model)\n",
+                lines.size(), lines.size() == 1 ? "" : "s", url_host.c_str(), port, o->server.batching.max_batch,
+                o->server.batching.max_delay_us, o->server.batching.max_queue);
+    for (const std::string& line : lines) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     std::atomic<bool> done{false};
     std::atomic<int> received{0};

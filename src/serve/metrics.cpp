@@ -16,54 +16,64 @@ void Histogram::observe(double value) {
   ++count_;
 }
 
-std::string Histogram::text(const std::string& name) const {
+std::string Histogram::text(const std::string& name, const std::string& labels) const {
   std::string out;
+  const std::string sep = labels.empty() ? "" : labels + ",";
+  const std::string only = labels.empty() ? "" : "{" + labels + "}";
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+    out += fmt::format("{}_bucket{{{}le=\"{}\"}} {}\n", name, sep, bounds_[i], cumulative);
   }
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n", name, count_);
-  out += fmt::format("{}_sum {}\n{}_count {}\n", name, sum_, name, count_);
+  out += fmt::format("{}_bucket{{{}le=\"+Inf\"}} {}\n", name, sep, count_);
+  out += fmt::format("{}_sum{} {}\n{}_count{} {}\n", name, only, sum_, name, only, count_);
   return out;
 }
 
-Metrics::Metrics()
-    : latency_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
-      batch_images_({1, 2, 4, 8, 16, 32, 64, 128, 256}),
-      batch_requests_({1, 2, 4, 8, 16, 32, 64, 128, 256}) {}
+Metrics::PerModel::PerModel()
+    : latency({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      batch_images({1, 2, 4, 8, 16, 32, 64, 128, 256}),
+      batch_requests({1, 2, 4, 8, 16, 32, 64, 128, 256}) {}
 
-void Metrics::request(const std::string& endpoint, int code, double seconds) {
-  std::lock_guard lock(mutex_);
-  ++requests_[{endpoint, code}];
-  latency_.observe(seconds);
+Metrics::Metrics(std::vector<std::string> models) : models_(std::move(models)) {
+  for (const std::string& m : models_) per_model_[m];
 }
 
-void Metrics::batch(int64_t images, int64_t requests) {
+void Metrics::request(const std::string& model, const std::string& endpoint, int code, double seconds) {
   std::lock_guard lock(mutex_);
-  batch_images_.observe(static_cast<double>(images));
-  batch_requests_.observe(static_cast<double>(requests));
+  ++requests_[{model, endpoint, code}];
+  per_model_[model].latency.observe(seconds);
 }
 
-std::string Metrics::text(int64_t queue_depth, int64_t inflight) const {
+void Metrics::batch(const std::string& model, int64_t images, int64_t requests) {
   std::lock_guard lock(mutex_);
+  per_model_[model].batch_images.observe(static_cast<double>(images));
+  per_model_[model].batch_requests.observe(static_cast<double>(requests));
+}
+
+std::string Metrics::text(const std::vector<int64_t>& queue_depth, int64_t inflight) const {
+  std::lock_guard lock(mutex_);
+  auto label = [](const std::string& model) { return fmt::format("model=\"{}\"", model); };
   std::string out;
-  out += "# HELP vit_requests_total Requests answered, by endpoint and HTTP status code.\n";
+  out += "# HELP vit_requests_total Requests answered, by model, endpoint and HTTP status code.\n";
   out += "# TYPE vit_requests_total counter\n";
   for (const auto& [key, n] : requests_) {
-    out += fmt::format("vit_requests_total{{endpoint=\"{}\",code=\"{}\"}} {}\n", key.first, key.second, n);
+    out += fmt::format("vit_requests_total{{{},endpoint=\"{}\",code=\"{}\"}} {}\n", label(std::get<0>(key)),
+                       std::get<1>(key), std::get<2>(key), n);
   }
   out += "# HELP vit_request_duration_seconds Time from a request's arrival to its answer.\n";
   out += "# TYPE vit_request_duration_seconds histogram\n";
-  out += latency_.text("vit_request_duration_seconds");
+  for (const auto& [model, m] : per_model_) out += m.latency.text("vit_request_duration_seconds", label(model));
   out += "# HELP vit_batch_size Images per model call (dynamic batching).\n";
   out += "# TYPE vit_batch_size histogram\n";
-  out += batch_images_.text("vit_batch_size");
+  for (const auto& [model, m] : per_model_) out += m.batch_images.text("vit_batch_size", label(model));
   out += "# HELP vit_batch_requests Requests per model call (dynamic batching).\n";
   out += "# TYPE vit_batch_requests histogram\n";
-  out += batch_requests_.text("vit_batch_requests");
+  for (const auto& [model, m] : per_model_) out += m.batch_requests.text("vit_batch_requests", label(model));
   out += "# HELP vit_queue_depth Requests waiting for the model.\n# TYPE vit_queue_depth gauge\n";
-  out += fmt::format("vit_queue_depth {}\n", queue_depth);
+  for (size_t i = 0; i < models_.size() && i < queue_depth.size(); ++i) {
+    out += fmt::format("vit_queue_depth{{{}}} {}\n", label(models_[i]), queue_depth[i]);
+  }
   out += "# HELP vit_inflight_requests Requests being handled.\n# TYPE vit_inflight_requests gauge\n";
   out += fmt::format("vit_inflight_requests {}\n", inflight);
   return out;

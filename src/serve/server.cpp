@@ -12,10 +12,14 @@
 
 #include "core/check.h"
 #include "data/image.h"
+#include "infer/attention_map.h"
 #include "io/npy.h"
 #include "serve/decode_budget.h"
+#include "serve/fair_turn.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
+#include "serve/open_inference.h"
+#include "serve/page.h"
 
 namespace vit::serve {
 
@@ -33,7 +37,7 @@ struct HttpError {
 void reply(http::Response& res, int status, const json& body) {
   res.status = status;
   res.content_type = "application/json";
-  res.body = body.dump();
+  res.body = body.dump(-1, ' ', false, json::error_handler_t::replace);  // request bytes quoted: replaced
 }
 
 // The value of a query parameter, or nullptr.
@@ -68,13 +72,42 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
+// One model and its queue.
+struct Served {
+  std::string name, file;
+  infer::Predictor model;
+  std::unique_ptr<Batcher> batcher;
+  std::mutex attention;  // attention maps run the autograd model: one at a time
+  Served(std::string n, std::string f, infer::Predictor m)
+      : name(std::move(n)), file(std::move(f)), model(std::move(m)) {}
+  const model::ViTConfig& config() const { return model.config(); }
+};
+
+bool valid_model_name(const std::string& name) {
+  return !name.empty() && name.size() <= 128 && name != "." && name != ".." &&
+         name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") ==
+             std::string::npos;
+}
+
+// Path segments of /a/b/c: {"a", "b", "c"}.
+std::vector<std::string> segments(const std::string& path) {
+  std::vector<std::string> out;
+  size_t start = 1;
+  while (start <= path.size()) {
+    const size_t end = std::min(path.find('/', start), path.size());
+    out.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Server::Impl {
-  infer::Predictor model;
+  std::vector<std::unique_ptr<Served>> models;
   ServerOptions options;
-  Metrics metrics;
-  std::unique_ptr<Batcher> batcher;
+  std::unique_ptr<Metrics> metrics;
+  FairTurn compute;  // model calls take turns on all cores, first ready first served
   std::unique_ptr<DecodeBudget> decode_budget;
   std::unique_ptr<http::Server> http;
   std::atomic<bool> draining{false};
@@ -82,17 +115,38 @@ struct Server::Impl {
   // After stop(): nobody waits for the model beyond this (the HTTP drain's end).
   std::atomic<int64_t> give_up_ns{std::numeric_limits<int64_t>::max()};
 
-  explicit Impl(infer::Predictor m) : model(std::move(m)) {}
-  const model::ViTConfig& config() const { return model.config(); }
+  std::string model_names() const {
+    std::vector<std::string> names;
+    for (const auto& m : models) names.push_back(m->name);
+    return fmt::format("{}", fmt::join(names, ", "));
+  }
+  Served* find_model(const std::string& name) const {
+    for (const auto& m : models) {
+      if (m->name == name) return m.get();
+    }
+    return nullptr;
+  }
+  // /v1's model: ?model=NAME, or the only one.
+  Served& v1_model(const http::Request& req) const {
+    const std::string* asked = param(req, "model");
+    if (asked == nullptr) {
+      if (models.size() == 1) return *models[0];
+      throw HttpError{400, fmt::format("[serve] {} models are served ({}): name one with ?model=NAME", models.size(),
+                                       model_names())};
+    }
+    Served* m = find_model(*asked);
+    if (m == nullptr) throw HttpError{404, fmt::format("[serve] no model '{}' (served: {})", *asked, model_names())};
+    return *m;
+  }
 
   // An image decoded within the decode budget.
-  data::Image decode(const uint8_t* bytes, size_t size) const {
+  data::Image decode(const Served& m, const uint8_t* bytes, size_t size) const {
     const char* name = "the request body";
     const int64_t max_pixels = options.max_pixels > 0 ? options.max_pixels : data::kDefaultMaxPixels;
     const data::ImageHeader header = data::read_image_header(bytes, size, name);
     if (header.height * header.width > max_pixels) return data::decode_image(bytes, size, name, max_pixels);  // refuses
     const int64_t need = kPeakBytesPerValue * header.height * header.width *
-                         std::max<int64_t>({header.channels, config().in_channels, 1});
+                         std::max<int64_t>({header.channels, m.config().in_channels, 1});
     const std::optional<DecodeBudget::Lease> lease = decode_budget->try_reserve(need);
     if (!lease) {
       throw HttpError{503,
@@ -110,8 +164,9 @@ struct Server::Impl {
   }
 
   // The request body as a (B, C, H, W) float32 batch, checked; `image` tells which kind it was.
-  Tensor input(const http::Request& req, bool& image) const {
-    const model::ViTConfig& c = config();
+  Tensor input(const Served& m, const http::Request& req, bool& image) const {
+    const infer::Predictor& model = m.model;
+    const model::ViTConfig& c = m.config();
     const std::string& body = req.body;
     VIT_CHECK(!body.empty(), "serve", "the request body is empty: send an image (PNG/JPEG) or a float32 .npy");
     const std::string type = req.header("content-type");
@@ -132,16 +187,16 @@ struct Server::Impl {
       return f;
     }
     Tensor x = Tensor::empty(model.input_shape(1));
-    model.preprocess_into(decode(bytes, body.size()), x.data<float>());
+    model.preprocess_into(decode(m, bytes, body.size()), x.data<float>());
     return x;
   }
 
   // Through the batcher, within the timeout (and the drain's end): a request given up on leaves
   // the queue at once.
-  Tensor run(const infer::Request& kind, Tensor x) {
+  Tensor run(Served& m, const infer::Request& kind, Tensor x) {
     Batcher::Ticket ticket;
     try {
-      ticket = batcher->submit(kind, std::move(x));
+      ticket = m.batcher->submit(kind, std::move(x));
     } catch (const QueueFull& e) {
       throw HttpError{429, e.what()};
     } catch (const ShuttingDown& e) {
@@ -156,13 +211,15 @@ struct Server::Impl {
       const auto slice = std::min({deadline - now, give_up - now, Clock::duration(std::chrono::milliseconds(100))});
       if (ticket.result.wait_for(slice) == std::future_status::ready) return ticket.result.get();
     }
-    batcher->cancel(ticket);
+    m.batcher->cancel(ticket);
     throw HttpError{
         503, fmt::format("timed out after {} s waiting for the model (--request-timeout)", options.request_timeout)};
   }
 
   // POST /v1/predict: an image -> top-k classes; a .npy -> logits.
   void predict(const http::Request& req, http::Response& res) {
+    Served& m = v1_model(req);
+    const infer::Predictor& model = m.model;
     if (!model.has_classifier()) {
       try {
         model.require_classifier("serve", "", "POST /v1/embed");
@@ -173,8 +230,8 @@ struct Server::Impl {
     const std::string* asked = param(req, "top_k");
     const int64_t k = asked != nullptr ? parse_top_k(*asked) : options.top_k;
     bool image = false;
-    Tensor x = input(req, image);
-    const Tensor logits = run({infer::Output::Logits}, std::move(x));  // (B, K)
+    Tensor x = input(m, req, image);
+    const Tensor logits = run(m, {infer::Output::Logits}, std::move(x));  // (B, K)
     if (!image) {
       reply(res, 200, {{"logits", rows_json(logits)}});
       return;
@@ -197,13 +254,14 @@ struct Server::Impl {
 
   // POST /v1/embed: an image -> one embedding; a .npy -> a row per image.
   void embed(const http::Request& req, http::Response& res) {
+    Served& m = v1_model(req);
     const std::string* asked = param(req, "pool");
     const infer::Pool pool =
-        asked != nullptr && !asked->empty() ? infer::parse_pool(*asked, "serve") : model.default_pool();
-    model.check_pool(pool, "serve");
+        asked != nullptr && !asked->empty() ? infer::parse_pool(*asked, "serve") : m.model.default_pool();
+    m.model.check_pool(pool, "serve");
     bool image = false;
-    Tensor x = input(req, image);
-    const Tensor e = run({infer::Output::Embedding, pool}, std::move(x));
+    Tensor x = input(m, req, image);
+    const Tensor e = run(m, {infer::Output::Embedding, pool}, std::move(x));
     const Shape row(e.shape().begin() + 1, e.shape().end());
     if (image) {
       reply(res, 200, {{"embedding", rows_json(e.slice(0, 0, 1).reshape(row))}, {"shape", row}});
@@ -212,28 +270,217 @@ struct Server::Impl {
     }
   }
 
+  // POST /v1/attention: an image -> vit attention's picture as a PNG.
+  void attention(const http::Request& req, http::Response& res) {
+    Served& m = v1_model(req);
+    const std::string& body = req.body;
+    VIT_CHECK(!body.empty(), "serve", "the request body is empty: send an image (PNG/JPEG)");
+    const data::Image image = decode(m, reinterpret_cast<const uint8_t*>(body.data()), body.size());
+    std::lock_guard lock(m.attention);
+    FairTurn::Turn turn(compute);
+    const infer::AttentionMaps maps =
+        infer::attention_maps(*m.model.loaded().model, image, m.model.loaded().preprocess);
+    const std::vector<uint8_t> png = data::encode_png(infer::render_attention(image, maps, 224));
+    res.status = 200;
+    res.content_type = "image/png";
+    res.body.assign(png.begin(), png.end());
+  }
+
+  json model_json(const Served& m) const {
+    const model::ViTConfig& c = m.config();
+    return {{"name", m.name},
+            {"file", m.file},
+            {"model", c.name},
+            {"layout", m.model.loaded().layout},
+            {"family", m.model.loaded().family},
+            {"weights", m.model.loaded().weights_note.empty() ? "" : (m.model.loaded().ema ? "ema" : "raw")},
+            {"precision", infer::precision_name(m.model.precision())},
+            {"image_size", c.image_size},
+            {"channels", c.in_channels},
+            {"classes", m.model.num_classes()},
+            {"embedding", m.model.embed_dim()}};
+  }
+
+  // GET /v1/models: what the page lists.
+  void list_models(const http::Request&, http::Response& res) {
+    json list = json::array();
+    for (const auto& m : models) list.push_back(model_json(*m));
+    reply(res, 200, {{"models", list}});
+  }
+
+  void page(const http::Request&, http::Response& res) {
+    res.status = 200;
+    res.content_type = "text/html; charset=utf-8";
+    res.body = page_html();
+  }
+
   void healthz(const http::Request&, http::Response& res) {
     if (draining) {
       reply(res, 503, {{"status", "draining"}});
       return;
     }
-    const model::ViTConfig& c = config();
-    reply(res, 200,
-          {{"status", "ok"},
-           {"model", c.name},
-           {"layout", model.loaded().layout},
-           {"family", model.loaded().family},
-           {"weights", model.loaded().weights_note.empty() ? "" : (model.loaded().ema ? "ema" : "raw")},
-           {"precision", infer::precision_name(model.precision())},
-           {"image_size", c.image_size},
-           {"channels", c.in_channels},
-           {"classes", model.num_classes()},
-           {"max_batch", options.batching.max_batch}});
+    json answer = models.size() == 1 ? model_json(*models[0]) : json::object();
+    json list = json::array();
+    for (const auto& m : models) list.push_back(m->name);
+    answer["status"] = "ok";
+    answer["models"] = list;
+    answer["max_batch"] = options.batching.max_batch;
+    reply(res, 200, answer);
   }
 
   void metrics_text(const http::Request&, http::Response& res) {
     res.content_type = "text/plain; version=0.0.4";
-    res.body = metrics.text(batcher->queue_depth(), inflight.load());
+    std::vector<int64_t> depths;
+    for (const auto& m : models) depths.push_back(m->batcher->queue_depth());
+    res.body = metrics->text(depths, inflight.load());
+  }
+
+  // ---- the Open Inference Protocol (serve/open_inference.h) ----
+
+  // /v2/models/{name}[/versions/{v}][/ready|/infer]: the model, and what follows (""/"ready"/"infer").
+  Served& v2_target(const std::vector<std::string>& seg, std::string& rest, std::string& version) const {
+    Served* m = find_model(seg[2]);
+    if (m == nullptr) throw HttpError{404, fmt::format("unknown model '{}' (served: {})", seg[2], model_names())};
+    size_t at = 3;
+    version = "1";
+    if (seg.size() > at && seg[at] == "versions") {
+      if (seg.size() == at + 1) throw HttpError{404, fmt::format("no such endpoint {}", "versions/ without a version")};
+      if (seg[at + 1] != "1") {
+        throw HttpError{404, fmt::format("unknown version '{}' of model '{}' (it has version 1)", seg[at + 1], seg[2])};
+      }
+      at += 2;
+    }
+    rest = seg.size() > at ? seg[at] : "";
+    if (seg.size() > at + 1) throw HttpError{404, "no such endpoint"};
+    return *m;
+  }
+
+  json v2_metadata(const Served& m) const {
+    const model::ViTConfig& c = m.config();
+    json outputs = json::array();
+    if (m.model.has_classifier()) {
+      outputs.push_back({{"name", oip::kLogits}, {"datatype", "FP32"}, {"shape", {-1, m.model.num_classes()}}});
+    }
+    outputs.push_back({{"name", oip::kEmbedding}, {"datatype", "FP32"}, {"shape", {-1, m.model.embed_dim()}}});
+    return {{"name", m.name},
+            {"versions", {"1"}},
+            {"platform", "vit"},
+            {"inputs",
+             {{{"name", oip::kInputName},
+               {"datatype", "FP32"},
+               {"shape", {-1, c.in_channels, c.image_size, c.image_size}}}}},
+            {"outputs", outputs}};
+  }
+
+  void v2_infer(Served& m, const std::string& version, const http::Request& req, http::Response& res) {
+    const model::ViTConfig& c = m.config();
+    oip::InferRequest r = oip::parse_infer_request(req.body, req.header("inference-header-content-length"),
+                                                   {c.in_channels, c.image_size, c.image_size});
+    m.model.check_input(r.input, "infer", "input 'input'");
+    std::vector<oip::RequestedOutput> wanted = r.outputs;
+    if (wanted.empty()) {  // the spec: every output the model has
+      if (m.model.has_classifier()) wanted.push_back({oip::kLogits, r.binary_outputs, 0});
+      wanted.push_back({oip::kEmbedding, r.binary_outputs, 0});
+    }
+    std::vector<oip::OutputTensor> outputs;
+    for (const oip::RequestedOutput& w : wanted) {
+      const bool logits = w.name == oip::kLogits, embedding = w.name == oip::kEmbedding;
+      if (!(logits && m.model.has_classifier()) && !embedding) {
+        throw HttpError{400, fmt::format("[infer] unknown output '{}' (model '{}' has {})", w.name, m.name,
+                                         m.model.has_classifier() ? "logits, embedding" : "embedding")};
+      }
+      VIT_CHECK(w.classification == 0 || logits, "infer", "output '{}': classification applies to the logits only",
+                w.name);
+      const Tensor y = logits ? run(m, {infer::Output::Logits}, r.input)
+                              : run(m, {infer::Output::Embedding, m.model.default_pool()}, r.input);
+      oip::OutputTensor o;
+      o.name = w.name;
+      o.binary = w.binary;
+      if (w.classification > 0) {
+        const int64_t k = std::min(w.classification, m.model.num_classes());
+        o.datatype = "BYTES";
+        o.shape = {y.size(0), k};
+        for (const auto& row : m.model.top_k(y, k)) {
+          for (const infer::ClassScore& s : row) {
+            o.strings.push_back(
+                fmt::format("{}:{}:{}", static_cast<float>(s.probability), s.index, m.model.label(s.index)));
+          }
+        }
+      } else {
+        o.datatype = "FP32";
+        o.shape = y.shape();
+        o.values = y;
+      }
+      outputs.push_back(std::move(o));
+    }
+    const oip::EncodedResponse e = oip::encode_infer_response(m.name, version, r.id, outputs);
+    res.status = 200;
+    res.body = e.body;
+    if (e.header_length) {
+      res.content_type = "application/octet-stream";
+      res.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*e.header_length));
+    } else {
+      res.content_type = "application/json";
+    }
+  }
+
+  // Every /v2 path.
+  void v2(const http::Request& req, http::Response& res) {
+    const std::vector<std::string> seg = segments(req.path);
+    const bool get = req.method == "GET" || req.method == "HEAD";
+    auto method = [&](bool ok, const char* allowed) {
+      if (!ok) {
+        HttpError e{405, fmt::format("{} takes {}", req.path, allowed)};
+        throw e;
+      }
+    };
+    if (seg.size() == 1) {  // /v2
+      method(get, "GET");
+      reply(res, 200,
+            {{"name", "vit"}, {"version", VIT_VERSION}, {"extensions", {"binary_tensor_data", "classification"}}});
+      return;
+    }
+    if (seg.size() == 3 && seg[1] == "health" && (seg[2] == "live" || seg[2] == "ready")) {
+      method(get, "GET");
+      if (seg[2] == "ready" && draining) {
+        reply(res, 503, {{"error", "draining"}});
+        return;
+      }
+      reply(res, 200, json::object());
+      return;
+    }
+    if (seg.size() >= 3 && seg[1] == "models") {
+      std::string rest, version;
+      Served& m = v2_target(seg, rest, version);
+      if (rest.empty()) {
+        method(get, "GET");
+        reply(res, 200, v2_metadata(m));
+        return;
+      }
+      if (rest == "ready") {
+        method(get, "GET");
+        if (draining) {
+          reply(res, 503, {{"error", "draining"}});
+          return;
+        }
+        reply(res, 200, json::object());
+        return;
+      }
+      if (rest == "infer") {
+        method(req.method == "POST", "POST");
+        v2_infer(m, version, req, res);
+        return;
+      }
+    }
+    throw HttpError{404, fmt::format("no such endpoint {} (the Open Inference Protocol: GET /v2, /v2/health/live, "
+                                     "/v2/health/ready, /v2/models/NAME[/versions/1][/ready], POST "
+                                     "/v2/models/NAME[/versions/1]/infer)",
+                                     req.path)};
+  }
+  static bool is_v2(const http::Request& req) { return req.path == "/v2" || req.path.rfind("/v2/", 0) == 0; }
+  static bool v2_runs_model(const http::Request& req) {
+    return is_v2(req) && req.method == "POST" && req.path.size() >= 6 &&
+           req.path.compare(req.path.size() - 6, 6, "/infer") == 0;
   }
 
   // The route table: method, path, handler, the query parameters it takes, and whether it runs
@@ -247,10 +494,13 @@ struct Server::Impl {
     bool runs_model;
   };
   static const std::vector<Route>& routes() {
-    static const std::vector<Route> table = {{"POST", "/v1/predict", &Impl::predict, {"top_k"}, true},
-                                             {"POST", "/v1/embed", &Impl::embed, {"pool"}, true},
+    static const std::vector<Route> table = {{"POST", "/v1/predict", &Impl::predict, {"top_k", "model"}, true},
+                                             {"POST", "/v1/embed", &Impl::embed, {"pool", "model"}, true},
+                                             {"POST", "/v1/attention", &Impl::attention, {"model"}, true},
+                                             {"GET", "/v1/models", &Impl::list_models, {}, false},
                                              {"GET", "/healthz", &Impl::healthz, {}, false},
-                                             {"GET", "/metrics", &Impl::metrics_text, {}, false}};
+                                             {"GET", "/metrics", &Impl::metrics_text, {}, false},
+                                             {"GET", "/", &Impl::page, {}, false}};
     return table;
   }
   static const Route* find_route(const http::Request& req) {
@@ -281,14 +531,21 @@ struct Server::Impl {
   // status, and a model endpoint's is counted in the metrics.
   http::Response handle(const http::Request& req) {
     http::Response res;
-    const Route* route = find_route(req);
-    if (route == nullptr) return refuse_route(req);
+    const bool v2_path = is_v2(req);
+    const Route* route = v2_path ? nullptr : find_route(req);
+    if (route == nullptr && !v2_path) return refuse_route(req);
+    const bool runs_model = v2_path ? v2_runs_model(req) : route->runs_model;
     const auto start = Clock::now();
-    if (route->runs_model) ++inflight;
+    if (runs_model) ++inflight;
     int status = 200;
     try {
-      check_query(*route, req);
-      (this->*route->handler)(req, res);
+      if (v2_path) {
+        VIT_CHECK(req.query.empty(), "serve", "the /v2 endpoints take no query parameters");
+        v2(req, res);
+      } else {
+        check_query(*route, req);
+        (this->*route->handler)(req, res);
+      }
       status = res.status;
     } catch (const HttpError& e) {
       status = e.status;
@@ -303,12 +560,24 @@ struct Server::Impl {
       status = 500;
       res = http::error_response(500, fmt::format("[serve] {}", e.what()));
     }
-    if (route->runs_model) {
-      metrics.request(route->path, status, std::chrono::duration<double>(Clock::now() - start).count());
+    if (runs_model) {
+      metrics->request(metrics_model(req), v2_path ? "/v2/infer" : route->path, status,
+                       std::chrono::duration<double>(Clock::now() - start).count());
       --inflight;
       ++answered;
     }
     return res;
+  }
+
+  // The model a request's metrics count under: its own, or "" when it named none that is served.
+  std::string metrics_model(const http::Request& req) const {
+    if (is_v2(req)) {
+      const std::vector<std::string> seg = segments(req.path);
+      return seg.size() >= 3 && find_model(seg[2]) != nullptr ? seg[2] : "";
+    }
+    const std::string* asked = param(req, "model");
+    if (asked == nullptr) return models.size() == 1 ? models[0]->name : "";
+    return find_model(*asked) != nullptr ? *asked : "";
   }
 
   // 404 for an unknown path, 405 (with Allow) for a known path and another method.
@@ -319,7 +588,9 @@ struct Server::Impl {
     }
     if (allowed.empty()) {
       return http::error_response(404,
-                                  "no such endpoint (POST /v1/predict, POST /v1/embed, GET /healthz, GET /metrics)");
+                                  "no such endpoint (POST /v1/predict, POST /v1/embed, POST /v1/attention, GET "
+                                  "/v1/models, GET /healthz, GET /metrics, GET /, and the Open Inference Protocol "
+                                  "under /v2)");
     }
     if (allowed[0] == "GET") allowed.push_back("HEAD");
     http::Response res = http::error_response(
@@ -330,9 +601,21 @@ struct Server::Impl {
   }
 };
 
-Server::Server(infer::Predictor model, ServerOptions options) : impl_(std::make_unique<Impl>(std::move(model))) {
+Server::Server(std::vector<NamedModel> models, ServerOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.options = std::move(options);
+  VIT_CHECK(!models.empty(), "serve",
+            "no model to serve (give --checkpoint FILE, --model NAME=FILE or --model-dir DIR)");
+  std::vector<std::string> names;
+  for (NamedModel& m : models) {
+    VIT_CHECK(valid_model_name(m.name), "serve",
+              "model name '{}' ({}): use letters, digits, '_', '-' and '.' (at most 128), as URLs carry it", m.name,
+              m.file);
+    VIT_CHECK(std::find(names.begin(), names.end(), m.name) == names.end(), "serve",
+              "two models are named '{}' ({}): give each its own name (--model NAME=FILE)", m.name, m.file);
+    names.push_back(m.name);
+    s.models.push_back(std::make_unique<Served>(m.name, m.file, std::move(m.model)));
+  }
   VIT_CHECK(!s.options.host.empty(), "serve",
             "--host is empty: give the address to listen on (127.0.0.1, or 0.0.0.0 for every interface)");
   VIT_CHECK(s.options.request_timeout > 0 && std::isfinite(s.options.request_timeout), "serve",
@@ -349,10 +632,18 @@ Server::Server(infer::Predictor model, ServerOptions options) : impl_(std::make_
             "raise it or lower --max-pixels",
             s.options.decode_memory_bytes >> 20, max_pixels, largest >> 20);
   s.decode_budget = std::make_unique<DecodeBudget>(s.options.decode_memory_bytes);
-  s.model.prepare();  // the weights packed before the first request
-  s.batcher = std::make_unique<Batcher>(
-      s.options.batching, [&s](const infer::Request& kind, const Tensor& images) { return s.model.run(kind, images); },
-      [&s](int64_t images, int64_t requests) { s.metrics.batch(images, requests); });
+  s.metrics = std::make_unique<Metrics>(names);
+  for (auto& served : s.models) {
+    Served* m = served.get();
+    m->model.prepare();  // the weights packed before the first request
+    m->batcher = std::make_unique<Batcher>(
+        s.options.batching,
+        [&s, m](const infer::Request& kind, const Tensor& images) {
+          FairTurn::Turn turn(s.compute);
+          return m->model.run(kind, images);
+        },
+        [&s, m](int64_t images, int64_t requests) { s.metrics->batch(m->name, images, requests); });
+  }
   http::ServerOptions h;
   h.host = s.options.host;
   h.port = s.options.port;
@@ -364,6 +655,7 @@ Server::Server(infer::Predictor model, ServerOptions options) : impl_(std::make_
   s.http = std::make_unique<http::Server>(
       h, [&s](const http::Request& req) { return s.handle(req); },
       [](const http::Request& req) {  // cheap: everything but a model endpoint
+        if (Impl::is_v2(req)) return !Impl::v2_runs_model(req);
         const Impl::Route* route = Impl::find_route(req);
         return route == nullptr || !route->runs_model;
       });
@@ -371,8 +663,8 @@ Server::Server(infer::Predictor model, ServerOptions options) : impl_(std::make_
 
 Server::~Server() {
   if (impl_) {
-    impl_->http.reset();     // no more requests
-    impl_->batcher.reset();  // drains before the session goes
+    impl_->http.reset();                               // no more requests
+    for (auto& m : impl_->models) m->batcher.reset();  // each drains before its session goes
   }
 }
 
@@ -387,7 +679,7 @@ void Server::serve() {
   Impl& s = *impl_;
   s.http->serve();  // returns after stop() and the drain
   s.draining = true;
-  s.batcher->drain();
+  for (auto& m : s.models) m->batcher->drain();
 }
 
 void Server::stop() {

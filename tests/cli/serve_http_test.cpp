@@ -400,10 +400,12 @@ TEST(ServeHttp, TopKHasOneRuleAndUnknownQueryParametersAreRefused) {
   }
   const Reply unknown = ask("/v1/predict?topk=3");
   EXPECT_EQ(unknown.status, 400);
-  EXPECT_NE(unknown.body.find("unknown query parameter 'topk' for POST /v1/predict (known: top_k)"), std::string::npos)
+  EXPECT_NE(unknown.body.find("unknown query parameter 'topk' for POST /v1/predict (known: top_k, model)"),
+            std::string::npos)
       << unknown.body;
   const Reply embed = ask("/v1/embed?top_k=3");
-  EXPECT_NE(embed.body.find("unknown query parameter 'top_k' for POST /v1/embed (known: pool)"), std::string::npos)
+  EXPECT_NE(embed.body.find("unknown query parameter 'top_k' for POST /v1/embed (known: pool, model)"),
+            std::string::npos)
       << embed.body;
   const std::string health =
       round_trip(server.port(), "GET /healthz?verbose=1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
@@ -412,8 +414,9 @@ TEST(ServeHttp, TopKHasOneRuleAndUnknownQueryParametersAreRefused) {
 }
 
 TEST(ServeHttp, Ipv6HostIsPrintedInBracketsAndStdZeroIsAPreprocessError) {
-  testing::expect_error(testing::vit("serve --checkpoint " + kTimm + " --heads 4 --std 0 --port 0"),
-                        "[preprocess] --std values must be positive, got 0");
+  testing::expect_error(
+      testing::vit("serve --checkpoint " + kTimm + " --heads 4 --std 0 --port 0"),
+      "[serve] model 'timm' (" + kTimm + ") does not load: [preprocess] --std values must be positive, got 0");
   TempDir dir;
   const pid_t pid = testing::spawn({"serve", "--checkpoint", kTimm, "--heads", "4", "--host", "::1", "--port", "0"},
                                    dir.file("v6.log"));

@@ -100,12 +100,13 @@ TEST(Serve, SixtyFourConcurrentClientsGetVitPredictsLogitsInDynamicBatches) {
   const auto metrics = client.Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_EQ(metrics->status, 200);
-  EXPECT_NE(metrics->body.find("vit_requests_total{endpoint=\"/v1/predict\",code=\"200\"} 192"), std::string::npos)
+  EXPECT_NE(metrics->body.find("vit_requests_total{model=\"timm\",endpoint=\"/v1/predict\",code=\"200\"} 192"),
+            std::string::npos)
       << metrics->body;
   EXPECT_NE(metrics->body.find("# TYPE vit_request_duration_seconds histogram"), std::string::npos);
-  EXPECT_NE(metrics->body.find("vit_queue_depth 0"), std::string::npos);
+  EXPECT_NE(metrics->body.find("vit_queue_depth{model=\"timm\"} 0"), std::string::npos);
   // Dynamic batching happened: fewer model calls than requests.
-  const std::string calls = metric_line(metrics->body, "vit_batch_size_count ");
+  const std::string calls = metric_line(metrics->body, "vit_batch_size_count{model=\"timm\"} ");
   ASSERT_FALSE(calls.empty()) << metrics->body;
   EXPECT_LT(std::stoll(calls.substr(calls.rfind(' ') + 1)), kClients * kRequests) << metrics->body;
 }
@@ -307,7 +308,8 @@ TEST(Serve, BadFlagsAndBusyPortsAreRefusedByName) {
   testing::expect_error(testing::vit("serve --checkpoint " + kTimm + " --heads 4 --host not.an.address --port 0"),
                         "[serve] cannot listen on not.an.address");
   testing::expect_error(testing::vit("serve --checkpoint " + dir.file("none.safetensors")),
-                        "[safetensors] " + dir.file("none.safetensors"));
+                        "[serve] model 'none' (" + dir.file("none.safetensors") + ") does not load: [safetensors] " +
+                            dir.file("none.safetensors"));
 }
 
 }  // namespace

@@ -153,22 +153,28 @@ TEST(Batcher, BadOptionsAreRefused) {
   EXPECT_THROW(Batcher({.max_batch = 1, .max_delay_us = 0, .max_queue = 0}, run), Error);
 }
 
-TEST(Metrics, PrometheusTextHasCumulativeBuckets) {
-  Metrics m;
-  m.request("/v1/predict", 200, 0.003);
-  m.request("/v1/predict", 200, 0.2);
-  m.request("/v1/embed", 400, 0.0001);
-  m.batch(8, 3);
-  const std::string text = m.text(2, 1);
-  EXPECT_NE(text.find("vit_requests_total{endpoint=\"/v1/predict\",code=\"200\"} 2\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("vit_requests_total{endpoint=\"/v1/embed\",code=\"400\"} 1\n"), std::string::npos);
-  EXPECT_NE(text.find("vit_request_duration_seconds_bucket{le=\"0.001\"} 1\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("vit_request_duration_seconds_bucket{le=\"0.005\"} 2\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("vit_request_duration_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
-  EXPECT_NE(text.find("vit_request_duration_seconds_count 3\n"), std::string::npos);
-  EXPECT_NE(text.find("vit_batch_size_bucket{le=\"4\"} 0\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("vit_batch_size_bucket{le=\"8\"} 1\n"), std::string::npos);
-  EXPECT_NE(text.find("vit_queue_depth 2\n"), std::string::npos);
+TEST(Metrics, PrometheusTextHasCumulativeBucketsLabelledByModel) {
+  Metrics m({"a", "b"});
+  m.request("a", "/v1/predict", 200, 0.003);
+  m.request("a", "/v1/predict", 200, 0.2);
+  m.request("a", "/v1/embed", 400, 0.0001);
+  m.request("b", "/v2/infer", 200, 0.02);
+  m.batch("a", 8, 3);
+  const std::string text = m.text({2, 0}, 1);
+  EXPECT_NE(text.find("vit_requests_total{model=\"a\",endpoint=\"/v1/predict\",code=\"200\"} 2\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("vit_requests_total{model=\"a\",endpoint=\"/v1/embed\",code=\"400\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_requests_total{model=\"b\",endpoint=\"/v2/infer\",code=\"200\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_request_duration_seconds_bucket{model=\"a\",le=\"0.001\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vit_request_duration_seconds_bucket{model=\"a\",le=\"0.005\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vit_request_duration_seconds_bucket{model=\"a\",le=\"+Inf\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_request_duration_seconds_count{model=\"a\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_request_duration_seconds_count{model=\"b\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_batch_size_bucket{model=\"a\",le=\"4\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vit_batch_size_bucket{model=\"a\",le=\"8\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_batch_size_count{model=\"b\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_queue_depth{model=\"a\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_queue_depth{model=\"b\"} 0\n"), std::string::npos);
   EXPECT_NE(text.find("vit_inflight_requests 1\n"), std::string::npos);
 }
 

@@ -1,0 +1,238 @@
+// Open Inference Protocol requests and answers (see open_inference.h).
+#include "serve/open_inference.h"
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace vit::serve::oip {
+namespace {
+
+using json = nlohmann::json;
+constexpr const char* kOp = "infer";
+
+// Appends the numbers of a (possibly nested) JSON array to out, row-major; false on a non-number.
+bool flatten(const json& j, std::vector<double>& out, size_t limit) {
+  if (j.is_number()) {
+    if (out.size() >= limit) return true;  // the caller compares counts
+    out.push_back(j.get<double>());
+    return true;
+  }
+  if (!j.is_array()) return false;
+  for (const json& item : j) {
+    if (!flatten(item, out, limit)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void check_json_depth(const std::string& text, const char* what) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      VIT_CHECK(++depth <= kMaxJsonDepth, kOp, "{} nests arrays/objects more than {} deep", what, kMaxJsonDepth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+InferRequest parse_infer_request(const std::string& body, const std::string& header_length, const ModelShape& shape) {
+  size_t json_bytes = body.size();
+  if (!header_length.empty()) {
+    const bool digits =
+        header_length.size() <= 18 && header_length.find_first_not_of("0123456789") == std::string::npos;
+    VIT_CHECK(digits, kOp, "Inference-Header-Content-Length '{}' is not a byte count", header_length);
+    json_bytes = std::stoull(header_length);
+    VIT_CHECK(json_bytes <= body.size(), kOp, "Inference-Header-Content-Length {} is past the end of the {}-byte body",
+              json_bytes, body.size());
+  }
+  const std::string text = body.substr(0, json_bytes);
+  check_json_depth(text, "the request");
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail(kOp, "the request is not valid JSON ({}){}", e.what(),
+         header_length.empty() && body.find('\0') != std::string::npos
+             ? "; binary tensor data needs the Inference-Header-Content-Length header"
+             : "");
+  }
+  VIT_CHECK(j.is_object(), kOp, "the request must be a JSON object with \"inputs\"");
+  InferRequest r;
+  if (j.contains("id")) {
+    VIT_CHECK(j["id"].is_string(), kOp, "\"id\" must be a string");
+    r.id = j["id"].get<std::string>();
+  }
+  if (j.contains("parameters")) {
+    const json& p = j["parameters"];
+    VIT_CHECK(p.is_object(), kOp, "\"parameters\" must be an object");
+    if (p.contains("binary_data_output")) {
+      VIT_CHECK(p["binary_data_output"].is_boolean(), kOp, "parameters.binary_data_output must be true or false");
+      r.binary_outputs = p["binary_data_output"].get<bool>();
+    }
+  }
+  VIT_CHECK(j.contains("inputs") && j["inputs"].is_array(), kOp, "the request has no \"inputs\" array");
+  const json& inputs = j["inputs"];
+  VIT_CHECK(inputs.size() == 1, kOp, "the model takes one input, \"{}\"; the request has {}", kInputName,
+            inputs.size());
+  const json& in = inputs[0];
+  VIT_CHECK(in.is_object(), kOp, "inputs[0] must be an object {{name, shape, datatype, data}}");
+  VIT_CHECK(in.contains("name") && in["name"].is_string(), kOp, "inputs[0] has no \"name\"");
+  const std::string name = in["name"].get<std::string>();
+  VIT_CHECK(name == kInputName, kOp, "unknown input '{}' (the model's input is \"{}\")", name, kInputName);
+  VIT_CHECK(in.contains("datatype") && in["datatype"].is_string(), kOp, "input '{}' has no \"datatype\"", name);
+  const std::string datatype = in["datatype"].get<std::string>();
+  VIT_CHECK(datatype == "FP32" || datatype == "FP64", kOp, "input '{}': datatype {} (the model takes FP32)", name,
+            datatype);
+  VIT_CHECK(in.contains("shape") && in["shape"].is_array(), kOp, "input '{}' has no \"shape\" array", name);
+  Shape dims;
+  for (const json& d : in["shape"]) {
+    VIT_CHECK(d.is_number_integer(), kOp, "input '{}': shape entries must be integers, got {}", name, d.dump());
+    const int64_t v = d.get<int64_t>();
+    VIT_CHECK(v >= 0, kOp, "input '{}': negative size {} in shape {}", name, v, in["shape"].dump());
+    dims.push_back(v);
+  }
+  VIT_CHECK(dims.size() == 4 && dims[1] == shape.channels && dims[2] == shape.height && dims[3] == shape.width, kOp,
+            "input '{}': shape {} but the model takes [B, {}, {}, {}]", name, in["shape"].dump(), shape.channels,
+            shape.height, shape.width);
+  VIT_CHECK(dims[0] >= 1, kOp, "input '{}': the batch is empty (B = 0)", name);
+  int64_t numel = 0;
+  try {
+    numel = shape_numel(dims);
+  } catch (const Error&) {
+    fail(kOp, "input '{}': shape {} overflows", name, in["shape"].dump());
+  }
+  const size_t element = datatype == "FP32" ? 4 : 8;
+  // The tensor is allocated once the body is known to hold its values (never from the shape alone).
+  Tensor x;
+  const bool binary =
+      in.contains("parameters") && in["parameters"].is_object() && in["parameters"].contains("binary_data_size");
+  if (binary) {
+    const json& size = in["parameters"]["binary_data_size"];
+    VIT_CHECK(size.is_number_unsigned(), kOp, "input '{}': parameters.binary_data_size must be a byte count", name);
+    const uint64_t bytes = size.get<uint64_t>();
+    VIT_CHECK(bytes == static_cast<uint64_t>(numel) * element, kOp,
+              "input '{}': binary_data_size {} but shape {} of {} needs {} bytes", name, bytes, in["shape"].dump(),
+              datatype, static_cast<uint64_t>(numel) * element);
+    VIT_CHECK(!header_length.empty(), kOp,
+              "input '{}' is binary but the request has no Inference-Header-Content-Length header", name);
+    VIT_CHECK(body.size() - json_bytes == bytes, kOp,
+              "input '{}': {} bytes of binary data expected after the JSON header, the body has {}", name, bytes,
+              body.size() - json_bytes);
+    VIT_CHECK(!in.contains("data"), kOp, "input '{}' has both binary data and a \"data\" field", name);
+    const char* p = body.data() + json_bytes;
+    x = Tensor::empty(dims);
+    float* out = x.data<float>();
+    if (element == 4) {
+      std::memcpy(out, p, bytes);
+    } else {
+      for (int64_t i = 0; i < numel; ++i) {
+        double v;
+        std::memcpy(&v, p + 8 * i, 8);
+        out[i] = static_cast<float>(v);
+      }
+    }
+  } else {
+    VIT_CHECK(in.contains("data"), kOp, "input '{}' has no \"data\" (nor binary_data_size)", name);
+    VIT_CHECK(json_bytes == body.size(), kOp, "{} bytes follow the JSON but no input is binary",
+              body.size() - json_bytes);
+    std::vector<double> values;
+    VIT_CHECK(flatten(in["data"], values, static_cast<size_t>(numel) + 1), kOp,
+              "input '{}': \"data\" must hold numbers (a flat or nested list)", name);
+    VIT_CHECK(values.size() == static_cast<size_t>(numel), kOp, "input '{}': shape {} needs {} values, \"data\" has {}",
+              name, in["shape"].dump(), numel,
+              values.size() > static_cast<size_t>(numel) ? std::string("more") : std::to_string(values.size()));
+    x = Tensor::empty(dims);
+    float* out = x.data<float>();
+    for (int64_t i = 0; i < numel; ++i) out[i] = static_cast<float>(values[static_cast<size_t>(i)]);
+  }
+  r.input = std::move(x);
+  if (j.contains("outputs")) {
+    VIT_CHECK(j["outputs"].is_array(), kOp, "\"outputs\" must be an array");
+    for (const json& o : j["outputs"]) {
+      VIT_CHECK(o.is_object() && o.contains("name") && o["name"].is_string(), kOp,
+                "each of \"outputs\" must be an object with a \"name\"");
+      RequestedOutput ro;
+      ro.name = o["name"].get<std::string>();
+      ro.binary = r.binary_outputs;
+      if (o.contains("parameters")) {
+        const json& p = o["parameters"];
+        VIT_CHECK(p.is_object(), kOp, "output '{}': \"parameters\" must be an object", ro.name);
+        if (p.contains("binary_data")) {
+          VIT_CHECK(p["binary_data"].is_boolean(), kOp, "output '{}': binary_data must be true or false", ro.name);
+          ro.binary = p["binary_data"].get<bool>();
+        }
+        if (p.contains("classification")) {
+          VIT_CHECK(p["classification"].is_number_integer() && p["classification"].get<int64_t>() >= 1, kOp,
+                    "output '{}': classification must be a positive integer (the top-k)", ro.name);
+          ro.classification = p["classification"].get<int64_t>();
+        }
+      }
+      for (const RequestedOutput& seen : r.outputs) {
+        VIT_CHECK(seen.name != ro.name, kOp, "output '{}' is asked for twice", ro.name);
+      }
+      r.outputs.push_back(ro);
+    }
+  }
+  return r;
+}
+
+EncodedResponse encode_infer_response(const std::string& model_name, const std::string& version,
+                                      const std::optional<std::string>& id, const std::vector<OutputTensor>& outputs) {
+  json j;
+  j["model_name"] = model_name;
+  j["model_version"] = version;
+  if (id) j["id"] = *id;
+  j["outputs"] = json::array();
+  std::string binary;
+  for (const OutputTensor& o : outputs) {
+    json out = {{"name", o.name}, {"datatype", o.datatype}, {"shape", o.shape}};
+    const bool bytes = o.datatype == "BYTES";
+    const Tensor values = bytes ? Tensor() : o.values.contiguous();
+    if (o.binary) {
+      const size_t start = binary.size();
+      if (bytes) {
+        for (const std::string& s : o.strings) {
+          const auto n = static_cast<uint32_t>(s.size());
+          for (int k = 0; k < 4; ++k) binary += static_cast<char>((n >> (8 * k)) & 0xff);
+          binary += s;
+        }
+      } else {
+        binary.append(static_cast<const char*>(values.raw_data()), static_cast<size_t>(values.numel()) * 4);
+      }
+      out["parameters"] = {{"binary_data_size", binary.size() - start}};
+    } else if (bytes) {
+      out["data"] = o.strings;
+    } else {
+      const float* p = values.data<float>();
+      out["data"] = std::vector<float>(p, p + values.numel());
+    }
+    j["outputs"].push_back(std::move(out));
+  }
+  EncodedResponse r;
+  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (!binary.empty()) {
+    r.header_length = r.body.size();
+    r.body += binary;
+  }
+  return r;
+}
+
+}  // namespace vit::serve::oip

@@ -1,0 +1,80 @@
+// The Open Inference Protocol (KServe v2, as Triton, KServe, Seldon MLServer and OpenVINO Model
+// Server speak it) over HTTP/REST: the parsing of an inference request and the writing of its
+// answer, JSON and the binary tensor data extension. The routes live in server.cpp:
+//   GET  /v2                                   server metadata {name, version, extensions}
+//   GET  /v2/health/live, /v2/health/ready     200 (ready: 503 while draining)
+//   GET  /v2/models/{name}[/versions/{v}]      model metadata {name, versions, platform, inputs, outputs}
+//   GET  /v2/models/{name}[/versions/{v}]/ready
+//   POST /v2/models/{name}[/versions/{v}]/infer
+// A request: {"id"?, "parameters"?, "inputs": [{"name", "shape", "datatype", "parameters"?, "data"?}],
+// "outputs"?: [{"name", "parameters"?: {"binary_data"?, "classification"?}}]}. Our models take one
+// input, "input": FP32 (B, C, H, W) (FP64 is accepted and narrowed), its data a row-major list
+// (flat, or nested to the shape) or, with the binary extension, raw little-endian bytes after the
+// JSON: the header Inference-Header-Content-Length gives the JSON's length, and each binary input
+// says its byte count in parameters.binary_data_size. Outputs: "logits" FP32 (B, K) for a
+// classifier, "embedding" FP32 (B, D) (the model's default pooling); asked for by name, or all of
+// them when "outputs" is absent. {"classification": k} on logits answers Triton's way: a BYTES
+// (B, k) tensor of "score:index:label" strings, the scores softmax probabilities. Binary outputs
+// ("binary_data": true on an output, or "binary_data_output": true in the request's parameters)
+// come after the JSON, each output's parameters.binary_data_size telling its bytes (BYTES
+// elements as a 4-byte little-endian length and the bytes). The request id is echoed.
+// Every malformed request is a vit::Error naming what is wrong (the server answers 400 {"error"}).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace vit::serve::oip {
+
+inline constexpr const char* kInputName = "input";
+inline constexpr const char* kLogits = "logits";
+inline constexpr const char* kEmbedding = "embedding";
+inline constexpr int kMaxJsonDepth = 64;  // nesting deeper than this is refused before parsing
+
+struct RequestedOutput {
+  std::string name;
+  bool binary = false;
+  int64_t classification = 0;  // > 0: top-k as BYTES "score:index:label"
+};
+
+struct InferRequest {
+  std::optional<std::string> id;
+  Tensor input;                          // (B, C, H, W) float32
+  std::vector<RequestedOutput> outputs;  // empty: every output the model has, as JSON
+  bool binary_outputs = false;           // parameters.binary_data_output
+};
+
+// What the model takes: the input's (C, H, W), to check the request's shape against.
+struct ModelShape {
+  int64_t channels = 0, height = 0, width = 0;
+};
+
+// Parses a body (JSON, or JSON + binary tensors when header_length is given) into an input batch.
+// header_length: the Inference-Header-Content-Length header's value ("" when absent).
+InferRequest parse_infer_request(const std::string& body, const std::string& header_length, const ModelShape& shape);
+
+struct OutputTensor {
+  std::string name;
+  std::string datatype;  // "FP32" or "BYTES"
+  Shape shape;
+  Tensor values;                     // FP32
+  std::vector<std::string> strings;  // BYTES, row-major
+  bool binary = false;
+};
+
+struct EncodedResponse {
+  std::string body;
+  std::optional<size_t> header_length;  // set when binary data follows the JSON
+};
+
+EncodedResponse encode_infer_response(const std::string& model_name, const std::string& version,
+                                      const std::optional<std::string>& id, const std::vector<OutputTensor>& outputs);
+
+// Refuses JSON text nested deeper than kMaxJsonDepth (arrays/objects), before a parser recurses.
+void check_json_depth(const std::string& text, const char* what);
+
+}  // namespace vit::serve::oip
