@@ -95,7 +95,7 @@ class Server:
 
     def metric(self, name):
         _, text = self.get("/metrics")
-        m = re.search(r"^" + re.escape(name) + r" ([0-9.e+]+)$", text, re.M)
+        m = re.search(r"^" + re.escape(name) + r'(?:\{model="[^"]*"\})? ([0-9.e+]+)$', text, re.M)
         return float(m.group(1)) if m else 0.0
 
     def stop(self):

@@ -18,8 +18,9 @@ const std::string& page_html() {
   #drop.over { background: #eef; }
   #preview { max-width: 20em; max-height: 20em; display: none; margin-top: 1em; }
   .bar { display: flex; align-items: center; gap: 0.5em; margin: 0.25em 0; }
-  .bar .label { width: 14em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-  .bar .fill { height: 1em; background: #4a7bd0; }
+  .bar .label { width: 10em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+  .bar .track { width: 16em; }
+  .bar .fill { height: 1em; background: #4a7bd0; min-width: 1px; }
   .bar .pct { width: 4em; text-align: right; font-variant-numeric: tabular-nums; }
   #attention { max-width: 100%; display: none; margin-top: 1em; }
   #status { color: #a00; min-height: 1.2em; }
@@ -93,7 +94,7 @@ async function run(file) {
       for (const c of answer.predictions) {
         const row = document.createElement("div");
         row.className = "bar";
-        row.innerHTML = '<span class="label"></span><span class="fill"></span><span class="pct"></span>';
+        row.innerHTML = '<span class="label"></span><span class="track"><div class="fill"></div></span><span class="pct"></span>';
         row.querySelector(".label").textContent = c.label;
         row.querySelector(".fill").style.width = (c.probability * 16).toFixed(2) + "em";
         row.querySelector(".pct").textContent = (c.probability * 100).toFixed(1) + "%";
