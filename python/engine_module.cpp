@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/eval.h>
 #include <pybind11/stl.h>
 
 #include <cstring>
@@ -32,8 +33,8 @@ namespace {
 using vit::Variable;
 
 // The generator every random tensor and layer initialisation draws from (vit.manual_seed).
-vit::GeneratorPtr& generator() {
-  static vit::GeneratorPtr gen = std::make_shared<vit::Generator>(0);
+vit::nn::GeneratorPtr& generator() {
+  static vit::nn::GeneratorPtr gen = std::make_shared<vit::Generator>(0);
   return gen;
 }
 
@@ -151,7 +152,9 @@ template <class Layer, class Holder>
 void common(py::class_<Layer, Holder>& c) {
   c.def("__call__", [](Layer& l, const Variable& x) { return l.forward(x); })
       .def("forward", [](Layer& l, const Variable& x) { return l.forward(x); })
-      .def("named_parameters", &named_parameters, py::arg("prefix") = "")
+      .def(
+          "named_parameters", [](const Layer& l, const std::string& prefix) { return named_parameters(l, prefix); },
+          py::arg("prefix") = "")
       .def("parameters", [](const Layer& l) { return l.parameters(); })
       .def(
           "train", [](py::object self, bool on) { self.cast<Layer&>().train(on); return self; },
@@ -430,10 +433,16 @@ void bind_engine(py::module_& m) {
         return Variable(b ? vit::Tensor::arange(a, *b, step) : vit::Tensor::arange(a));
       },
       py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1.0);
-  m.def("cat", &vit::cat, py::arg("tensors"), py::arg("dim") = 0);
-  m.def("stack", &vit::stack, py::arg("tensors"), py::arg("dim") = 0);
-  m.def("matmul", &vit::matmul);
-  m.def("softmax", &vit::softmax, py::arg("input"), py::arg("dim"));
+  m.def(
+      "cat", [](const std::vector<Variable>& xs, int64_t dim) { return vit::cat(xs, dim); }, py::arg("tensors"),
+      py::arg("dim") = 0);
+  m.def(
+      "stack", [](const std::vector<Variable>& xs, int64_t dim) { return vit::stack(xs, dim); }, py::arg("tensors"),
+      py::arg("dim") = 0);
+  m.def("matmul", [](const Variable& a, const Variable& b) { return vit::matmul(a, b); });
+  m.def(
+      "softmax", [](const Variable& x, int64_t dim) { return vit::softmax(x, dim); }, py::arg("input"),
+      py::arg("dim"));
   m.def("exp", [](const Variable& v) { return v.exp(); });
   m.def("sqrt", [](const Variable& v) { return v.sqrt(); });
   m.def("tanh", [](const Variable& v) { return v.tanh(); });
@@ -601,7 +610,9 @@ void bind_engine(py::module_& m) {
         return vit::cross_entropy(logits, t);
       },
       py::arg("input"), py::arg("target"));
-  functional.def("softmax", &vit::softmax, py::arg("input"), py::arg("dim"));
+  functional.def(
+      "softmax", [](const Variable& x, int64_t dim) { return vit::softmax(x, dim); }, py::arg("input"),
+      py::arg("dim"));
   functional.def("gelu", [](const Variable& x) { return vit::gelu(x); });
   functional.def("relu", [](const Variable& x) { return vit::relu(x); });
   functional.def(

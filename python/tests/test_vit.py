@@ -282,7 +282,7 @@ def test_notebook_unfold_patches():
     images = np.random.default_rng(3).standard_normal((B, C, S, S)).astype(np.float32)
     x = vit.Tensor(images)
     patches = x.unfold(2, P, P).unfold(3, P, P)  # (B, C, S/P, S/P, P, P)
-    assert patches.shape == [B, C, S // P, S // P, P, P]
+    assert patches.shape == (B, C, S // P, S // P, P, P)
     flat = patches.permute([0, 2, 3, 1, 4, 5]).reshape([B, (S // P) ** 2, C * P * P])
     # The same patches by numpy: (p1 p2 c) order of the notebook's rearrangement, row by row.
     expected = images.reshape(B, C, S // P, P, S // P, P).transpose(0, 2, 4, 1, 3, 5).reshape(B, -1, C * P * P)
@@ -297,7 +297,7 @@ def test_notebook_autograd_example():
     e = c * d
     assert e.item() == 6.0
     e.backward()
-    assert a.grad == 2.0 and b.grad == 5.0
+    assert a.grad.item() == 2.0 and b.grad.item() == 5.0
     assert a.is_leaf and not e.is_leaf and e.grad_fn == "mulBackward"
     assert c.grad is None
 
