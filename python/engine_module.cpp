@@ -124,7 +124,11 @@ Variable index(const Variable& v, const py::object& key) {
     const int64_t size = out.shape()[static_cast<size_t>(dim)];
     if (py::isinstance<py::int_>(k)) {
       int64_t i = k.cast<int64_t>();
-      VIT_CHECK(i >= -size && i < size, "index", "index {} is out of range for dimension {} of size {}", i, dim, size);
+      // IndexError (not vit.Error), so `for row in t:` ends as it does over any Python sequence.
+      if (i < -size || i >= size) {
+        throw py::index_error(
+            fmt::format("[index] index {} is out of range for dimension {} of size {}", i, dim, size));
+      }
       if (i < 0) i += size;
       out = out.select(dim, i);
     } else if (py::isinstance<py::slice>(k)) {
