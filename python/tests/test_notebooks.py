@@ -208,3 +208,34 @@ def test_mistakes_are_clear_errors():
     with vit.no_grad():
         w = nn.Parameter(vit.ones(2))
         assert not (w * 2).requires_grad
+
+
+def test_the_librarys_layers_and_optimisers_through_the_door():
+    vit.manual_seed(0)
+    model = nn.VisionTransformer("vit_notebook")
+    names = [n for n, _ in model.named_parameters()]
+    assert names[:3] == ["cls_token", "pos_embed", "patch_embed.proj.weight"]
+    assert model(vit.randn(2, 1, 28, 28)).shape == (2, 10)
+    assert nn.EncoderBlock(16, 2)(vit.randn(2, 5, 16)).shape == (2, 5, 16)
+    assert nn.PatchEmbed(8, 4, 3, 6)(vit.randn(1, 3, 8, 8)).shape == (1, 4, 6)
+    assert nn.MultiHeadSelfAttention(16, 4)(vit.randn(2, 5, 16)).shape == (2, 5, 16)
+    w = nn.Parameter(vit.ones(3))
+    sgd = vit.optim.SGD([w], lr=0.5)
+    (w * vit.tensor([1., 2., 3.])).sum().backward()
+    sgd.step()  # w - lr * grad
+    np.testing.assert_allclose(w.numpy(), [0.5, 0.0, -0.5])
+    sgd.zero_grad()
+    assert w.grad is None or not w.grad.numpy().any()  # cleared
+
+
+def test_the_jupyter_notebooks_are_made_from_the_scripts():
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(NOTEBOOKS), "..", "tools"))
+    import make_notebooks
+    import glob
+    scripts = sorted(glob.glob(os.path.join(NOTEBOOKS, "0*.py")))
+    assert len(scripts) == 5
+    for script in scripts:
+        with open(script[:-3] + ".ipynb") as f:
+            assert f.read() == make_notebooks.text_of(script), (
+                f"{script[:-3]}.ipynb is out of date: run python3 tools/make_notebooks.py")
