@@ -36,6 +36,10 @@ void add_serve_command(CLI::App& app) {
                   "NAME=FILE: serve FILE as model NAME (repeatable; URLs carry NAME: letters, digits, '_', '-', '.')");
   cmd->add_option("--model-dir", o->model_dir,
                   "a model repository: serve every file in DIR (any format vit loads), each named after its stem");
+  cmd->add_flag_function(
+      "--no-attention", [o](int64_t) { o->server.attention = false; },
+      "no POST /v1/attention (the page then shows no attention map): saves the copy of each model's weights its "
+      "autograd graph keeps");
   cmd->add_flag("--skip-failed-models", o->skip_failed,
                 "serve the models that load, with a warning for each that does not (default: refuse to start)");
   serve::ServerOptions& s = o->server;

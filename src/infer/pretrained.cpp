@@ -349,4 +349,16 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   return out;
 }
 
+void own_file_weights(model::VisionTransformer& model) {
+  for (auto& [_, p] : model.named_parameters()) {
+    Node& node = *p.node();
+    if (node.data.is_file_mapped()) node.data = node.data.clone();
+  }
+  model.apply([](nn::Module& m) {
+    if (auto* linear = dynamic_cast<nn::Linear*>(&m); linear != nullptr && linear->quantized()) {
+      if (linear->weight_scale.is_file_mapped()) linear->weight_scale = linear->weight_scale.clone();
+    }
+  });
+}
+
 }  // namespace vit::infer

@@ -66,6 +66,12 @@ struct LoadedModel {
 
 LoadedModel load_model(const std::string& path, const LoadOptions& options = {});
 
+// Gives every parameter (and int8 scale) of `model` that still borrows a memory-mapped file memory
+// of its own, so the model never reads the file again: what `vit serve` does for the autograd
+// model behind /v1/attention, whose mapped pages the inference session releases (WeightPages::Own).
+// Costs one copy of those weights.
+void own_file_weights(model::VisionTransformer& model);
+
 // The metadata under which to save a loaded model as our checkpoint (vit quantize): ours keep what
 // their run recorded; a foreign layout gets its config, class names and evaluation transform.
 checkpoint::CheckpointInfo checkpoint_info(const LoadedModel& m);

@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "data/image.h"
 #include "infer/attention_map.h"
+#include "infer/pretrained.h"
 #include "io/npy.h"
 #include "serve/decode_budget.h"
 #include "serve/fair_turn.h"
@@ -273,6 +274,7 @@ struct Server::Impl {
   // POST /v1/attention: an image -> vit attention's picture as a PNG.
   void attention(const http::Request& req, http::Response& res) {
     Served& m = v1_model(req);
+    if (!options.attention) throw HttpError{404, "[serve] attention maps are off (vit serve --no-attention)"};
     const std::string& body = req.body;
     VIT_CHECK(!body.empty(), "serve", "the request body is empty: send an image (PNG/JPEG)");
     const data::Image image = decode(m, reinterpret_cast<const uint8_t*>(body.data()), body.size());
@@ -635,6 +637,9 @@ Server::Server(std::vector<NamedModel> models, ServerOptions options) : impl_(st
   s.metrics = std::make_unique<Metrics>(names);
   for (auto& served : s.models) {
     Served* m = served.get();
+    // The attention maps' autograd model must not read the file again once the session has
+    // released its pages: it gets weights of its own first.
+    if (s.options.attention) infer::own_file_weights(*m->model.loaded().model);
     m->model.prepare();  // the weights packed before the first request
     m->batcher = std::make_unique<Batcher>(
         s.options.batching,

@@ -50,6 +50,9 @@ struct ServerOptions {
   int64_t decode_memory_bytes = int64_t{2} << 30;  // images decoded at once, at their peak (503 beyond)
   int64_t top_k = 5;
   int64_t max_pixels = 0;  // images: refuse larger ones (0: data::kDefaultMaxPixels)
+  // POST /v1/attention runs each model's autograd graph, which then keeps float32 weights of its own
+  // (infer::own_file_weights: one more copy of the weights in memory); false: refused, no copy.
+  bool attention = true;
 };
 
 // One served model: its name in URLs (letters, digits, '_', '-', '.') and the file it came from.

@@ -359,3 +359,35 @@ TEST(ServeModels, AModelThatDoesNotLoadIsNamedOrSkipped) {
 
 }  // namespace
 }  // namespace vit
+
+namespace vit {
+namespace {
+
+// The server never reads a checkpoint again once serving: a deploy truncating the file under it
+// changes no answer and crashes nothing, /v1/attention (the autograd model) included.
+TEST(ServeModels, ATruncatedCheckpointChangesNothingServed) {
+  TempDir dir;
+  std::filesystem::copy_file(kJax, dir.file("model.npz"));
+  std::filesystem::copy_file(kTimm, dir.file("model.safetensors"));
+  ServeProcess server(dir, {"--model", "mapped=" + dir.file("model.safetensors")});
+  httplib::Client c("127.0.0.1", server.port());
+  data::Image photo{3, 40, 50, std::vector<uint8_t>(3 * 40 * 50)};
+  for (size_t i = 0; i < photo.pixels.size(); ++i) photo.pixels[i] = static_cast<uint8_t>(i * 13);
+  const std::vector<uint8_t> png = data::encode_png(photo);
+  const std::string body(png.begin(), png.end());
+  const auto before = c.Post("/v1/attention?model=mapped", body, "image/png");
+  const auto predicted = c.Post("/v1/predict?model=mapped", body, "image/png");
+  ASSERT_TRUE(before && predicted);
+  ASSERT_EQ(before->status, 200) << before->body;
+  std::filesystem::resize_file(dir.file("model.safetensors"), 0);
+  const auto after = c.Post("/v1/attention?model=mapped", body, "image/png");
+  ASSERT_TRUE(after) << "the server died: " << server.log();
+  EXPECT_EQ(after->status, 200) << after->body;
+  EXPECT_EQ(after->body, before->body);
+  const auto again = c.Post("/v1/predict?model=mapped", body, "image/png");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->body, predicted->body);
+}
+
+}  // namespace
+}  // namespace vit
