@@ -1,6 +1,7 @@
 // vit checkpoints: writing and reading, with every metadata value checked (see checkpoint.h).
 #include "checkpoint/checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -229,9 +230,26 @@ bool is_vit_checkpoint(const io::SafetensorsFile& file) {
 }
 
 io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool checksum, bool allow_nonfinite, bool ema) {
-  io::ContentScan scan = file.format == "safetensors"
-                             ? io::scan_contents(file, checksum, !allow_nonfinite)
-                             : (allow_nonfinite ? io::ContentScan{} : io::scan_tensors(ema ? file.ema : file.tensors));
+  io::ContentScan scan;
+  if (file.format == "safetensors") {
+    scan = io::scan_contents(file, checksum, !allow_nonfinite);
+  } else if (!allow_nonfinite && ema) {
+    scan = io::scan_tensors(file.ema);
+  } else if (!allow_nonfinite) {
+    // What was not searched while its bytes were read (file.prescanned: a .pth's float32 storages).
+    std::vector<std::pair<std::string, Tensor>> rest;
+    for (const auto& named : file.tensors) {
+      if (std::find(file.prescanned.begin(), file.prescanned.end(), named.first) == file.prescanned.end()) {
+        rest.push_back(named);
+      }
+    }
+    scan = file.prescan;
+    const io::ContentScan more = io::scan_tensors(rest);
+    if (scan.nonfinite_count == 0)
+      scan = more;
+    else
+      scan.nonfinite_count += more.nonfinite_count;
+  }
   VIT_CHECK(scan.nonfinite_count == 0, "checkpoint",
             "{}: tensor '{}' holds {} at index {} ({} non-finite value{} in the file); refusing to load it "
             "(--allow-nonfinite loads it anyway)",

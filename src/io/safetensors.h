@@ -24,6 +24,16 @@
 
 namespace vit::io {
 
+// What a search of tensor bytes found (scan_contents: one pass over the data section, block by
+// block, each block hashed and scanned while in cache).
+struct ContentScan {
+  std::string checksum;          // with `checksum`: "xxh64:..." as save_safetensors writes it
+  int64_t nonfinite_count = 0;   // with `finite`: NaN/Inf values in the float tensors
+  std::string nonfinite_tensor;  // the first one: its tensor, element index and value
+  int64_t nonfinite_index = -1;
+  double nonfinite_value = 0.0;
+};
+
 struct SafetensorsFile {
   std::vector<std::pair<std::string, Tensor>> tensors;  // in file order of data offsets
   std::map<std::string, std::string> metadata;
@@ -50,6 +60,10 @@ struct SafetensorsFile {
   std::string ema_key;
   std::vector<std::string> skipped;
   std::string stripped_prefix;  // "module." (DDP) or "_orig_mod." (torch.compile), removed from every key
+  // Tensors already searched for NaN/Inf while their bytes were read (a .pth's float32 storages,
+  // in the same pass as their CRC), and what that found: scan_tensors need not read them again.
+  std::vector<std::string> prescanned;
+  ContentScan prescan;
   std::shared_ptr<void> bytes;  // keeps the mapping (or buffer) alive
   const char* data = nullptr;   // the data section
   uint64_t data_size = 0;
@@ -58,17 +72,13 @@ struct SafetensorsFile {
 
 inline constexpr const char* kChecksumKey = "checksum";
 
-// One pass over the data section (block by block, each block hashed and scanned while in cache).
-struct ContentScan {
-  std::string checksum;          // with `checksum`: "xxh64:..." as save_safetensors writes it
-  int64_t nonfinite_count = 0;   // with `finite`: NaN/Inf values in the float tensors
-  std::string nonfinite_tensor;  // the first one: its tensor, element index and value
-  int64_t nonfinite_index = -1;
-  double nonfinite_value = 0.0;
-};
 ContentScan scan_contents(const SafetensorsFile& file, bool checksum, bool finite);
 // The NaN/Inf search over tensors in memory (float32 / float64; the others are always finite).
 ContentScan scan_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors);
+// The same over elements [first, last) of stored values of `dtype` ("F32", "F64", "F16", "BF16")
+// at p, counted into `out` under `name` (element indices as given).
+void scan_floats(const char* p, int64_t first, int64_t last, const std::string& dtype, const std::string& name,
+                 ContentScan& out);
 
 // Reads a whole file. Throws vit::Error naming the file and what is wrong.
 SafetensorsFile load_safetensors(const std::string& path);

@@ -69,6 +69,14 @@ void scan_span(const SafetensorsFile& file, const SafetensorsFile::Span& span, u
 
 }  // namespace
 
+void scan_floats(const char* p, int64_t first, int64_t last, const std::string& dtype, const std::string& name,
+                 ContentScan& out) {
+  if (dtype == "F32") scan_run<uint32_t>(p, first, last, 0x7f800000u, 0x80000000u, name, out);
+  if (dtype == "F64") scan_run<uint64_t>(p, first, last, 0x7ff0000000000000ull, 0x8000000000000000ull, name, out);
+  if (dtype == "F16") scan_run<uint16_t>(p, first, last, 0x7c00, 0x8000, name, out);
+  if (dtype == "BF16") scan_run<uint16_t>(p, first, last, 0x7f80, 0x8000, name, out);
+}
+
 ContentScan scan_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors) {
   ContentScan out;
   for (const auto& [name, t] : tensors) {

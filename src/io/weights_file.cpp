@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "core/check.h"
@@ -53,7 +54,11 @@ class TensorBuilder {
   // How many tensors view each storage key (those seen more than once are copied, never borrowed).
   void count(uint32_t tensor) { ++users_[p_.at(p_.at(tensor).items[0]).s]; }
 
-  Tensor build(const std::string& name, uint32_t tensor) {
+  // name: the key as stored (for messages); scanned_as: when not empty, a float32 tensor that is its
+  // whole storage is searched for NaN/Inf under this name while its bytes are read for their CRC
+  // (into prescan / prescanned), so that nobody reads them again for it.
+  Tensor build(const std::string& name, uint32_t tensor, const std::string& scanned_as = "",
+               ContentScan* prescan = nullptr, std::vector<std::string>* prescanned = nullptr) {
     const Value& t = p_.at(tensor);
     const Value& s = p_.at(t.items[0]);
     const std::string where = fmt::format("{}: tensor '{}'", zip_.name(), name);
@@ -97,13 +102,34 @@ class TensorBuilder {
                 "{}: the view (offset {}, size {}, stride {}) reaches element {} of a {}-element storage", where,
                 t.offset, shape_str(shape), shape_str(t.stride), last, s.numel);
     }
-    const ZipBytes& bytes = entry_bytes(*entry);
-    const char* base = bytes.data + static_cast<uint64_t>(t.offset) * element;
     bool contiguous = true;
     for (int64_t d = static_cast<int64_t>(shape.size()) - 1, expect = 1; d >= 0; --d) {
       if (shape[d] != 1 && t.stride[d] != expect) contiguous = false;
       expect *= shape[d];
     }
+    ZipArchive::BlockVisitor visit;
+    const bool whole = dtype == "F32" && contiguous && t.offset == 0 && numel == s.numel && users_[s.s] == 1 &&
+                       !read_.count(entry->name) && prescan != nullptr && !scanned_as.empty();
+    std::mutex found;
+    if (whole) {
+      visit = [&](const char* block, uint64_t offset, uint64_t size) {  // concurrently, for different blocks
+        ContentScan local;
+        scan_floats(block - offset, static_cast<int64_t>(offset / 4), static_cast<int64_t>((offset + size) / 4), "F32",
+                    scanned_as, local);
+        if (local.nonfinite_count == 0) return;
+        std::lock_guard lock(found);
+        if (prescan->nonfinite_count == 0 ||
+            (prescan->nonfinite_tensor == scanned_as && local.nonfinite_index < prescan->nonfinite_index)) {
+          prescan->nonfinite_tensor = local.nonfinite_tensor;
+          prescan->nonfinite_index = local.nonfinite_index;
+          prescan->nonfinite_value = local.nonfinite_value;
+        }
+        prescan->nonfinite_count += local.nonfinite_count;
+      };
+      prescanned->push_back(scanned_as);
+    }
+    const ZipBytes& bytes = entry_bytes(*entry, visit);
+    const char* base = bytes.data + static_cast<uint64_t>(t.offset) * element;
     if (dtype == "F32" && contiguous && users_[s.s] == 1 && reinterpret_cast<uintptr_t>(base) % 8 == 0) {
       return Tensor::from_blob(const_cast<char*>(base), shape, DType::F32, bytes.owner, bytes.mapped);
     }
@@ -158,9 +184,9 @@ class TensorBuilder {
     }
   }
 
-  const ZipBytes& entry_bytes(const ZipEntry& entry) {
+  const ZipBytes& entry_bytes(const ZipEntry& entry, const ZipArchive::BlockVisitor& visit) {
     auto it = read_.find(entry.name);
-    if (it == read_.end()) it = read_.emplace(entry.name, zip_.read(entry)).first;  // CRC checked once
+    if (it == read_.end()) it = read_.emplace(entry.name, zip_.read(entry, visit)).first;  // CRC checked once
     return it->second;
   }
 
@@ -286,7 +312,8 @@ SafetensorsFile read_torch_zip(const ZipArchive& zip) {
   for (const auto& e : ema_entries) builder.count(e.second);
   file.stripped_prefix = common_prefix_to_strip(weight_entries);
   for (const auto& [key, tensor] : weight_entries) {
-    file.tensors.emplace_back(key.substr(file.stripped_prefix.size()), builder.build(key, tensor));
+    const std::string stripped = key.substr(file.stripped_prefix.size());
+    file.tensors.emplace_back(stripped, builder.build(key, tensor, stripped, &file.prescan, &file.prescanned));
   }
   const std::string ema_prefix = common_prefix_to_strip(ema_entries);
   for (const auto& [key, tensor] : ema_entries) {

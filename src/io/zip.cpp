@@ -1,6 +1,7 @@
 // Zip archives through minizip over memory (see zip.h).
 #include "io/zip.h"
 
+#include <omp.h>
 #include <unzip.h>
 #include <zlib.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include "core/check.h"
 #include "io/mapped_file.h"
@@ -189,11 +191,43 @@ const ZipEntry* ZipArchive::find(const std::string& entry_name) const {
   return nullptr;
 }
 
-ZipBytes ZipArchive::read(const ZipEntry& e) const {
+namespace {
+
+// The CRC-32 of bytes, handed to visit block by block just after each block's CRC. A large entry
+// is cut into one run of blocks per thread (CRCs joined by crc32_combine64), so visit may be
+// called from several threads at once, for different blocks.
+uint32_t crc_and_visit(const char* data, uint64_t size, const ZipArchive::BlockVisitor& visit) {
+  constexpr uint64_t kBlock = 1 << 20;
+  const auto blocks = static_cast<int64_t>((size + kBlock - 1) / kBlock);
+  const int parts = static_cast<int>(std::min<int64_t>(blocks / 4, omp_get_max_threads()));
+  auto run = [&](int64_t first, int64_t last) {  // blocks [first, last)
+    uLong crc = crc32_z(0L, Z_NULL, 0);
+    for (int64_t b = first; b < last; ++b) {
+      const uint64_t at = static_cast<uint64_t>(b) * kBlock, n = std::min(kBlock, size - at);
+      crc = crc32_z(crc, reinterpret_cast<const Bytef*>(data + at), n);
+      if (visit) visit(data + at, at, n);
+    }
+    return crc;
+  };
+  if (parts <= 1) return static_cast<uint32_t>(run(0, blocks));
+  std::vector<uLong> crcs(static_cast<size_t>(parts));
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+  for (int p = 0; p < parts; ++p) crcs[static_cast<size_t>(p)] = run(blocks * p / parts, blocks * (p + 1) / parts);
+  uLong crc = crcs[0];
+  for (int p = 1; p < parts; ++p) {
+    const uint64_t first = static_cast<uint64_t>(blocks * p / parts) * kBlock;
+    const uint64_t last = std::min(size, static_cast<uint64_t>(blocks * (p + 1) / parts) * kBlock);
+    crc = crc32_combine64(crc, crcs[static_cast<size_t>(p)], static_cast<z_off64_t>(last - first));
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+}  // namespace
+
+ZipBytes ZipArchive::read(const ZipEntry& e, const BlockVisitor& visit) const {
   const char* start = base_ + e.data_offset;
   if (!e.deflated) {
-    uLong crc = crc32_z(0L, Z_NULL, 0);
-    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(start), e.size);
+    const uint32_t crc = crc_and_visit(start, e.size, visit);
     VIT_CHECK(static_cast<uint32_t>(crc) == e.crc, "zip",
               "{}: entry '{}': CRC-32 mismatch (recorded {:08x}, computed {:08x}): the file is corrupt", name_, e.name,
               e.crc, static_cast<uint32_t>(crc));
@@ -232,8 +266,7 @@ ZipBytes ZipArchive::read(const ZipEntry& e) const {
             out_done, e.size, status == Z_DATA_ERROR ? ": " + message : "");
   *inflated_ += e.size;
   out->resize(e.size);
-  uLong crc = crc32_z(0L, Z_NULL, 0);
-  crc = crc32_z(crc, reinterpret_cast<const Bytef*>(out->data()), out->size());
+  const uint32_t crc = crc_and_visit(out->data(), out->size(), visit);
   VIT_CHECK(static_cast<uint32_t>(crc) == e.crc, "zip",
             "{}: entry '{}': CRC-32 mismatch (recorded {:08x}, computed {:08x}): the file is corrupt", name_, e.name,
             e.crc, static_cast<uint32_t>(crc));

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,8 +52,11 @@ class ZipArchive {
   const std::string& name() const { return name_; }
   const std::vector<ZipEntry>& entries() const { return entries_; }
   const ZipEntry* find(const std::string& entry_name) const;  // nullptr when absent
-  // The entry's bytes, checked against its CRC-32 (each stored entry is checked once).
-  ZipBytes read(const ZipEntry& entry) const;
+  // The entry's bytes, checked against its CRC-32. visit (optional) sees them block by block (1 MiB,
+  // offsets from the entry's start) right after each block's CRC, while it is in cache; a large
+  // entry is read by several threads, so visit may run concurrently for different blocks.
+  using BlockVisitor = std::function<void(const char* block, uint64_t offset, uint64_t size)>;
+  ZipBytes read(const ZipEntry& entry, const BlockVisitor& visit = {}) const;
   uint64_t archive_size() const { return size_; }
 
  private:
