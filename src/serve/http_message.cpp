@@ -331,11 +331,14 @@ std::string serialize(const Response& response, bool keep_alive, bool head_only)
   return out;
 }
 
+std::string json_text(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 Response error_response(int status, const std::string& message) {
   Response r;
   r.status = status;
-  // Messages may quote the request (bytes that are not UTF-8): replaced, never a failure to answer.
-  r.body = nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  r.body = json_text(nlohmann::json{{"error", message}});
   if (status == 429 || status == 503) r.headers.emplace_back("Retry-After", "1");
   return r;
 }

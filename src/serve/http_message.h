@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -87,5 +88,8 @@ const char* reason_phrase(int status);
 std::string serialize(const Response& response, bool keep_alive, bool head_only);
 // An error answer: {"error": message} as JSON.
 Response error_response(int status, const std::string& message);
+// The text of every JSON answer: compact, with bytes that are not UTF-8 (an error message may quote
+// the request) replaced rather than a failure to answer.
+std::string json_text(const nlohmann::json& value);
 
 }  // namespace vit::serve::http

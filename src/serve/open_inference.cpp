@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "serve/http_message.h"
 
 namespace vit::serve::oip {
 namespace {
@@ -227,7 +228,7 @@ EncodedResponse encode_infer_response(const std::string& model_name, const std::
     j["outputs"].push_back(std::move(out));
   }
   EncodedResponse r;
-  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  r.body = http::json_text(j);
   if (!binary.empty()) {
     r.header_length = r.body.size();
     r.body += binary;

@@ -38,7 +38,7 @@ struct HttpError {
 void reply(http::Response& res, int status, const json& body) {
   res.status = status;
   res.content_type = "application/json";
-  res.body = body.dump(-1, ' ', false, json::error_handler_t::replace);  // request bytes quoted: replaced
+  res.body = http::json_text(body);
 }
 
 // The value of a query parameter, or nullptr.

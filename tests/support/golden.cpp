@@ -69,4 +69,23 @@ static std::string index_str(const Shape& shape, int64_t flat) {
              worst, head(a), head(e));
 }
 
+::testing::AssertionResult close_to_largest(const Tensor& actual, const Tensor& expected, double tol,
+                                            const std::string& name) {
+  if (actual.shape() != expected.shape()) {
+    return ::testing::AssertionFailure() << name << ": shape " << shape_str(actual.shape()) << " vs expected "
+                                         << shape_str(expected.shape());
+  }
+  const auto a = actual.to_vector(), b = expected.to_vector();
+  double top = 0.0, worst = 0.0;
+  size_t at = 0;
+  for (double v : b) top = std::max(top, std::fabs(v));
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!(std::fabs(a[i] - b[i]) <= worst)) worst = std::fabs(a[i] - b[i]), at = i;
+  }
+  if (worst <= tol * top) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << name << ": max |diff| " << worst << " at " << at << " (actual " << a[at]
+                                       << ", expected " << b[at] << ") vs largest value " << top << " (bound " << tol
+                                       << " x largest)";
+}
+
 }  // namespace vit::testing

@@ -22,6 +22,12 @@ Tensor golden_targets(const io::SafetensorsFile& file, const std::string& key);
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, Tolerance tol,
                                      const std::string& name);
 
+// The parity bound of whole-model outputs (logits, embeddings): the same shape, and
+// |actual - expected| <= tol * max|expected| everywhere. A failure names the largest difference,
+// where it is, both values there, and the largest expected value.
+::testing::AssertionResult close_to_largest(const Tensor& actual, const Tensor& expected, double tol,
+                                            const std::string& name);
+
 }  // namespace vit::testing
 
 #define EXPECT_CLOSE(actual, expected, tol) EXPECT_TRUE(::vit::testing::all_close(actual, expected, tol, #actual))
