@@ -6,10 +6,8 @@
 // most --request-timeout + 1 s; what is still open then is closed), then exit 0.
 #include <signal.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <filesystem>
 #include <thread>
 
 #include "cli/commands.h"
@@ -92,46 +90,17 @@ void add_serve_command(CLI::App& app) {
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    // The server owns the weights it loaded: it never reads the checkpoint file again (a deploy that
-    // rewrites or truncates it cannot change or crash what is being served).
-    // What to serve: (name, file) from --checkpoint, --model and --model-dir, in that order.
-    std::vector<std::pair<std::string, std::string>> wanted;
-    namespace fs = std::filesystem;
-    if (!o->checkpoint.empty()) wanted.emplace_back(fs::path(o->checkpoint).stem().string(), o->checkpoint);
-    for (const std::string& spec : o->models) {
-      const size_t eq = spec.find('=');
-      VIT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < spec.size(), "serve",
-                "--model {}: give NAME=FILE (e.g. --model vit_b16=vit_b_16.pth)", spec);
-      wanted.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
-    }
-    if (!o->model_dir.empty()) {
-      std::error_code ec;
-      VIT_CHECK(fs::is_directory(o->model_dir, ec), "serve", "--model-dir {}: not a directory", o->model_dir);
-      std::vector<fs::path> files;
-      for (const auto& entry : fs::directory_iterator(o->model_dir, ec)) {
-        if (entry.is_regular_file(ec) && entry.path().filename().string().front() != '.') files.push_back(entry.path());
-      }
-      std::sort(files.begin(), files.end());
-      VIT_CHECK(!files.empty(), "serve", "--model-dir {}: holds no model files", o->model_dir);
-      for (const fs::path& f : files) wanted.emplace_back(f.stem().string(), f.string());
-    }
-    VIT_CHECK(!wanted.empty(), "serve",
-              "no model to serve: give --checkpoint FILE, --model NAME=FILE or --model-dir DIR");
-    std::vector<serve::NamedModel> models;
-    for (const auto& [name, file] : wanted) {
-      ModelOptions one = *o;
-      one.checkpoint = file;
-      try {
-        // The server owns the weights it loaded: it never reads the checkpoint file again (a deploy
-        // that rewrites or truncates it cannot change or crash what is being served).
-        models.push_back({name, file, load_predictor(one, infer::Predictor::WeightPages::Own)});
-      } catch (const std::exception& e) {
-        if (!o->skip_failed) fail("serve", "model '{}' ({}) does not load: {}", name, file, e.what());
-        std::fprintf(stderr, "warning: [serve] model '%s' (%s) does not load, serving without it: %s\n", name.c_str(),
-                     file.c_str(), e.what());
-      }
-    }
-    VIT_CHECK(!models.empty(), "serve", "none of the {} models loaded", wanted.size());
+    // The server owns the weights it loaded: it never reads the checkpoint file again (a deploy
+    // that rewrites or truncates it cannot change or crash what is being served).
+    const std::vector<serve::ModelSpec> specs = serve::model_specs(o->checkpoint, o->models, o->model_dir);
+    std::vector<serve::NamedModel> models = serve::load_models(
+        specs,
+        [&o](const std::string& file) {
+          ModelOptions one = *o;
+          one.checkpoint = file;
+          return load_predictor(one, infer::Predictor::WeightPages::Own);
+        },
+        o->skip_failed, [](const std::string& warning) { std::fprintf(stderr, "%s\n", warning.c_str()); });
     std::vector<std::string> lines;
     for (const serve::NamedModel& m : models) {
       const model::ViTConfig& c = m.model.config();

@@ -8,8 +8,8 @@
 
 #include "kernels/bf16_gemm.h"
 #include "kernels/cpu_features.h"
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 #include "support/tiny_checkpoint.h"
 
 namespace vit {

@@ -13,8 +13,8 @@
 #include <regex>
 
 #include "checkpoint/checkpoint.h"
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 #include "train/trainer.h"
 
 namespace vit {

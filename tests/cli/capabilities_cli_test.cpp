@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "data/image.h"
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 
 namespace vit {
 namespace {

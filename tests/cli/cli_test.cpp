@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "data/image.h"
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 
 namespace vit {
 namespace {

@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "checkpoint/checkpoint.h"
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 
 namespace vit {
 namespace {

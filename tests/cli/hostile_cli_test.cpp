@@ -6,8 +6,8 @@
 #include <string>
 
 #include "data/image.h"
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 
 namespace vit {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "data/image.h"
 #include "io/safetensors.h"
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 
 namespace vit {
 namespace {

@@ -14,8 +14,8 @@
 #include <fstream>
 #include <thread>
 
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 
 namespace vit {
 namespace {

@@ -8,8 +8,8 @@
 #include <regex>
 
 #include "data/image.h"
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 
 namespace vit {
 namespace {

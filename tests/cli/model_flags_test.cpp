@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/architecture.h"
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 
 namespace vit {
 namespace {

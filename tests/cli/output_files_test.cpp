@@ -14,8 +14,8 @@
 
 #include "data/image.h"
 #include "io/npy.h"
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 #include "support/tiny_checkpoint.h"
 
 namespace vit {

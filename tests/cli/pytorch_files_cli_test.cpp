@@ -7,8 +7,8 @@
 
 #include "io/npy.h"
 #include "io/safetensors.h"
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 
 namespace vit {
 namespace {

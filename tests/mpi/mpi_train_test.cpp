@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "checkpoint/checkpoint.h"
-#include "cli/run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 
 namespace vit::testing {
 namespace {

@@ -1,10 +1,9 @@
 // `vit serve`'s HTTP pieces without a socket: the request head parser (RFC 9112 framing), the
 // chunked decoder fed byte by byte, and the decode budget's leases.
-#include "serve/http_message.h"
-
 #include <gtest/gtest.h>
 
 #include "serve/decode_budget.h"
+#include "serve/http/message.h"
 
 namespace vit::serve {
 namespace {

@@ -1,12 +1,12 @@
 // Open Inference Protocol requests and answers (see open_inference.h).
-#include "serve/open_inference.h"
+#include "serve/oip/protocol.h"
 
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
-#include "serve/http_message.h"
+#include "serve/http/message.h"
 
 namespace vit::serve::oip {
 namespace {

@@ -1,6 +1,6 @@
-// `vit serve`'s HTTP/1.1 server: one event-loop thread (epoll) does all socket work, a bounded
-// pool of worker threads runs the handlers. Only whole requests reach a worker, so a client that
-// sends slowly holds a connection slot, never a worker.
+// The transport under `vit serve`: an HTTP/1.1 event loop. One thread (epoll) does all socket
+// work, a bounded pool of worker threads runs the handler (serve/router.h dispatches it). Only whole requests reach a
+// worker, so a client that sends slowly holds a connection slot, never a worker.
 //   - Deadlines: a request (head and body) must arrive within request_timeout of its first byte
 //     (408 and close beyond), an answer must be written within request_timeout, and a keep-alive
 //     connection idle for request_timeout is closed.
@@ -8,7 +8,7 @@
 //   - Pipelining: requests on one connection are answered one at a time, in order (the next is
 //     parsed after the previous answer is written). A client that half-closes (shutdown(SHUT_WR))
 //     after sending still gets its answers, then the connection is closed.
-//   - Framing: serve/http_message.h (RFC 9112); a refused request is answered and its connection
+//   - Framing: serve/http/message.h (RFC 9112); a refused request is answered and its connection
 //     closed after reading (and dropping) at most 16 MiB more for up to 5 s, so a client that
 //     sends its whole body before reading gets the answer instead of a reset.
 //   - stop(): the listening socket is closed, idle connections are closed, requests in progress
@@ -23,11 +23,11 @@
 #include <memory>
 #include <string>
 
-#include "serve/http_message.h"
+#include "serve/http/message.h"
 
 namespace vit::serve::http {
 
-struct ServerOptions {
+struct EventLoopOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port
   int workers = 64;
@@ -40,13 +40,13 @@ struct ServerOptions {
 
 using Handler = std::function<Response(const Request&)>;
 
-class Server {
+class EventLoop {
  public:
   // `quick(request)`: run handle on the event loop instead of a worker.
-  Server(ServerOptions options, Handler handle, std::function<bool(const Request&)> quick);
-  ~Server();
-  Server(const Server&) = delete;
-  Server& operator=(const Server&) = delete;
+  EventLoop(EventLoopOptions options, Handler handle, std::function<bool(const Request&)> quick);
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
   // Binds and listens; returns the port. Throws "[serve] cannot listen on HOST:PORT ...".
   int bind();
   // Runs the event loop until stop() and the drain finish.

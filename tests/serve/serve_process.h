@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "run_vit.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 
 namespace vit {
 

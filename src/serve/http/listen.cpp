@@ -1,4 +1,4 @@
-// The listening socket of `vit serve`'s HTTP server (see http_server.h).
+// The listening socket of `vit serve`'s HTTP server (see serve/http/event_loop.h).
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "core/check.h"
-#include "serve/http_server.h"
+#include "serve/http/event_loop.h"
 
 namespace vit::serve::http {
 

@@ -17,7 +17,7 @@
 
 #include "data/image.h"
 #include "io/npy.h"
-#include "serve_process.h"
+#include "serve/serve_process.h"
 
 namespace vit {
 namespace {

@@ -18,9 +18,9 @@
 
 #include "data/image.h"
 #include "io/npy.h"
-#include "run_vit.h"
-#include "serve_process.h"
+#include "serve/serve_process.h"
 #include "support/files.h"
+#include "support/run_vit.h"
 #include "support/tolerances.h"
 
 namespace vit {

@@ -1,5 +1,5 @@
 // HTTP/1.1 request heads, chunked bodies and responses (see http_message.h; RFC 9112).
-#include "serve/http_message.h"
+#include "serve/http/message.h"
 
 #include <fmt/format.h>
 

@@ -1,11 +1,6 @@
 // The Open Inference Protocol (KServe v2, as Triton, KServe, Seldon MLServer and OpenVINO Model
 // Server speak it) over HTTP/REST: the parsing of an inference request and the writing of its
-// answer, JSON and the binary tensor data extension. The routes live in server.cpp:
-//   GET  /v2                                   server metadata {name, version, extensions}
-//   GET  /v2/health/live, /v2/health/ready     200 (ready: 503 while draining)
-//   GET  /v2/models/{name}[/versions/{v}]      model metadata {name, versions, platform, inputs, outputs}
-//   GET  /v2/models/{name}[/versions/{v}]/ready
-//   POST /v2/models/{name}[/versions/{v}]/infer
+// answer, JSON and the binary tensor data extension (the endpoints: serve/oip/endpoints.h).
 // A request: {"id"?, "parameters"?, "inputs": [{"name", "shape", "datatype", "parameters"?, "data"?}],
 // "outputs"?: [{"name", "parameters"?: {"binary_data"?, "classification"?}}]}. Our models take one
 // input, "input": FP32 (B, C, H, W) (FP64 is accepted and narrowed), its data a row-major list

@@ -1,6 +1,6 @@
 // `vit serve`'s HTTP/1.1 server: epoll event loop, per-connection state with deadlines, a
-// bounded worker pool (see http_server.h).
-#include "serve/http_server.h"
+// bounded worker pool (see serve/http/event_loop.h).
+#include "serve/http/event_loop.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -57,8 +57,8 @@ struct Finished {
 
 }  // namespace
 
-struct Server::Loop {
-  ServerOptions options;
+struct EventLoop::Loop {
+  EventLoopOptions options;
   Handler handle;
   std::function<bool(const Request&)> quick;
   std::atomic<bool>* stopping = nullptr;
@@ -446,7 +446,7 @@ struct Server::Loop {
   }
 };
 
-Server::Server(ServerOptions options, Handler handle, std::function<bool(const Request&)> quick)
+EventLoop::EventLoop(EventLoopOptions options, Handler handle, std::function<bool(const Request&)> quick)
     : loop_(std::make_unique<Loop>()) {
   VIT_CHECK(options.workers >= 1, "serve", "--http-threads must be >= 1, got {}", options.workers);
   VIT_CHECK(options.max_connections >= 1, "serve", "--max-connections must be >= 1, got {}", options.max_connections);
@@ -466,9 +466,9 @@ Server::Server(ServerOptions options, Handler handle, std::function<bool(const R
   epoll_ctl(loop_->epoll_fd, EPOLL_CTL_ADD, loop_->wake_fd, &e);
 }
 
-Server::~Server() = default;
+EventLoop::~EventLoop() = default;
 
-int Server::bind() {
+int EventLoop::bind() {
   Loop& l = *loop_;
   // Room for every connection (the soft descriptor limit is often 1024).
   rlimit files{};
@@ -485,12 +485,12 @@ int Server::bind() {
   return port;
 }
 
-void Server::serve() {
+void EventLoop::serve() {
   VIT_CHECK(loop_->listen_fd >= 0 || stopping_, "serve", "serve() before bind()");
   if (loop_->listen_fd >= 0) loop_->run();
 }
 
-void Server::stop() {
+void EventLoop::stop() {
   stopping_ = true;
   loop_->wake();
 }

@@ -1,4 +1,4 @@
-// HTTP/1.1 messages for `vit serve`'s own HTTP layer (serve/http_server.h): the request head
+// HTTP/1.1 messages for `vit serve`'s own HTTP layer (serve/http/event_loop.h): the request head
 // parsed by RFC 9112's framing rules, the chunked body decoder, and responses written out.
 // Framing (RFC 9112 sections 2-7), all refused before any body is read:
 //   - request line METHOD SP TARGET SP HTTP/1.x (414 when longer than max_line_bytes, 505 for

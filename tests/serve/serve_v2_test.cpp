@@ -17,7 +17,7 @@
 #include "core/random.h"
 #include "data/image.h"
 #include "io/npy.h"
-#include "serve_process.h"
+#include "serve/serve_process.h"
 
 namespace vit {
 namespace {
@@ -250,7 +250,7 @@ TEST_F(ServeV2, MalformedRequestsAre4xxAndTheServerStaysUp) {
                404, "unknown version '3'");
   expect_error(c.Get(url), 405, "takes POST");
   expect_error(c.Post("/v1/predict", "x", "image/png"), 400, "name one with ?model=NAME");
-  expect_error(c.Post("/v1/predict?model=nope", "x", "image/png"), 404, "no model 'nope' (served: timm, jax)");
+  expect_error(c.Post("/v1/predict?model=nope", "x", "image/png"), 404, "unknown model 'nope' (served: timm, jax)");
   const auto health = c.Get("/v2/health/live");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
