@@ -51,6 +51,19 @@ TEST(HttpMessage, BrokenFramingGetsItsStatus) {
   EXPECT_EQ(http::parse_head(many + "\r\n", {}).status, 431);
 }
 
+// Empty lines before a request are skipped (RFC 9112 2.2) but count against the head's limit: a
+// client sending nothing else is refused instead of being read (and parsed) without end.
+TEST(HttpMessage, EmptyLinesBeforeARequestCountAgainstTheHeadLimit) {
+  const http::Limits limits;
+  std::string blank;
+  for (size_t i = 0; i < limits.max_head_bytes; i += 2) blank += "\r\n";
+  EXPECT_EQ(http::parse_head(blank, limits).state, Head::State::Incomplete);  // at the limit: still waiting
+  const Head h = http::parse_head(blank + "\r\n\n", limits);
+  EXPECT_EQ(h.state, Head::State::Error);
+  EXPECT_EQ(h.status, 431) << h.error;
+  EXPECT_EQ(http::parse_head("\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", limits).state, Head::State::Done);
+}
+
 TEST(HttpMessage, AChunkedBodyIsDecodedFedByteByByte) {
   const std::string wire = "5;name=v\r\nhello\r\nB\r\n, chunked!!\r\n0\r\nTrailer: x\r\n\r\nNEXT";
   http::ChunkedDecoder decoder;

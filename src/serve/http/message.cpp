@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace vit::serve::http {
 namespace {
@@ -84,11 +85,15 @@ std::string Request::header(std::string_view name) const {
   return "";
 }
 
-Head parse_head(std::string_view buffer, const Limits& limits) {
-  size_t pos = 0;
+namespace {
+
+// The lines of a head (without their CR/LF) and where the head ends, or an error Head; `end` stays
+// npos while the head is incomplete (and within its limits).
+std::optional<Head> split_head(std::string_view buffer, const Limits& limits, size_t& pos, size_t& end,
+                               std::vector<std::string_view>& lines) {
   while (pos < buffer.size() && (buffer[pos] == '\r' || buffer[pos] == '\n')) ++pos;  // empty lines first
-  std::vector<std::string_view> lines;
-  size_t end = std::string_view::npos;
+  // They count against the head's limit: a client sending only blank lines is refused, not read forever.
+  if (pos > limits.max_head_bytes) return error(431, "the request starts with too many empty lines");
   for (size_t at = pos; at < buffer.size();) {
     const size_t nl = buffer.find('\n', at);
     if (nl == std::string_view::npos) break;
@@ -107,14 +112,31 @@ Head parse_head(std::string_view buffer, const Limits& limits) {
     const size_t first_line = std::min(buffer.find('\n', pos), buffer.size()) - pos;
     if (first_line > limits.max_line_bytes) return error(414, "the request line (the URI) is too long");
     if (buffer.size() - pos > limits.max_head_bytes) return error(431, "the request headers are too large");
-    return {};
+    return std::nullopt;
   }
   if (end - pos > limits.max_head_bytes) return error(431, "the request headers are too large");
+  return std::nullopt;
+}
 
-  Head h;
-  Request& r = h.request;
-  // The request line: METHOD SP TARGET SP VERSION, single spaces.
-  const std::string_view line = lines[0];
+// The query string's KEY=VALUE pairs, %XX and '+' decoded, into r.query.
+std::optional<Head> parse_query(std::string_view query, Request& r) {
+  while (!query.empty()) {
+    const size_t amp = std::min(query.find('&'), query.size());
+    const std::string_view pair = query.substr(0, amp);
+    query.remove_prefix(std::min(amp + 1, query.size()));
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    std::string key, value;
+    if (!url_decode(pair.substr(0, eq), key) ||
+        !url_decode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), value))
+      return error(400, "malformed query string (a broken %XX escape)");
+    r.query.emplace_back(std::move(key), std::move(value));
+  }
+  return std::nullopt;
+}
+
+// The request line: METHOD SP TARGET SP VERSION, single spaces; the target's path and query.
+std::optional<Head> parse_request_line(std::string_view line, Request& r, bool& http11) {
   const size_t sp1 = line.find(' '), sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
   if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
     return error(400, "malformed request line (METHOD TARGET HTTP/1.1)");
@@ -126,7 +148,7 @@ Head parse_head(std::string_view buffer, const Limits& limits) {
       version[6] != '.' || !std::isdigit(static_cast<unsigned char>(version[7])))
     return error(400, "malformed HTTP version");
   if (version != "HTTP/1.1" && version != "HTTP/1.0") return error(505, "only HTTP/1.0 and HTTP/1.1 are served");
-  const bool http11 = version == "HTTP/1.1";
+  http11 = version == "HTTP/1.1";
   if (r.target.empty() ||
       std::any_of(r.target.begin(), r.target.end(), [](unsigned char c) { return c <= 32 || c == 127; }))
     return error(400, "malformed request target");
@@ -140,26 +162,56 @@ Head parse_head(std::string_view buffer, const Limits& limits) {
   if (target.front() != '/') return error(400, "the request target must be a path (/v1/predict)");
   const size_t question = target.find('?');
   r.path = std::string(target.substr(0, question));
-  if (question != std::string_view::npos) {
-    std::string_view query = target.substr(question + 1);
-    while (!query.empty()) {
-      const size_t amp = std::min(query.find('&'), query.size());
-      const std::string_view pair = query.substr(0, amp);
-      query.remove_prefix(std::min(amp + 1, query.size()));
-      if (pair.empty()) continue;
-      const size_t eq = pair.find('=');
-      std::string key, value;
-      if (!url_decode(pair.substr(0, eq), key) ||
-          !url_decode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), value))
-        return error(400, "malformed query string (a broken %XX escape)");
-      r.query.emplace_back(std::move(key), std::move(value));
-    }
-  }
-  // Header lines.
+  if (question == std::string_view::npos) return std::nullopt;
+  return parse_query(target.substr(question + 1), r);
+}
+
+// What the header lines say about framing and the connection.
+struct Framing {
   int hosts = 0;
   bool has_length = false, has_encoding = false;
-  r.keep_alive = http11;
   std::string expect;
+};
+
+// One header line's framing fields (Host, Content-Length, Transfer-Encoding, Connection, Expect).
+std::optional<Head> read_framing_field(const std::string& name, std::string_view value, bool http11, Framing& f,
+                                       Head& h) {
+  if (name == "host") {
+    ++f.hosts;
+  } else if (name == "content-length") {
+    for (const std::string_view e : elements(value)) {
+      if (e.size() > 18 || !std::all_of(e.begin(), e.end(), [](unsigned char c) { return std::isdigit(c); }))
+        return error(400, fmt::format("Content-Length must be a length in bytes (at most 18 digits), got '{}'", e));
+      const int64_t n = std::stoll(std::string(e));
+      if (f.has_length && n != h.content_length) return error(400, "conflicting Content-Length values");
+      h.content_length = n;
+      f.has_length = true;
+    }
+    if (!f.has_length) return error(400, "an empty Content-Length");
+  } else if (name == "transfer-encoding") {
+    for (const std::string_view e : elements(value)) {
+      if (lower(e) != "chunked")
+        return error(501, fmt::format("transfer coding '{}' is not supported (only chunked)", e));
+      if (h.chunked) return error(400, "chunked applied twice");
+      h.chunked = true;
+    }
+    f.has_encoding = true;
+  } else if (name == "connection") {
+    for (const std::string_view e : elements(value)) {
+      const std::string token = lower(e);
+      if (token == "close") h.request.keep_alive = false;
+      if (token == "keep-alive" && !http11) h.request.keep_alive = true;
+    }
+  } else if (name == "expect") {
+    f.expect = lower(value);
+  }
+  return std::nullopt;
+}
+
+// The header lines, then the framing rules they must keep together.
+std::optional<Head> parse_fields(const std::vector<std::string_view>& lines, bool http11, Head& h) {
+  Framing f;
+  h.request.keep_alive = http11;
   for (size_t i = 1; i < lines.size(); ++i) {
     const std::string_view field = lines[i];
     if (field.front() == ' ' || field.front() == '\t')
@@ -171,47 +223,32 @@ Head parse_head(std::string_view buffer, const Limits& limits) {
     if (std::any_of(value.begin(), value.end(), [](unsigned char c) { return (c < 32 && c != '\t') || c == 127; }))
       return error(400, "a header value holds a control character");
     std::string name = lower(field.substr(0, colon));
-    if (name == "host") {
-      ++hosts;
-    } else if (name == "content-length") {
-      for (const std::string_view e : elements(value)) {
-        if (e.size() > 18 || !std::all_of(e.begin(), e.end(), [](unsigned char c) { return std::isdigit(c); }))
-          return error(400, fmt::format("Content-Length must be a length in bytes (at most 18 digits), got '{}'", e));
-        const int64_t n = std::stoll(std::string(e));
-        if (has_length && n != h.content_length) return error(400, "conflicting Content-Length values");
-        h.content_length = n;
-        has_length = true;
-      }
-      if (!has_length) return error(400, "an empty Content-Length");
-    } else if (name == "transfer-encoding") {
-      for (const std::string_view e : elements(value)) {
-        const std::string coding = lower(e);
-        if (coding != "chunked")
-          return error(501, fmt::format("transfer coding '{}' is not supported (only chunked)", e));
-        if (h.chunked) return error(400, "chunked applied twice");
-        h.chunked = true;
-      }
-      has_encoding = true;
-    } else if (name == "connection") {
-      for (const std::string_view e : elements(value)) {
-        const std::string token = lower(e);
-        if (token == "close") r.keep_alive = false;
-        if (token == "keep-alive" && !http11) r.keep_alive = true;
-      }
-    } else if (name == "expect") {
-      expect = lower(value);
-    }
-    r.headers.emplace_back(std::move(name), std::string(value));
+    if (auto refused = read_framing_field(name, value, http11, f, h)) return refused;
+    h.request.headers.emplace_back(std::move(name), std::string(value));
   }
-  if (http11 && hosts != 1)
-    return error(400, hosts == 0 ? "an HTTP/1.1 request needs a Host header" : "more than one Host header");
-  if (has_encoding && !http11) return error(400, "Transfer-Encoding in an HTTP/1.0 request");
-  if (has_encoding && !h.chunked) return error(400, "Transfer-Encoding without chunked");
-  if (has_encoding && has_length) return error(400, "both Content-Length and Transfer-Encoding");
-  if (!expect.empty()) {
-    if (expect != "100-continue") return error(417, fmt::format("expectation '{}' is not supported", expect));
+  if (http11 && f.hosts != 1)
+    return error(400, f.hosts == 0 ? "an HTTP/1.1 request needs a Host header" : "more than one Host header");
+  if (f.has_encoding && !http11) return error(400, "Transfer-Encoding in an HTTP/1.0 request");
+  if (f.has_encoding && !h.chunked) return error(400, "Transfer-Encoding without chunked");
+  if (f.has_encoding && f.has_length) return error(400, "both Content-Length and Transfer-Encoding");
+  if (!f.expect.empty()) {
+    if (f.expect != "100-continue") return error(417, fmt::format("expectation '{}' is not supported", f.expect));
     h.expect_continue = http11;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Head parse_head(std::string_view buffer, const Limits& limits) {
+  size_t pos = 0, end = std::string_view::npos;
+  std::vector<std::string_view> lines;
+  if (auto refused = split_head(buffer, limits, pos, end, lines)) return *refused;
+  if (end == std::string_view::npos) return {};  // not all here yet
+  Head h;
+  bool http11 = false;
+  if (auto refused = parse_request_line(lines[0], h.request, http11)) return *refused;
+  if (auto refused = parse_fields(lines, http11, h)) return *refused;
   h.bytes = end;
   h.state = Head::State::Done;
   return h;
