@@ -62,7 +62,7 @@ std::vector<std::string> bf16_storage_names(const std::string& metadata) {
   return nlohmann::json::parse(metadata).at("tensors").get<std::vector<std::string>>();
 }
 
-std::vector<std::string> check_bf16_storage(const io::SafetensorsFile& file, const std::string& metadata) {
+std::vector<std::string> check_bf16_storage(const io::WeightsFile& file, const std::string& metadata) {
   const std::string& path = file.path;
   std::string scheme;
   std::vector<std::string> names;

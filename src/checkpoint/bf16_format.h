@@ -34,7 +34,7 @@ std::string bf16_storage_metadata(const std::vector<std::string>& names);
 // Read side: the "storage" metadata value against the file as stored. The scheme must be
 // kBf16Scheme, each listed tensor a weight (not optimizer./ema.) stored as BF16, and no other
 // weight stored as BF16. Throws "[checkpoint] FILE: ..." naming the tensor. Returns the names.
-std::vector<std::string> check_bf16_storage(const io::SafetensorsFile& file, const std::string& metadata);
+std::vector<std::string> check_bf16_storage(const io::WeightsFile& file, const std::string& metadata);
 
 // The names listed in a "storage" value that check_bf16_storage accepted ("" gives none).
 std::vector<std::string> bf16_storage_names(const std::string& metadata);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_set>
 
 #include "checkpoint/bf16_format.h"
 #include "checkpoint/int8_format.h"
@@ -224,26 +225,25 @@ void save_checkpoint(const std::string& path, const model::VisionTransformer& mo
   io::save_safetensors(path, tensors, metadata, /*checksum=*/true, bf16 ? bf16_weight_bits(model) : io::Bf16Bits{});
 }
 
-bool is_vit_checkpoint(const io::SafetensorsFile& file) {
+bool is_vit_checkpoint(const io::WeightsFile& file) {
   const auto it = file.metadata.find("format");
   return it != file.metadata.end() && file.metadata.count("model_config");
 }
 
-io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool checksum, bool allow_nonfinite, bool ema) {
+io::ContentScan scan_checkpoint_file(const io::WeightsFile& file, bool checksum, bool allow_nonfinite, bool ema) {
   io::ContentScan scan;
-  if (file.format == "safetensors") {
+  if (file.format == io::WeightsFormat::Safetensors) {
     scan = io::scan_contents(file, checksum, !allow_nonfinite);
   } else if (!allow_nonfinite && ema) {
-    scan = io::scan_tensors(file.ema);
+    scan = io::scan_tensors(file.torch.ema);
   } else if (!allow_nonfinite) {
-    // What was not searched while its bytes were read (file.prescanned: a .pth's float32 storages).
+    // What was not searched while its bytes were read (prescanned: a .pth's float32 storages).
+    const std::unordered_set<std::string> prescanned(file.torch.prescanned.begin(), file.torch.prescanned.end());
     std::vector<std::pair<std::string, Tensor>> rest;
     for (const auto& named : file.tensors) {
-      if (std::find(file.prescanned.begin(), file.prescanned.end(), named.first) == file.prescanned.end()) {
-        rest.push_back(named);
-      }
+      if (prescanned.count(named.first) == 0) rest.push_back(named);
     }
-    scan = file.prescan;
+    scan = file.torch.prescan;
     const io::ContentScan more = io::scan_tensors(rest);
     if (scan.nonfinite_count == 0)
       scan = more;
@@ -259,7 +259,7 @@ io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool check
   return scan;
 }
 
-LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOptions& options) {
+LoadedCheckpoint parse_checkpoint(const io::WeightsFile& file, const ReadOptions& options) {
   const std::string& path = file.path;
   auto meta = [&](const std::string& key) -> const std::string& {
     auto it = file.metadata.find(key);

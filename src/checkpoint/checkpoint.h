@@ -102,10 +102,10 @@ struct ReadOptions {
 };
 
 // True when the file's metadata says it is a vit checkpoint.
-bool is_vit_checkpoint(const io::SafetensorsFile& file);
+bool is_vit_checkpoint(const io::WeightsFile& file);
 // Throws "[checkpoint] FILE: ..." when the file is not a (valid) vit checkpoint, naming the
 // metadata field and value, the checksum mismatch or the non-finite tensor.
-LoadedCheckpoint parse_checkpoint(const io::SafetensorsFile& file, const ReadOptions& options = {});
+LoadedCheckpoint parse_checkpoint(const io::WeightsFile& file, const ReadOptions& options = {});
 LoadedCheckpoint load_checkpoint(const std::string& path, const ReadOptions& options = {});
 
 // The checks of what save_checkpoint writes and parse_checkpoint reads (also run before a
@@ -118,7 +118,7 @@ void validate_checkpoint_info(const CheckpointInfo& info, const std::string& pat
 // i ...") in one pass over its data, which also computes the checksum when `checksum` is set.
 // (A .pth or .npz file, io/weights_file.h, has no data section: its decoded tensors are scanned,
 // the EMA state dict's with `ema`.)
-io::ContentScan scan_checkpoint_file(const io::SafetensorsFile& file, bool checksum, bool allow_nonfinite,
+io::ContentScan scan_checkpoint_file(const io::WeightsFile& file, bool checksum, bool allow_nonfinite,
                                      bool ema = false);
 
 // Rethrows an error met while reading `path` as "[checkpoint] FILE: [context: ]message"; an

@@ -4,7 +4,7 @@
 // "tensors": [the quantized weights' names]}. The scheme says the weights' range: vit-int8-2 8-bit
 // ([-127, 127], what vit quantize writes by default), vit-int8-1 7-bit ([-63, 63], older files and
 // --bits 7); both load. Reading checks each of these against the others.
-// Part of the checkpoint format (checkpoint.h writes and reads it; infer/pretrained.cpp too).
+// Part of the checkpoint format (checkpoint.h writes and reads it; infer/own_checkpoint.cpp too).
 #pragma once
 
 #include <string>

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/validators.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "train/evaluate.h"
 #include "train/utf8.h"
 

@@ -11,7 +11,7 @@
 #include "checkpoint/int8_format.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "kernels/cpu_features.h"
 #include "nn/layers.h"
 

@@ -18,8 +18,8 @@
 #include "core/tensor.h"
 #include "data/image.h"
 #include "infer/inference.h"
+#include "infer/load_model.h"
 #include "infer/model_io.h"
-#include "infer/pretrained.h"
 #include "infer/request.h"
 
 namespace vit::infer {

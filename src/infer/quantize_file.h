@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "infer/quantize.h"
 
 namespace vit::infer {

@@ -89,8 +89,8 @@ Tensor make_tensor(const std::string& dtype, const Shape& shape, const char* dat
   return t;
 }
 
-SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> owner, const std::string& name,
-                      bool file_mapped) {
+WeightsFile parse(const char* base, uint64_t size, std::shared_ptr<void> owner, const std::string& name,
+                  bool file_mapped) {
   auto bad = [&name](const std::string& what) { fail("safetensors", "{}: {}", name, what); };
   if (size < 8) bad(fmt::format("file is {} bytes, too short for the 8-byte header length", size));
   uint64_t header_len;
@@ -117,7 +117,7 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
   const char* data = base + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
 
-  SafetensorsFile file;
+  WeightsFile file;
   file.path = name;
   file.bytes = owner;
   file.data = data;
@@ -194,24 +194,13 @@ SafetensorsFile parse(const char* base, uint64_t size, std::shared_ptr<void> own
 
 }  // namespace
 
-bool SafetensorsFile::contains(const std::string& name) const {
-  return std::any_of(tensors.begin(), tensors.end(), [&](const auto& kv) { return kv.first == name; });
-}
-
-const Tensor& SafetensorsFile::get(const std::string& name) const {
-  for (const auto& [key, t] : tensors) {
-    if (key == name) return t;
-  }
-  fail("safetensors", "{}: no tensor '{}'", path, name);
-}
-
-SafetensorsFile parse_safetensors(std::shared_ptr<std::vector<char>> bytes, const std::string& name) {
+WeightsFile parse_safetensors(std::shared_ptr<std::vector<char>> bytes, const std::string& name) {
   const char* base = bytes->data();
   const uint64_t size = bytes->size();
   return parse(base, size, std::static_pointer_cast<void>(bytes), name, false);
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
+WeightsFile load_safetensors(const std::string& path) {
   const MappedFile file = map_file(path, "safetensors");
   return parse(file.data, file.size, file.owner, path, true);
 }

@@ -50,8 +50,7 @@ void scan_run(const char* p, int64_t first, int64_t last, Bits exponent, Bits si
 }
 
 // The elements of `span` that start in the data bytes [lo, hi).
-void scan_span(const SafetensorsFile& file, const SafetensorsFile::Span& span, uint64_t lo, uint64_t hi,
-               ContentScan& out) {
+void scan_span(const WeightsFile& file, const WeightsFile::Span& span, uint64_t lo, uint64_t hi, ContentScan& out) {
   const std::string& d = span.dtype;
   const uint64_t size = d == "F64" ? 8 : d == "F32" ? 4 : (d == "F16" || d == "BF16") ? 2 : 0;
   if (size == 0) return;  // integers are always finite
@@ -90,7 +89,7 @@ ContentScan scan_tensors(const std::vector<std::pair<std::string, Tensor>>& tens
   return out;
 }
 
-ContentScan scan_contents(const SafetensorsFile& file, bool checksum, bool finite) {
+ContentScan scan_contents(const WeightsFile& file, bool checksum, bool finite) {
   ContentScan out;
   Xxh64 hash(file.header_hash);
   size_t next = 0;  // the first span that ends after the current block's start

@@ -228,7 +228,7 @@ std::vector<std::pair<std::string, uint32_t>> dict_entries(const Pickle& p, uint
 
 }  // namespace
 
-SafetensorsFile read_torch_zip(const ZipArchive& zip) {
+WeightsFile read_torch_zip(const ZipArchive& zip) {
   const std::string& name = zip.name();
   // TorchScript (torch.jit.save) archives hold a data.pkl too, beside their compiled code.
   const bool torchscript = std::any_of(zip.entries().begin(), zip.entries().end(), [](const ZipEntry& e) {
@@ -257,9 +257,9 @@ SafetensorsFile read_torch_zip(const ZipArchive& zip) {
   const ZipBytes pkl_bytes = zip.read(*zip.find(pkl));
   const Pickle p = pickle::parse(pkl_bytes.data, pkl_bytes.size, fmt::format("{}: {}", name, pkl));
 
-  SafetensorsFile file;
+  WeightsFile file;
   file.path = name;
-  file.format = "pytorch";
+  file.format = WeightsFormat::TorchZip;
   uint32_t weights = 0, ema = 0;
   bool have_weights = false, have_ema = false;
   if (is_state_dict(p, p.root)) {
@@ -288,44 +288,46 @@ SafetensorsFile read_torch_zip(const ZipArchive& zip) {
       }
       return false;
     };
-    have_weights = pick(kWeightKeys, weights, file.weights_key);
-    have_ema = pick(kEmaKeys, ema, file.ema_key);
+    have_weights = pick(kWeightKeys, weights, file.torch.weights_key);
+    have_ema = pick(kEmaKeys, ema, file.torch.ema_key);
     for (const auto& [k, v] : entries) {
-      if (k != file.weights_key && k != file.ema_key) file.skipped.push_back(fmt::format("{} ({})", k, describe(p, v)));
+      if (k != file.torch.weights_key && k != file.torch.ema_key)
+        file.torch.skipped.push_back(fmt::format("{} ({})", k, describe(p, v)));
     }
     if (!have_weights && have_ema) {  // a file of EMA weights only: they are its weights
       weights = ema;
       have_weights = true;
       have_ema = false;
-      file.weights_key = file.ema_key;
-      file.ema_key.clear();
+      file.torch.weights_key = file.torch.ema_key;
+      file.torch.ema_key.clear();
     }
     VIT_CHECK(have_weights, "pytorch",
               "{}: no state dict in this file (looked at the top level and the entries state_dict, model, module, "
               "model_state_dict, model_state, state_dict_ema, model_ema; it holds {})",
-              name, entries.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(file.skipped, ", ")));
+              name, entries.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(file.torch.skipped, ", ")));
   }
   TensorBuilder builder(zip, prefix, p);
   const auto weight_entries = dict_entries(p, weights);
   const auto ema_entries = have_ema ? dict_entries(p, ema) : decltype(weight_entries){};
   for (const auto& e : weight_entries) builder.count(e.second);
   for (const auto& e : ema_entries) builder.count(e.second);
-  file.stripped_prefix = common_prefix_to_strip(weight_entries);
+  file.torch.stripped_prefix = common_prefix_to_strip(weight_entries);
   for (const auto& [key, tensor] : weight_entries) {
-    const std::string stripped = key.substr(file.stripped_prefix.size());
-    file.tensors.emplace_back(stripped, builder.build(key, tensor, stripped, &file.prescan, &file.prescanned));
+    const std::string stripped = key.substr(file.torch.stripped_prefix.size());
+    file.tensors.emplace_back(stripped,
+                              builder.build(key, tensor, stripped, &file.torch.prescan, &file.torch.prescanned));
   }
   const std::string ema_prefix = common_prefix_to_strip(ema_entries);
   for (const auto& [key, tensor] : ema_entries) {
-    file.ema.emplace_back(key.substr(ema_prefix.size()), builder.build(key, tensor));
+    file.torch.ema.emplace_back(key.substr(ema_prefix.size()), builder.build(key, tensor));
   }
   return file;
 }
 
-SafetensorsFile read_npz(const ZipArchive& zip) {
-  SafetensorsFile file;
+WeightsFile read_npz(const ZipArchive& zip) {
+  WeightsFile file;
   file.path = zip.name();
-  file.format = "npz";
+  file.format = WeightsFormat::Npz;
   for (const ZipEntry& e : zip.entries()) {
     VIT_CHECK(e.name.size() > 4 && e.name.compare(e.name.size() - 4, 4, ".npy") == 0, "npz",
               "{}: entry '{}' is not a .npy array", zip.name(), e.name);
@@ -347,7 +349,7 @@ std::string sniff_weights_format(const char* data, uint64_t size) {
   return "safetensors";
 }
 
-SafetensorsFile load_weights_file(const std::string& path) {
+WeightsFile load_weights_file(const std::string& path) {
   char head[262] = {};
   uint64_t got = 0;
   {

@@ -1,5 +1,5 @@
-// Every weights file people download, read into one shape (SafetensorsFile: named tensors, metadata),
-// told apart by content, never by extension:
+// Every weights file people download, read into one shape (io/weights.h: named tensors, metadata,
+// the format), told apart by content, never by extension:
 //   - safetensors (io/safetensors.h);
 //   - torch.save files (.pth, .pt, Hugging Face's pytorch_model.bin): the zip format of PyTorch
 //     >= 1.6 (<archive>/data.pkl, <archive>/data/<key>, <archive>/version), read with the
@@ -28,13 +28,10 @@
 namespace vit::io {
 
 // Reads any of the formats above. Throws vit::Error naming the file and what is wrong.
-SafetensorsFile load_weights_file(const std::string& path);
+WeightsFile load_weights_file(const std::string& path);
 
 // The torch.save and .npz readers over an opened archive (fuzzing and tests).
-SafetensorsFile read_torch_zip(const ZipArchive& zip);
-SafetensorsFile read_npz(const ZipArchive& zip);
-
-// "pytorch", "npz" or "safetensors": what load_weights_file would read the bytes as.
-std::string sniff_weights_format(const char* data, uint64_t size);
+WeightsFile read_torch_zip(const ZipArchive& zip);
+WeightsFile read_npz(const ZipArchive& zip);
 
 }  // namespace vit::io

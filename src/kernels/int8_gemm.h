@@ -1,7 +1,7 @@
 // Int8 linear layers for inference (`vit quantize`, kernels for the inference session):
 //   C (M, N) = epilogue(dequant(quant(A) (M, K) @ Wq^T) + bias)
 //
-// The schemes (tools/quantize_reference.py implements the same, and golden tests hold the two
+// The schemes (tools/golden/quantize_reference.py implements the same, and golden tests hold the two
 // bit-exact in their integer parts):
 //  - Weights, once, per output channel, symmetric, 8 bits (scheme vit-int8-2, Q = 127) or 7 bits
 //    (vit-int8-1, Q = 63): scale[n] = max_k |W[n,k]| / Q (float32),

@@ -2,7 +2,7 @@
 // training), declared once: each sets one ViTConfig field over a preset's value (--patch-size 4 on
 // --preset vit_digits: the digits model in 4x4 patches). Every door builds its surface from this
 // table: the command's flags ("--patch-size"), the facade's flag list, Python's keywords
-// (patch_size=4). (`--heads` of predict / attention is a load option: infer/pretrained.h.)
+// (patch_size=4). (`--heads` of predict / attention is a load option: infer/load_model.h.)
 #pragma once
 
 #include <functional>

@@ -1,5 +1,5 @@
 // The sum over the ranks of an MPI job (the gradient allreduce), timed: `vit bench --allreduce`
-// under mpirun. Feeds the scaling model in the README (measured bandwidth on loopback).
+// under mpirun. Feeds the scaling model in docs/training.md (MPI) (measured bandwidth on loopback).
 #pragma once
 
 #include <cstdint>

@@ -10,7 +10,7 @@
 
 #include "checkpoint/int8_format.h"
 #include "infer/inference.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "model/vision_transformer.h"
 #include "optim/optimizer.h"
 #include "train/data_parallel.h"

@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "core/check.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "serve/http/event_loop.h"
 #include "serve/oip/endpoints.h"
 #include "serve/router.h"

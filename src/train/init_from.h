@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "optim/optimizer.h"
 #include "train/train_config.h"
 

@@ -1,4 +1,4 @@
-// Ops against PyTorch: each test loads a golden file (tools/make_golden.py, PyTorch float64),
+// Ops against PyTorch: each test loads a golden file (tools/golden/make_golden.py, PyTorch float64),
 // runs the forward and backward here in float32 and in float64, and compares outputs and every
 // input gradient with the named tolerances.
 #include "support/golden.h"
@@ -20,11 +20,9 @@ class GoldenOps : public ::testing::TestWithParam<DType> {
  protected:
   DType dtype() const { return GetParam(); }
   Tolerance tol() const { return dtype() == DType::F32 ? testing::kGoldenFloatTol : testing::kGoldenDoubleTol; }
-  Variable input(const io::SafetensorsFile& f, const std::string& key) {
-    return Variable(golden(f, key, dtype()), true);
-  }
-  Tensor expected(const io::SafetensorsFile& f, const std::string& key) { return golden(f, key, DType::F64); }
-  void check(const Tensor& actual, const io::SafetensorsFile& f, const std::string& key) {
+  Variable input(const io::WeightsFile& f, const std::string& key) { return Variable(golden(f, key, dtype()), true); }
+  Tensor expected(const io::WeightsFile& f, const std::string& key) { return golden(f, key, DType::F64); }
+  void check(const Tensor& actual, const io::WeightsFile& f, const std::string& key) {
     EXPECT_TRUE(all_close(actual, expected(f, key), tol(), key));
   }
 };

@@ -11,7 +11,7 @@
 #include "checkpoint/bf16_format.h"
 #include "checkpoint/checkpoint.h"
 #include "infer/inference.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "infer/quantize.h"
 #include "io/safetensors.h"
 #include "kernels/bf16_gemm.h"
@@ -40,7 +40,7 @@ TEST(Bf16File, StoresTheLinearAndConvolutionWeightsAsBf16AndLoadsThemWidenedExac
   LoadedModel m = load_tiny();
   const std::string path = dir.file("bf16.safetensors");
   save_checkpoint(path, *m.model, infer::checkpoint_info(m), {}, WeightStorage::BF16);  // as vit quantize does
-  const io::SafetensorsFile file = io::load_safetensors(path);
+  const io::WeightsFile file = io::load_safetensors(path);
   std::map<std::string, std::string> stored;
   for (const auto& span : file.spans) stored[span.name] = span.dtype;
   const std::vector<std::string> names = bf16_weight_names(*m.model);
@@ -145,7 +145,7 @@ class BadBf16File : public ::testing::Test {
     LoadedModel m = load_tiny();
     const std::string path = dir.file("good.safetensors");
     save_checkpoint(path, *m.model, infer::checkpoint_info(m), {}, WeightStorage::BF16);
-    const io::SafetensorsFile f = io::load_safetensors(path);
+    const io::WeightsFile f = io::load_safetensors(path);
     for (const auto& [name, t] : f.tensors) tensors.emplace_back(name, t.contiguous());
     for (const auto& [k, v] : f.metadata) {
       if (k != io::kChecksumKey) metadata[k] = v;

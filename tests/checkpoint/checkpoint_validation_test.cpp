@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "checkpoint/checkpoint.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "io/safetensors.h"
 #include "support/errors.h"
 #include "support/files.h"
@@ -198,7 +198,7 @@ TEST_F(HostileCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
 
 TEST(ForeignCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
   testing::TempDir dir;
-  const io::SafetensorsFile timm = io::load_safetensors(std::string(VIT_GOLDEN_DIR) + "/layouts/timm.safetensors");
+  const io::WeightsFile timm = io::load_safetensors(std::string(VIT_GOLDEN_DIR) + "/layouts/timm.safetensors");
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& [key, t] : timm.tensors) tensors.emplace_back(key, t.clone());
   for (auto& [key, t] : tensors) {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint/checkpoint.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "support/files.h"
 #include "support/tiny_checkpoint.h"
 

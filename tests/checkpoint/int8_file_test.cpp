@@ -10,7 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/int8_format.h"
 #include "infer/inference.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "infer/quantize.h"
 #include "io/safetensors.h"
 #include "support/files.h"
@@ -37,7 +37,7 @@ TEST(Int8File, SavesAndLoadsWithTheSameLogits) {
   quantize_linears(*m.model);
   const std::string path = dir.file("int8.safetensors");
   save_checkpoint(path, *m.model, infer::checkpoint_info(m));  // as vit quantize saves it
-  const io::SafetensorsFile file = io::load_safetensors(path);
+  const io::WeightsFile file = io::load_safetensors(path);
   EXPECT_EQ(file.get("blocks.0.mlp.fc1.weight").dtype(), DType::I8);
   EXPECT_EQ(file.get("blocks.0.mlp.fc1.weight_scale").dtype(), DType::F32);
   EXPECT_EQ(file.get("patch_embed.proj.weight").dtype(), DType::F32);
@@ -93,7 +93,7 @@ class BadInt8File : public ::testing::Test {
     quantize_linears(*m.model);
     const std::string path = dir.file("good.safetensors");
     save_checkpoint(path, *m.model, infer::checkpoint_info(m));
-    const io::SafetensorsFile f = io::load_safetensors(path);
+    const io::WeightsFile f = io::load_safetensors(path);
     for (const auto& [name, t] : f.tensors) tensors.emplace_back(name, t.contiguous());
     for (const auto& [k, v] : f.metadata) {
       if (k != io::kChecksumKey) metadata[k] = v;

@@ -135,7 +135,7 @@ TEST_F(Bf16Cli, TrainBf16LowersTheLossAndWritesAFloat32Checkpoint) {
   EXPECT_NE(r.out.find("mixed precision: bf16 inputs, float32 accumulation"), std::string::npos) << r.out;
   EXPECT_LT(train_loss(r.out, 3), train_loss(r.out, 1)) << r.out;
   // The checkpoint is float32 (weights, optimizer state, EMA) and records the run's precision.
-  const io::SafetensorsFile f = io::load_safetensors(run + "/last.safetensors");
+  const io::WeightsFile f = io::load_safetensors(run + "/last.safetensors");
   for (const auto& span : f.spans) {
     EXPECT_EQ(span.dtype, span.name == "optimizer.step" ? "F64" : "F32") << span.name;  // the step count: F64
   }

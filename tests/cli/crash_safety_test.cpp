@@ -50,7 +50,7 @@ std::vector<std::string> temporaries(const std::string& dir) {
 
 // Every tensor (weights, optimiser state, EMA) must be bit-identical.
 void expect_same_tensors(const std::string& a, const std::string& b) {
-  const io::SafetensorsFile x = io::load_safetensors(a), y = io::load_safetensors(b);
+  const io::WeightsFile x = io::load_safetensors(a), y = io::load_safetensors(b);
   ASSERT_EQ(x.tensors.size(), y.tensors.size());
   for (size_t i = 0; i < x.tensors.size(); ++i) {
     const Tensor& tx = x.tensors[i].second;

@@ -69,7 +69,7 @@ TEST(HostileCli, DepthZeroIsRefusedByEveryCommand) {
   const CommandResult ok =
       vit("train --data " + dir.file("data") + " --out " + dir.file("run") + kModel + " --depth 1");
   ASSERT_EQ(ok.exit_code, 0) << ok.out;
-  const io::SafetensorsFile file = io::load_safetensors(dir.file("run/last.safetensors"));
+  const io::WeightsFile file = io::load_safetensors(dir.file("run/last.safetensors"));
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& [name, t] : file.tensors) {
     if (name.find("blocks.") == std::string::npos) tensors.emplace_back(name, t);

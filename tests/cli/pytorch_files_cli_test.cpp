@@ -24,7 +24,7 @@ const std::string kLayouts = std::string(VIT_GOLDEN_DIR) + "/layouts/";
 class PyTorchFilesCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    const io::SafetensorsFile expected = io::load_safetensors(kDir + "expected.safetensors");
+    const io::WeightsFile expected = io::load_safetensors(kDir + "expected.safetensors");
     io::save_npy(dir_.file("x.npy"), expected.get("input").to(DType::F32));
   }
   // `vit predict --tensor` logits of a checkpoint, as raw bytes of the written .npy.

@@ -1,6 +1,6 @@
 // ViT's descendants through the `vit` command: `vit embed` (CLIP's projected embedding, DINOv2's
 // class token and tokens, image files or a .npy batch) and `vit predict` match the PyTorch
-// references of tools/make_golden_variants.py; feature extractors are refused by `vit predict`
+// references of tools/golden/make_golden_variants.py; feature extractors are refused by `vit predict`
 // with one clear line; `vit train` trains LayerScale + registers + a distillation token against
 // a --teacher checkpoint, resumes with the teacher moved, and refuses a teacher that cannot teach.
 #include <gtest/gtest.h>
@@ -37,7 +37,7 @@ class VariantsCli : public ::testing::Test {
  protected:
   // The reference's input of a case as a .npy file, and the expected tensor `key`.
   std::string input_npy(const std::string& name) {
-    const io::SafetensorsFile f = io::load_safetensors(kVariants + name + ".expected.safetensors");
+    const io::WeightsFile f = io::load_safetensors(kVariants + name + ".expected.safetensors");
     const std::string path = dir_.file(name + "_in.npy");
     io::save_npy(path, f.get("input_b3").to(DType::F32));
     return path;

@@ -13,7 +13,7 @@
 
 VIT_FUZZ_TARGET({
   auto bytes = std::make_shared<std::vector<char>>(data, data + size);
-  const vit::io::SafetensorsFile file = vit::io::parse_safetensors(bytes, "fuzz.safetensors");
+  const vit::io::WeightsFile file = vit::io::parse_safetensors(bytes, "fuzz.safetensors");
   const vit::checkpoint::LoadedCheckpoint checkpoint = vit::checkpoint::parse_checkpoint(file);
   // The weights' element count equals the config's parameter count: building allocates at most
   // about the input's size.

@@ -10,6 +10,6 @@ VIT_FUZZ_TARGET({
   auto bytes = std::make_shared<std::vector<char>>(reinterpret_cast<const char*>(data),
                                                    reinterpret_cast<const char*>(data) + size);
   const vit::io::ZipArchive zip = vit::io::ZipArchive::from_bytes(bytes, "fuzz.npz");
-  const vit::io::SafetensorsFile f = vit::io::read_npz(zip);
+  const vit::io::WeightsFile f = vit::io::read_npz(zip);
   for (const auto& [name, t] : f.tensors) (void)t.numel();
 })

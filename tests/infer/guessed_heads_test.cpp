@@ -1,11 +1,11 @@
 // Foreign weights carry no head count and the shapes cannot tell it: the standard widths get
 // their standard count, any other width is refused with a request for --heads (it once got
 // dim / 64 heads silently: a different model's answers). The count may also come from the
-// file's metadata ("num_heads", as tools/convert_checkpoint.py --metadata writes it).
+// file's metadata (a "num_heads" entry, as some converters write it).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "io/safetensors.h"
 #include "support/errors.h"
 #include "support/files.h"
@@ -29,9 +29,9 @@ TEST(ForeignCheckpoint, ANonStandardWidthNeedsHeads) {
   EXPECT_EQ(model::default_num_heads(48), 0);
   EXPECT_EQ(model::default_num_heads(384), 6);
   EXPECT_EQ(model::default_num_heads(1024), 16);
-  // The head count stored in the file's metadata (tools/convert_checkpoint.py --metadata num_heads=4).
+  // The head count stored in the file's metadata (a "num_heads" entry).
   testing::TempDir dir;
-  const io::SafetensorsFile f = io::load_safetensors(kTimm);
+  const io::WeightsFile f = io::load_safetensors(kTimm);
   const std::string with_meta = dir.file("timm_heads.safetensors");
   io::save_safetensors(with_meta, f.tensors, {{"num_heads", "4"}});
   EXPECT_EQ(load_model(with_meta).model->config().num_heads, 4);

@@ -8,7 +8,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "infer/attention_map.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "io/safetensors.h"
 #include "support/errors.h"
 #include "support/files.h"
@@ -44,7 +44,7 @@ void save_tiny(const std::string& path, const std::vector<std::string>& class_na
 
 // A checkpoint as an older vit (which accepted --depth 0) wrote it: depth 0, no blocks.
 void forge_depth_zero(const std::string& from, const std::string& to) {
-  const io::SafetensorsFile file = io::load_safetensors(from);
+  const io::WeightsFile file = io::load_safetensors(from);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& [name, t] : file.tensors) {
     if (name.rfind("blocks.", 0) != 0) tensors.emplace_back(name, t);

@@ -6,7 +6,7 @@
 
 #include "autograd/variable.h"
 #include "checkpoint/checkpoint.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "support/files.h"
 #include "support/tolerances.h"
 #include "support/variants.h"

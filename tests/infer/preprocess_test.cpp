@@ -23,7 +23,7 @@ double mean_abs_diff(const Tensor& a, const Tensor& b) {
 }
 
 TEST(Preprocess, MatchesTorchvisionOnRealPhotos) {
-  const io::SafetensorsFile expected = io::load_safetensors(kDir + "expected.safetensors");
+  const io::WeightsFile expected = io::load_safetensors(kDir + "expected.safetensors");
   for (const std::string name : {"chelsea", "coffee", "astronaut"}) {
     SCOPED_TRACE(name);
     const data::Image photo = data::read_image(kDir + name + ".png");

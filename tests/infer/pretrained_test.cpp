@@ -1,16 +1,15 @@
 // Pretrained checkpoints in timm / torchvision / Hugging Face layouts (tiny fixtures made by
-// tools/make_golden_layouts.py with PyTorch, torchvision's own VisionTransformer among them):
+// tools/golden/make_golden_layouts.py with PyTorch, torchvision's own VisionTransformer among them):
 // logits match PyTorch's within 1e-4 of the largest logit, at batch 1 and 4; F16/BF16 files
 // widen correctly; position embeddings interpolate as timm / torchvision do; bad files are refused
 // with the file, key and shapes named.
-#include "infer/pretrained.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <optional>
 
+#include "infer/load_model.h"
 #include "io/safetensors.h"
 #include "support/files.h"
 #include "support/golden.h"
@@ -41,7 +40,7 @@ class Layouts : public ::testing::TestWithParam<std::pair<std::string, std::stri
 
 TEST_P(Layouts, LogitsMatchPyTorchAtBatch1And4) {
   const auto& [file, reference] = GetParam();
-  const io::SafetensorsFile ref = io::load_safetensors(kDir + "input.safetensors");
+  const io::WeightsFile ref = io::load_safetensors(kDir + "input.safetensors");
   LoadedModel m = load_model(kDir + file, with_heads());
   const Tensor x = ref.get("input").to(DType::F32);
   expect_logits_match(run(m, x), ref.get(reference), file + " batch 4");
@@ -84,7 +83,7 @@ TEST(Layouts, DetectionDefaultsAndForcing) {
 }
 
 TEST(PosEmbed, ResamplingMatchesTimmAndTorchvision) {
-  const io::SafetensorsFile f = io::load_safetensors(kDir + "posembed.safetensors");
+  const io::WeightsFile f = io::load_safetensors(kDir + "posembed.safetensors");
   const Tensor pos = io::load_safetensors(kDir + "timm.safetensors").get("pos_embed");
   EXPECT_CLOSE(model::resample_pos_embed(pos, 1, 6, 6, false), f.get("resample_timm"), testing::kGoldenFloatTol);
   EXPECT_CLOSE(model::resample_pos_embed(pos, 1, 6, 6, true), f.get("resample_torchvision"), testing::kGoldenFloatTol);
@@ -102,7 +101,7 @@ TEST(PosEmbed, ResamplingMatchesTimmAndTorchvision) {
 
 TEST(BadCheckpoints, MissingUnexpectedWrongShapeNotAViT) {
   testing::TempDir dir;
-  const io::SafetensorsFile timm = io::load_safetensors(kDir + "timm.safetensors");
+  const io::WeightsFile timm = io::load_safetensors(kDir + "timm.safetensors");
   auto write_variant = [&](const std::string& name, auto edit) {
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (const auto& [key, t] : timm.tensors) tensors.emplace_back(key, t.clone());
@@ -156,7 +155,7 @@ TEST(BadCheckpoints, MissingUnexpectedWrongShapeNotAViT) {
 // block 1's bias as unexpected); a gap in the block numbers names the absent block.
 TEST(BadCheckpoints, KeyErrorsBlameTheRightKey) {
   testing::TempDir dir;
-  const io::SafetensorsFile timm = io::load_safetensors(kDir + "timm.safetensors");
+  const io::WeightsFile timm = io::load_safetensors(kDir + "timm.safetensors");
   ASSERT_TRUE(timm.contains("blocks.1.attn.qkv.bias"));
   auto write_variant = [&](const std::string& name, auto edit) {
     std::vector<std::pair<std::string, Tensor>> tensors;

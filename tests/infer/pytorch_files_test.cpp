@@ -1,5 +1,5 @@
 // The checkpoints people download that are not safetensors (io/weights_file.h): torch.save files
-// (.pth, pytorch_model.bin) and JAX .npz archives, made by tools/make_golden_pth.py with PyTorch
+// (.pth, pytorch_model.bin) and JAX .npz archives, made by tools/golden/make_golden_pth.py with PyTorch
 // and numpy from the same tiny ViT as tests/golden/layouts/. Each gives the logits PyTorch gives
 // (within 1e-5 of the largest) and exactly the logits of its safetensors twin; training
 // checkpoints give up their state dict (and EMA with --ema) without anything else being run; and
@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "core/check.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "io/safetensors.h"
 #include "io/weights_file.h"
 #include "nn/module.h"
@@ -31,7 +31,7 @@ LoadOptions heads4(WeightSet weights = WeightSet::Recorded) {
 
 Tensor logits(const std::string& path, const LoadOptions& options = heads4()) {
   LoadedModel m = load_model(path, options);
-  const io::SafetensorsFile expected = io::load_safetensors(kDir + "expected.safetensors");
+  const io::WeightsFile expected = io::load_safetensors(kDir + "expected.safetensors");
   NoGradGuard no_grad;
   return (*m.model)(Variable(expected.get("input").to(DType::F32))).data().contiguous();
 }
@@ -56,7 +56,7 @@ class PyTorchFiles : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PyTorchFiles, MatchPyTorchAndTheirSafetensorsTwin) {
   const Case& c = GetParam();
-  const io::SafetensorsFile expected = io::load_safetensors(kDir + "expected.safetensors");
+  const io::WeightsFile expected = io::load_safetensors(kDir + "expected.safetensors");
   const Tensor ours = logits(kDir + c.file);
   expect_close(ours, expected.get(c.reference), c.file);
   if (!c.twin.empty()) expect_identical(ours, logits(kLayouts + c.twin), c.file);
@@ -86,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Files, PyTorchFiles,
 TEST(PyTorchFiles, TrainingCheckpointsGiveUpTheirStateDictOnly) {
   const LoadedModel m = load_model(kDir + "timm_train.pth", heads4());
   EXPECT_EQ(m.layout, "timm");
-  EXPECT_EQ(m.format, "pytorch");
+  EXPECT_EQ(m.format, io::WeightsFormat::TorchZip);
   for (const char* skipped : {"epoch (int)", "args (argparse.Namespace, never run)", "optimizer (dict of 2)",
                               "metric (float)", "arch (str)"}) {
     EXPECT_NE(m.source_note.find(skipped), std::string::npos) << m.source_note;
@@ -105,7 +105,7 @@ TEST(PyTorchFiles, DdpPrefixAndEmaStateDict) {
   EXPECT_NE(raw.source_note.find("without their 'module.' prefix"), std::string::npos) << raw.source_note;
   EXPECT_NE(raw.weights_note.find("--ema: the EMA state dict 'state_dict_ema'"), std::string::npos) << raw.weights_note;
   EXPECT_FALSE(raw.ema);
-  const io::SafetensorsFile expected = io::load_safetensors(kDir + "expected.safetensors");
+  const io::WeightsFile expected = io::load_safetensors(kDir + "expected.safetensors");
   expect_close(logits(kDir + "ddp.pth", heads4(WeightSet::Ema)), expected.get("logits_ema"), "ddp.pth --ema");
   const LoadedModel ema = load_model(kDir + "ddp.pth", heads4(WeightSet::Ema));
   EXPECT_TRUE(ema.ema);
@@ -114,7 +114,7 @@ TEST(PyTorchFiles, DdpPrefixAndEmaStateDict) {
     load_model(kDir + "timm_train.pth", heads4(WeightSet::Ema));
     ADD_FAILURE() << "--ema on a file without EMA weights loaded";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("this PyTorch file has none"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("this PyTorch (torch.save) file has none"), std::string::npos) << e.what();
   }
 }
 
@@ -122,7 +122,7 @@ TEST(PyTorchFiles, JaxNamesTellTheHeadCountAndTheLayout) {
   LoadOptions no_heads;  // the query kernel (D, heads, head_dim) says 4
   const LoadedModel m = load_model(kDir + "jax.npz", no_heads);
   EXPECT_EQ(m.layout, "jax");
-  EXPECT_EQ(m.format, "npz");
+  EXPECT_EQ(m.format, io::WeightsFormat::Npz);
   EXPECT_EQ(m.model->config().num_heads, 4);
   const LoadedModel pre = load_model(kDir + "jax_prelogits.npz", no_heads);
   EXPECT_EQ(pre.model->config().representation_size, 48);

@@ -1,4 +1,4 @@
-// Int8 models against the PyTorch reference of the schemes (tools/quantize_reference.py, files in
+// Int8 models against the PyTorch reference of the schemes (tools/golden/quantize_reference.py, files in
 // tests/golden/int8/: reference.safetensors for 7-bit weights, reference_8bit.safetensors for
 // 8-bit ones, each test over both): quantized weights and scales bit-exact; for every Linear, on the
 // reference's own input, the activation rows, zero points and int32 accumulators bit-exact and the
@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "infer/inference.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "io/safetensors.h"
 #include "kernels/cpu_features.h"
 #include "kernels/int8_gemm.h"
@@ -62,7 +62,7 @@ TEST(Int8Golden, WeightsQuantizeBitExactly) {
   for (const Scheme& scheme : kSchemes) {
     SCOPED_TRACE(scheme.reference);
     LoadedModel m = load_tiny();
-    const io::SafetensorsFile ref = io::load_safetensors(kDir + scheme.reference);
+    const io::WeightsFile ref = io::load_safetensors(kDir + scheme.reference);
     const QuantizeSummary s = quantize_linears(*m.model, scheme.bits);
     EXPECT_EQ(s.bits, scheme.bits);
     EXPECT_EQ(s.tensors, 9);  // 2 blocks x 4 + the head
@@ -86,7 +86,7 @@ TEST(Int8Golden, EveryLayerMatchesOnTheReferenceInput) {
     SCOPED_TRACE(scheme.reference);
     LoadedModel m = load_tiny();
     quantize_linears(*m.model, scheme.bits);
-    const io::SafetensorsFile ref = io::load_safetensors(kDir + scheme.reference);
+    const io::WeightsFile ref = io::load_safetensors(kDir + scheme.reference);
     for (auto& [name, l] : linears(*m.model)) {
       const auto w = kernels::Int8Matrix::from_quantized(l->weight.data().data<int8_t>(), l->weight_scale.data<float>(),
                                                          l->out_features, l->in_features, scheme.bits);
@@ -128,7 +128,7 @@ TEST(Int8Golden, TheInt8ForwardMatchesTheReference) {
     SCOPED_TRACE(scheme.reference);
     LoadedModel m = load_tiny();
     quantize_linears(*m.model, scheme.bits);
-    const io::SafetensorsFile ref = io::load_safetensors(kDir + scheme.reference);
+    const io::WeightsFile ref = io::load_safetensors(kDir + scheme.reference);
     InferenceSession session(*m.model);
     const Tensor logits = session.forward(ref.get("input"));
     const Tensor want = ref.get("logits");

@@ -1,5 +1,5 @@
 // ViT's descendants loaded from each of their layouts against PyTorch references written from
-// the published definitions (tools/make_golden_variants.py: timm's vision_transformer.py /
+// the published definitions (tools/golden/make_golden_variants.py: timm's vision_transformer.py /
 // deit.py, transformers' modeling_deit.py, modeling_dinov2[_with_registers].py, modeling_clip.py):
 // DeiT distilled (timm, HF), DeiT III (timm), DINOv2 and DINOv2 with registers (timm, HF; also
 // resampled to 28 and 84 pixels), CLIP (timm, HF; --act gelu), avg pooling with fc_norm, qk_norm
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "infer/inference.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "io/safetensors.h"
 #include "support/files.h"
 #include "support/golden.h"
@@ -30,11 +30,11 @@ void expect_match(const Tensor& ours, const Tensor& theirs, const std::string& w
 struct Case {
   std::string name;
   nlohmann::json config;
-  io::SafetensorsFile expected;
+  io::WeightsFile expected;
 };
 
 Case read_case(const std::string& name) {
-  io::SafetensorsFile f = io::load_safetensors(kDir + name + ".expected.safetensors");
+  io::WeightsFile f = io::load_safetensors(kDir + name + ".expected.safetensors");
   nlohmann::json config = nlohmann::json::parse(f.metadata.at("config"));
   return {name, config, std::move(f)};
 }
@@ -205,7 +205,7 @@ TEST(Variants, ClipActivationCanBeOverridden) {
 using Tensors = std::vector<std::pair<std::string, Tensor>>;
 
 Tensors read_tensors(const std::string& path) {
-  const io::SafetensorsFile f = io::load_safetensors(path);
+  const io::WeightsFile f = io::load_safetensors(path);
   Tensors out;
   for (const auto& [key, t] : f.tensors) out.emplace_back(key, t.clone());
   return out;

@@ -40,7 +40,7 @@ TEST_F(SafetensorsTest, F16IsWidenedToF32) {
       R"({"h":{"dtype":"F16","shape":[3,4],"data_offsets":[0,24]},"__metadata__":{"src":"hand"}})";
   const std::string file = path("f16.safetensors");
   write_file(file, craft(header, bytes_of(halves)));
-  const SafetensorsFile loaded = load_safetensors(file);
+  const WeightsFile loaded = load_safetensors(file);
   ASSERT_EQ(loaded.tensors.size(), 1u);
   const Tensor& t = loaded.get("h");
   EXPECT_EQ(t.dtype(), DType::F32);
@@ -70,7 +70,7 @@ TEST_F(SafetensorsTest, AllF16BitPatternsWidenExactly) {
   std::vector<uint16_t> halves(65536);
   for (uint32_t i = 0; i < 65536; ++i) halves[i] = static_cast<uint16_t>(i);
   const std::string header = R"({"all":{"dtype":"F16","shape":[65536],"data_offsets":[0,131072]}})";
-  const SafetensorsFile f = parse_safetensors(to_shared(craft(header, bytes_of(halves))), "all_halves");
+  const WeightsFile f = parse_safetensors(to_shared(craft(header, bytes_of(halves))), "all_halves");
   const std::vector<float> v = raw_values<float>(f.get("all"));
   ASSERT_EQ(v.size(), 65536u);
   int mismatches = 0;
@@ -97,7 +97,7 @@ TEST_F(SafetensorsTest, BF16IsWidenedToF32) {
   const std::string header = R"({"b":{"dtype":"BF16","shape":[9],"data_offsets":[0,18]}})";
   const std::string file = path("bf16.safetensors");
   write_file(file, craft(header, bytes_of(b)));
-  const SafetensorsFile loaded = load_safetensors(file);
+  const WeightsFile loaded = load_safetensors(file);
   const Tensor& t = loaded.get("b");
   EXPECT_EQ(t.dtype(), DType::F32);
   EXPECT_EQ(t.shape(), (Shape{9}));
@@ -122,7 +122,7 @@ TEST_F(SafetensorsTest, BF16IsWrittenFromTheBitsGiven) {
   const Tensor b = Tensor::from_data(std::vector<float>{0.1f}, {1});
   const std::string file = path("written.safetensors");
   save_safetensors(file, {{"w", w}, {"b", b}}, {}, true, {{"w", {0x3F80, 0xC040, 0x4049, 0x8000}}});
-  const SafetensorsFile loaded = load_safetensors(file);
+  const WeightsFile loaded = load_safetensors(file);
   ASSERT_EQ(loaded.spans.size(), 2u);
   EXPECT_EQ(loaded.spans[0].dtype, "BF16");
   EXPECT_EQ(loaded.spans[0].end - loaded.spans[0].begin, 8u);
@@ -142,7 +142,7 @@ TEST_F(SafetensorsTest, I32IsWidenedToI64) {
   const std::string header = R"({"i":{"dtype":"I32","shape":[2,3],"data_offsets":[0,24]}})";
   const std::string file = path("i32.safetensors");
   write_file(file, craft(header, bytes_of(ints)));
-  const SafetensorsFile loaded = load_safetensors(file);
+  const WeightsFile loaded = load_safetensors(file);
   const Tensor& t = loaded.get("i");
   EXPECT_EQ(t.dtype(), DType::I64);
   EXPECT_EQ(t.shape(), (Shape{2, 3}));
@@ -160,7 +160,7 @@ TEST_F(SafetensorsTest, MixedDtypesLoadInDataOffsetOrder) {
                            bytes_of(std::vector<int32_t>{5, -5});
   const std::string file = path("mixed.safetensors");
   write_file(file, craft(header, data));
-  const SafetensorsFile loaded = load_safetensors(file);
+  const WeightsFile loaded = load_safetensors(file);
   EXPECT_EQ(names_of(loaded), (std::vector<std::string>{"b", "c", "a", "d"}));
   EXPECT_EQ(loaded.get("b").dtype(), DType::F64);
   EXPECT_EQ(loaded.get("b").dim(), 0);
@@ -186,7 +186,7 @@ TEST_F(SafetensorsTest, UnalignedTensorsLoadCorrectly) {
                              bytes_of(std::vector<int64_t>{-9007199254740993LL});
     const std::string file = path("unaligned" + std::to_string(pad) + ".safetensors");
     write_file(file, craft(h, data));
-    const SafetensorsFile loaded = load_safetensors(file);
+    const WeightsFile loaded = load_safetensors(file);
     EXPECT_EQ(names_of(loaded), (std::vector<std::string>{"f", "d", "i"})) << "pad " << pad;
     EXPECT_EQ(raw_values<float>(loaded.get("f")), (std::vector<float>{1.25f, -2.5f, 3e38f})) << "pad " << pad;
     EXPECT_EQ(raw_values<double>(loaded.get("d")), (std::vector<double>{1.0 / 3.0, -1e-300})) << "pad " << pad;

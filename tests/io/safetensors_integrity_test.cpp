@@ -24,7 +24,7 @@ TEST_F(SafetensorsTest, ChecksumIsWrittenAsDocumented) {
   const std::string file = path("sum.safetensors");
   save_safetensors(file, {{"w", Tensor::from_data(std::vector<float>{1.0f, -2.5f, 3.0f}, {3})}}, {{"note", "hi"}},
                    /*checksum=*/true);
-  const SafetensorsFile f = load_safetensors(file);
+  const WeightsFile f = load_safetensors(file);
   // /usr/bin/python3: h = {"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}, "__metadata__": {"note":
   // "hi"}}; seed = xxh64(json.dumps(h, sort_keys=True, separators=(",", ":"))); xxh64(pack("<3f", 1, -2.5, 3), seed)
   EXPECT_EQ(f.metadata.at(kChecksumKey), "xxh64:f58bd3e5e32866a6");
@@ -48,7 +48,7 @@ TEST_F(SafetensorsTest, ChecksumChangesWithAnyDataByteOrMetadataValue) {
   for (size_t at : {size_t{0}, size_t{1999}, size_t{4035}}) {  // first, middle and last data byte
     std::string bad = good;
     bad[8 + header_len + at] ^= 0x01;
-    const SafetensorsFile f = parse_safetensors(to_shared(bad), "flipped");
+    const WeightsFile f = parse_safetensors(to_shared(bad), "flipped");
     EXPECT_EQ(f.metadata.at(kChecksumKey), stored);
     EXPECT_NE(scan_contents(f, true, false).checksum, stored) << "byte " << at;
   }

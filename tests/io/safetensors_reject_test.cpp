@@ -216,7 +216,7 @@ TEST_F(BadInput, MetadataNotStrings) {
 TEST_F(BadInput, ValidMinimalFilesAreAccepted) {
   // Guards the helpers above: an empty object, and a header padded with spaces, load fine.
   EXPECT_TRUE(parse_safetensors(to_shared(craft("{}")), "min").tensors.empty());
-  const SafetensorsFile f =
+  const WeightsFile f =
       parse_safetensors(to_shared(craft(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}   )",
                                         bytes_of(std::vector<float>{2.5f}))),
                         "padded");

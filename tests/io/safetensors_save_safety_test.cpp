@@ -38,7 +38,7 @@ TEST_F(SafetensorsTest, ConcurrentSavesOfOneFileNeverShareATemporaryFile) {
   tb.join();
   EXPECT_EQ(failures.load(), 0) << first_failure;
   // Whole: one writer's tensor and its own metadata, never a mix.
-  const SafetensorsFile loaded = load_safetensors(file);
+  const WeightsFile loaded = load_safetensors(file);
   const std::string tag = loaded.metadata.at("writer");
   EXPECT_EQ(loaded.get("w").to_vector(), std::vector<double>(4096, tag == "a" ? 1.0 : 2.0));
   std::vector<std::string> entries;

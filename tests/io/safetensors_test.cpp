@@ -63,7 +63,7 @@ TEST_F(SafetensorsTest, RoundTripKeepsNamesOrderShapesDtypesValuesAndMetadata) {
   const std::string file = path("model.safetensors");
   save_safetensors(file, tensors, metadata);
 
-  const SafetensorsFile loaded = load_safetensors(file);
+  const WeightsFile loaded = load_safetensors(file);
   EXPECT_EQ(loaded.path, file);
   ASSERT_EQ(loaded.tensors.size(), tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -116,7 +116,7 @@ TEST_F(SafetensorsTest, SavedDataSectionIsEightByteAligned) {
     for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
     EXPECT_EQ(header_len % 8, 0u) << "k=" << k;
     EXPECT_EQ(bytes.size(), 8 + header_len + 3 * 4 + 8) << "k=" << k;
-    const SafetensorsFile loaded = load_safetensors(file);
+    const WeightsFile loaded = load_safetensors(file);
     EXPECT_EQ(loaded.get(name).to_vector(), (std::vector<double>{1, 1, 1}));
     EXPECT_EQ(loaded.get("d").item(), 1.0);
   }
@@ -125,7 +125,7 @@ TEST_F(SafetensorsTest, SavedDataSectionIsEightByteAligned) {
 TEST_F(SafetensorsTest, SaveWithNoTensorsAndNoMetadataLoadsEmpty) {
   const std::string file = path("nothing.safetensors");
   save_safetensors(file, {});
-  const SafetensorsFile loaded = load_safetensors(file);
+  const WeightsFile loaded = load_safetensors(file);
   EXPECT_TRUE(loaded.tensors.empty());
   EXPECT_TRUE(loaded.metadata.empty());
 }
@@ -134,7 +134,7 @@ TEST_F(SafetensorsTest, OverwriteReplacesFileAndLeavesNoTmp) {
   const std::string file = path("w.safetensors");
   save_safetensors(file, {{"a", Tensor::full({4}, 1.0)}, {"b", Tensor::full({2}, 2.0)}}, {{"v", "1"}});
   save_safetensors(file, {{"c", Tensor::full({2, 2}, 3.0, DType::F64)}}, {{"v", "2"}});
-  const SafetensorsFile loaded = load_safetensors(file);
+  const WeightsFile loaded = load_safetensors(file);
   EXPECT_EQ(names_of(loaded), (std::vector<std::string>{"c"}));
   EXPECT_EQ(loaded.get("c").dtype(), DType::F64);
   EXPECT_EQ(loaded.get("c").to_vector(), (std::vector<double>{3, 3, 3, 3}));
@@ -177,7 +177,7 @@ TEST_F(SafetensorsTest, TensorNamedMetadataIsRefusedOrRoundTrips) {
     return;  // refused at save time: fine
   }
   try {
-    const SafetensorsFile loaded = load_safetensors(file);
+    const WeightsFile loaded = load_safetensors(file);
     EXPECT_TRUE(loaded.contains("__metadata__"));
   } catch (const Error& e) {
     ADD_FAILURE() << "save_safetensors accepted a tensor named __metadata__ but wrote a file that "
@@ -201,8 +201,8 @@ TEST_F(SafetensorsTest, ParseInMemoryMatchesLoad) {
                             R"("i":{"dtype":"I32","shape":[1],"data_offsets":[4,8]}})",
                             bytes_of(std::vector<uint16_t>{0x3C00, 0x0001}) + bytes_of(std::vector<int32_t>{-8})));
   for (const std::string& file : {saved, crafted}) {
-    const SafetensorsFile from_disk = load_safetensors(file);
-    const SafetensorsFile from_mem = parse_safetensors(to_shared(read_file(file)), "in-memory");
+    const WeightsFile from_disk = load_safetensors(file);
+    const WeightsFile from_mem = parse_safetensors(to_shared(read_file(file)), "in-memory");
     EXPECT_FALSE(from_disk.tensors.empty()) << file;
     EXPECT_EQ(from_mem.path, "in-memory");
     expect_same(from_mem, from_disk);
@@ -218,7 +218,7 @@ TEST_F(SafetensorsTest, LoadedTensorsOutliveTheFileObject) {
       file, {{"w", Tensor::from_data(values, {2, 3})}, {"i", Tensor::from_data(std::vector<int64_t>{11, 22}, {2})}});
   Tensor w, i, view;
   {
-    SafetensorsFile loaded = load_safetensors(file);
+    WeightsFile loaded = load_safetensors(file);
     w = loaded.get("w");
     i = loaded.get("i");
     view = loaded.get("w").transpose(0, 1);
@@ -236,7 +236,7 @@ TEST_F(SafetensorsTest, ParsedTensorsKeepTheBufferAlive) {
   std::weak_ptr<std::vector<char>> weak = bytes;
   Tensor w;
   {
-    SafetensorsFile parsed = parse_safetensors(std::move(bytes), "buf");
+    WeightsFile parsed = parse_safetensors(std::move(bytes), "buf");
     w = parsed.get("w");
   }
   bytes.reset();
@@ -254,7 +254,7 @@ TEST_F(SafetensorsTest, LoadedTensorsCanBeWrittenWithoutCrashing) {
   save_safetensors(file, {{"w", Tensor::from_data(std::vector<float>{1, 2, 3, 4}, {4})}});
   EXPECT_EXIT(
       {
-        SafetensorsFile loaded = load_safetensors(file);
+        WeightsFile loaded = load_safetensors(file);
         Tensor w = loaded.get("w");
         w.fill_(7.0);
         std::_Exit(w.to_vector() == std::vector<double>{7, 7, 7, 7} ? 0 : 3);
@@ -267,7 +267,7 @@ TEST_F(SafetensorsTest, LoadedTensorsCanBeWrittenWithoutCrashing) {
 TEST_F(SafetensorsTest, GetOfMissingNameThrowsNamingFileAndTensor) {
   const std::string file = path("g.safetensors");
   save_safetensors(file, {{"a", Tensor::ones({1})}});
-  const SafetensorsFile loaded = load_safetensors(file);
+  const WeightsFile loaded = load_safetensors(file);
   const std::string msg = error_of([&] { (void)loaded.get("nope"); });
   EXPECT_THAT(msg, HasSubstr("[safetensors]"));
   EXPECT_THAT(msg, HasSubstr(file));

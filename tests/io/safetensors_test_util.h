@@ -123,7 +123,7 @@ inline std::vector<uint64_t> bits_f64(const Tensor& t) {
 }
 
 // Same names, order, shapes, dtypes, exact (bitwise) values and metadata.
-inline void expect_same(const SafetensorsFile& a, const SafetensorsFile& b) {
+inline void expect_same(const WeightsFile& a, const WeightsFile& b) {
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (size_t i = 0; i < a.tensors.size(); ++i) {
     const auto& [na, ta] = a.tensors[i];
@@ -149,7 +149,7 @@ inline void expect_same(const SafetensorsFile& a, const SafetensorsFile& b) {
   EXPECT_EQ(a.metadata, b.metadata);
 }
 
-inline std::vector<std::string> names_of(const SafetensorsFile& f) {
+inline std::vector<std::string> names_of(const WeightsFile& f) {
   std::vector<std::string> out;
   for (const auto& kv : f.tensors) out.push_back(kv.first);
   return out;

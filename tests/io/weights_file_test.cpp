@@ -14,7 +14,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/check.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "support/files.h"
 
 namespace vit::io {
@@ -47,8 +47,8 @@ void rewrite(const std::string& from, const std::string& to,
 }
 
 // The entry name of the storage behind `tensor` in a one-file-per-storage torch.save archive
-// written by make_golden_pth.py: found by its size and first values.
-std::string storage_of(const SafetensorsFile& file, const ZipArchive& zip, const std::string& tensor) {
+// written by tools/golden/make_golden_pth.py: found by its size and first values.
+std::string storage_of(const WeightsFile& file, const ZipArchive& zip, const std::string& tensor) {
   const Tensor& t = file.get(tensor);
   for (const ZipEntry& e : zip.entries()) {
     if (e.name.find("/data/") == std::string::npos || e.size != static_cast<uint64_t>(t.numel()) * 4) continue;
@@ -61,9 +61,9 @@ std::string storage_of(const SafetensorsFile& file, const ZipArchive& zip, const
 TEST(WeightsFile, ANanInAFloatStorageIsFoundInTheCrcPass) {
   testing::TempDir dir;
   const std::string source = kPth + "timm_train.pth";
-  const SafetensorsFile clean = load_weights_file(source);
-  EXPECT_FALSE(clean.prescanned.empty());  // the float32 storages were searched while read
-  EXPECT_EQ(clean.prescan.nonfinite_count, 0);
+  const WeightsFile clean = load_weights_file(source);
+  EXPECT_FALSE(clean.torch.prescanned.empty());  // the float32 storages were searched while read
+  EXPECT_EQ(clean.torch.prescan.nonfinite_count, 0);
   const std::string entry = storage_of(clean, ZipArchive::open(source), "blocks.1.mlp.fc1.weight");
   ASSERT_FALSE(entry.empty());
   rewrite(source, dir.file("nan.pth"), [&](const std::string& name, std::string& bytes) {
@@ -87,8 +87,8 @@ TEST(WeightsFile, ANanInAFloatStorageIsFoundInTheCrcPass) {
 }
 
 TEST(WeightsFile, NanInBytesNoTensorViewsIsNotTheModels) {
-  // views.pth's storages hold NaN padding between and around the views (make_golden_pth.py).
-  const SafetensorsFile f = load_weights_file(kPth + "views.pth");
+  // views.pth's storages hold NaN padding between and around the views (tools/golden/make_golden_pth.py).
+  const WeightsFile f = load_weights_file(kPth + "views.pth");
   const ContentScan scan = checkpoint::scan_checkpoint_file(f, false, false);
   EXPECT_EQ(scan.nonfinite_count, 0);
 }
@@ -97,8 +97,8 @@ TEST(WeightsFile, UnalignedEntriesAreCopiedWithTheSameValues) {
   testing::TempDir dir;
   rewrite(
       kPth + "timm_train.pth", dir.file("shifted.pth"), [](const std::string&, std::string&) {}, 7);
-  const SafetensorsFile a = load_weights_file(kPth + "timm_train.pth");
-  const SafetensorsFile b = load_weights_file(dir.file("shifted.pth"));
+  const WeightsFile a = load_weights_file(kPth + "timm_train.pth");
+  const WeightsFile b = load_weights_file(dir.file("shifted.pth"));
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   bool copied = false;
   for (size_t i = 0; i < a.tensors.size(); ++i) {

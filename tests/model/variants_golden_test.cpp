@@ -1,4 +1,4 @@
-// Training golden tests for ViT's descendants (tools/make_golden_variants.py, float64 PyTorch):
+// Training golden tests for ViT's descendants (tools/golden/make_golden_variants.py, float64 PyTorch):
 //  - LayerScale + 2 register tokens + DeiT's distillation token (no_embed_class): both heads'
 //    logits, DeiT's hard-distillation loss 0.5 CE(head(x_cls), labels) + 0.5 CE(head_dist(x_dist),
 //    teacher labels), and every parameter's gradient;
@@ -17,7 +17,7 @@ namespace {
 
 using testing::golden;
 
-std::unique_ptr<model::VisionTransformer> build(const model::ViTConfig& c, const io::SafetensorsFile& f) {
+std::unique_ptr<model::VisionTransformer> build(const model::ViTConfig& c, const io::WeightsFile& f) {
   auto m = std::make_unique<model::VisionTransformer>(c, std::make_shared<Generator>(0));
   nn::StateDict state;
   for (const auto& [name, _] : m->named_parameters()) state.emplace_back(name, golden(f, name, DType::F32));
@@ -25,7 +25,7 @@ std::unique_ptr<model::VisionTransformer> build(const model::ViTConfig& c, const
   return m;
 }
 
-void expect_gradients(const model::VisionTransformer& m, const io::SafetensorsFile& f) {
+void expect_gradients(const model::VisionTransformer& m, const io::WeightsFile& f) {
   size_t checked = 0;
   for (const auto& [name, p] : m.named_parameters()) {
     ASSERT_TRUE(p.grad().defined()) << name;

@@ -1,4 +1,4 @@
-// llm.c-style end-to-end check: a tiny ViT built in PyTorch (tools/make_golden_vit.py) with fixed
+// llm.c-style end-to-end check: a tiny ViT built in PyTorch (tools/golden/make_golden_vit.py) with fixed
 // weights; we reproduce its logits, loss, every parameter gradient, and the losses and final
 // weights of 5 AdamW steps and 5 SGD steps, in float32.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@ namespace {
 
 using testing::golden;
 
-model::ViTConfig tiny_config(const io::SafetensorsFile& f) {
+model::ViTConfig tiny_config(const io::WeightsFile& f) {
   model::ViTConfig c;
   c.name = "tiny_golden";
   c.image_size = std::stoll(f.metadata.at("image_size"));
@@ -27,7 +27,7 @@ model::ViTConfig tiny_config(const io::SafetensorsFile& f) {
   return c;
 }
 
-std::unique_ptr<model::VisionTransformer> load_tiny(const io::SafetensorsFile& f) {
+std::unique_ptr<model::VisionTransformer> load_tiny(const io::WeightsFile& f) {
   auto m = std::make_unique<model::VisionTransformer>(tiny_config(f), std::make_shared<Generator>(0));
   nn::StateDict state;
   for (const auto& [name, _] : m->named_parameters()) state.emplace_back(name, golden(f, name, DType::F32));

@@ -13,13 +13,13 @@ using testing::golden;
 using testing::load_golden;
 
 // Copies golden parameters into a module by name, so the module's own names are what is tested.
-void load_from_golden(nn::Module& m, const io::SafetensorsFile& f, DType dtype) {
+void load_from_golden(nn::Module& m, const io::WeightsFile& f, DType dtype) {
   nn::StateDict state;
   for (const auto& [name, _] : m.named_parameters()) state.emplace_back(name, golden(f, name, dtype));
   m.load_state_dict(state);
 }
 
-void check_param_grads(const nn::Module& m, const io::SafetensorsFile& f, testing::Tolerance tol) {
+void check_param_grads(const nn::Module& m, const io::WeightsFile& f, testing::Tolerance tol) {
   for (const auto& [name, p] : m.named_parameters()) {
     EXPECT_TRUE(testing::all_close(p.grad(), golden(f, "grad." + name, DType::F64), tol, "grad." + name));
   }

@@ -5,15 +5,15 @@
 
 namespace vit::testing {
 
-io::SafetensorsFile load_golden(const std::string& file_name) {
+io::WeightsFile load_golden(const std::string& file_name) {
   return io::load_safetensors(std::string(VIT_GOLDEN_DIR) + "/" + file_name);
 }
 
-Tensor golden(const io::SafetensorsFile& file, const std::string& key, DType dtype) {
+Tensor golden(const io::WeightsFile& file, const std::string& key, DType dtype) {
   return file.get(key).to(dtype).contiguous().clone();
 }
 
-Tensor golden_targets(const io::SafetensorsFile& file, const std::string& key) {
+Tensor golden_targets(const io::WeightsFile& file, const std::string& key) {
   const Tensor t = file.get(key);
   std::vector<int64_t> v;
   for (double x : t.to_vector()) v.push_back(static_cast<int64_t>(x));

@@ -1,4 +1,4 @@
-// Golden-file helpers: load a reference file written by tools/make_golden.py (PyTorch, float64)
+// Golden-file helpers: load a reference file written by tools/golden/make_golden.py (PyTorch, float64)
 // and compare tensors with the tolerances named in support/tolerances.h (Tolerance: |actual -
 // expected| <= rtol * (|expected| + max|expected|)). A failure names the tensor, the largest
 // difference, where it is, and the first values of both sides.
@@ -13,11 +13,11 @@
 
 namespace vit::testing {
 
-io::SafetensorsFile load_golden(const std::string& file_name);
+io::WeightsFile load_golden(const std::string& file_name);
 // The tensor `key` of a golden file, converted to dtype (contiguous copy).
-Tensor golden(const io::SafetensorsFile& file, const std::string& key, DType dtype);
+Tensor golden(const io::WeightsFile& file, const std::string& key, DType dtype);
 // Integer targets stored as F64.
-Tensor golden_targets(const io::SafetensorsFile& file, const std::string& key);
+Tensor golden_targets(const io::WeightsFile& file, const std::string& key);
 
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, Tolerance tol,
                                      const std::string& name);

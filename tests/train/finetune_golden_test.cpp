@@ -1,4 +1,4 @@
-// Fine-tuning against PyTorch (tools/make_golden_finetune.py): a DeiT-shaped timm file (class and
+// Fine-tuning against PyTorch (tools/golden/make_golden_finetune.py): a DeiT-shaped timm file (class and
 // distillation tokens) at another resolution with new zero heads and layer decay, and a
 // DINOv2-shaped one (registers, LayerScale, no head) shrunk to a smaller grid on grey images with
 // a new head, layer decay and a head learning rate. The adaptations of train/init_from.h, then
@@ -20,7 +20,7 @@ namespace {
 using testing::golden;
 
 void check_case(const std::string& name) {
-  const io::SafetensorsFile f = testing::load_golden("finetune/" + name + ".safetensors");
+  const io::WeightsFile f = testing::load_golden("finetune/" + name + ".safetensors");
   const auto config = nlohmann::json::parse(f.metadata.at("config"));
   const int64_t size = config["image_size"], channels = config["channels"], classes = config["classes"];
   const double lr = config["lr"], head_scale = config["head_scale"];

@@ -9,7 +9,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "data/image.h"
-#include "infer/pretrained.h"
+#include "infer/load_model.h"
 #include "support/files.h"
 #include "support/tiny_checkpoint.h"
 #include "support/tiny_train.h"

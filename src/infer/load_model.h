@@ -1,7 +1,9 @@
-// Loading a ViT from a .safetensors file in any supported layout: our own checkpoints (config,
-// class names and normalisation in __metadata__), or timm / torchvision / Hugging Face weights
-// (layout detected or forced, config inferred from shapes). Optionally resamples the position
-// embedding to run at another resolution, as timm does.
+// Loading a model for inference from any file vit reads (io/weights_file.h: .safetensors, torch.save
+// .pth/.bin, .npz), by two short paths onto one source (infer/model_source.h): our own checkpoints
+// (config, class names, preprocessing and int8 scales in their metadata), or timm / torchvision /
+// Hugging Face / JAX weights (layout detected or forced, config inferred from shapes). Then the
+// overrides of LoadOptions, the position table resampled to another resolution as timm does
+// (--image-size), and one build.
 #pragma once
 
 #include <memory>
@@ -11,6 +13,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "infer/preprocess.h"
+#include "io/weights.h"
 #include "model/checkpoint_layout.h"
 #include "model/vision_transformer.h"
 
@@ -57,10 +60,9 @@ struct LoadedModel {
   // Our checkpoints holding two weight sets: which was loaded, for output lines ("EMA weights, as
   // the run evaluated (--raw: the raw weights)", checkpoint::weights_note); "" otherwise.
   std::string weights_note;
-  // The file format ("safetensors", "pytorch": a torch.save file, "npz") and, for the latter two,
-  // where the weights came from: "PyTorch (torch.save) file, state dict 'model'; skipped: epoch
-  // (int), args (argparse.Namespace, never run)".
-  std::string format = "safetensors";
+  // The file format and, for torch.save and .npz files, where the weights came from: "PyTorch
+  // (torch.save) file, state dict 'model'; skipped: epoch (int), args (argparse.Namespace, never run)".
+  io::WeightsFormat format = io::WeightsFormat::Safetensors;
   std::string source_note;
 };
 
