@@ -2,7 +2,7 @@
 outputs, the printed inputs go through vit and must give the printed outputs to the printed
 precision (and print the same way); where a seed uses random weights, the notebook's modules as
 examples/notebooks/ finish them are compared with PyTorch on the same weights, gradients included
-(tests/golden/notebooks, made by tools/make_golden_notebooks.py; no PyTorch needed here)."""
+(tests/golden/notebooks, made by tools/golden/make_golden_notebooks.py; no PyTorch needed here)."""
 import importlib.util
 import os
 
@@ -230,7 +230,7 @@ def test_the_librarys_layers_and_optimisers_through_the_door():
 
 def test_the_jupyter_notebooks_are_made_from_the_scripts():
     import sys
-    sys.path.insert(0, os.path.join(os.path.dirname(NOTEBOOKS), "..", "tools"))
+    sys.path.insert(0, os.path.join(os.path.dirname(NOTEBOOKS), "..", "tools", "generate"))
     import make_notebooks
     import glob
     scripts = sorted(glob.glob(os.path.join(NOTEBOOKS, "0*.py")))
@@ -238,4 +238,4 @@ def test_the_jupyter_notebooks_are_made_from_the_scripts():
     for script in scripts:
         with open(script[:-3] + ".ipynb") as f:
             assert f.read() == make_notebooks.text_of(script), (
-                f"{script[:-3]}.ipynb is out of date: run python3 tools/make_notebooks.py")
+                f"{script[:-3]}.ipynb is out of date: run python3 tools/generate/make_notebooks.py")

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from convert_checkpoint import SafeTensorsWriter, read_safetensors, round_to_dtype
+from lib.safetensors_io import SafeTensorsWriter, read_safetensors, round_to_dtype
 
 from .layouts_model import (CH, CLASSES, DEPTH, DIM, GRID, HEADS, HIDDEN, IMG, PATCH, HFViTForImageClassification,
                             make_timm_weights, make_torchvision_model, timm_forward, timm_to_hf,
@@ -218,7 +218,8 @@ def make_preprocess():
         png = os.path.join(PRE_DIR, name + ".png")
         small.save(png, format="PNG")
         written.append(png)
-        print("wrote %-50s %8d bytes, %dx%d (from %dx%d)" % (os.path.relpath(png, ROOT), os.path.getsize(png), nw, nh, w, h))
+        print("wrote %-50s %8d bytes, %dx%d (from %dx%d)"
+              % (os.path.relpath(png, ROOT), os.path.getsize(png), nw, nh, w, h))
         img = Image.open(png).convert("RGB")
         assert np.array_equal(np.asarray(img), np.asarray(small))
         bil = T.Compose([T.Resize(64, interpolation=InterpolationMode.BILINEAR), T.CenterCrop(56), T.ToTensor()])

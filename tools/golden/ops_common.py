@@ -1,6 +1,6 @@
 """make_golden.py's shared pieces: the F64 safetensors writer (Golden) and reader, the seeded value
 draws (float32 widened to float64 leaves), and the timm attention / MLP formulas (make_golden_vit.py
-imports these through make_golden)."""
+imports these too)."""
 
 import json
 import math

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from convert_checkpoint import SafeTensorsWriter, read_safetensors
+from lib.safetensors_io import SafeTensorsWriter, read_safetensors
 
 from .layouts_model import (CH, CLASSES, DEPTH, DIM, HEADS, HIDDEN, IMG, PATCH, HFViTForImageClassification,
                             make_timm_weights, make_torchvision_model, timm_forward, timm_to_hf,
@@ -332,6 +332,7 @@ def make_valid():
         # 3. DistributedDataParallel wrapper + EMA
         ema = ema_weights(sd)
         exp["logits_hf"] = None  # filled below, keeps the key order of the docstring
+
         def wrapped(t):
             return with_module_metadata(collections.OrderedDict(("module." + k, v) for k, v in t.items()))
         ddp = {"state_dict": wrapped(sd), "state_dict_ema": wrapped(ema)}

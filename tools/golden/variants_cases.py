@@ -108,7 +108,8 @@ def make_case(case):
             g1 = timm_forward(sd, cfg, x1, cfg.eps_timm, act="gelu")
             g3 = timm_forward(sd, cfg, x3, cfg.eps_timm, act="gelu")
             outs += [("features_gelu_b1.timm", g1["features"]), ("features_gelu_b3.timm", g3["features"])]
-            print("  %-16s max|features gelu - quick_gelu| = %.2e" % (name, mx(g3["features"], ref["timm"]["features"])))
+            print("  %-16s max|features gelu - quick_gelu| = %.2e"
+                  % (name, mx(g3["features"], ref["timm"]["features"])))
         for r, x in xr.items():
             ft = timm_forward(sd, cfg, x, cfg.eps_timm)["features"]
             outs.append(("features_b3_at%d.timm" % r, ft))
@@ -148,7 +149,8 @@ def make_train_golden():
     params = collections.OrderedDict((k, v.double().requires_grad_(True)) for k, v in sd32.items())
     x = x32.double()
     out = timm_forward(params, cfg, x, cfg.eps_timm)
-    loss = (1 - alpha) * F.cross_entropy(out["logits_cls"], labels) + alpha * F.cross_entropy(out["logits_dist"], teacher)
+    loss = ((1 - alpha) * F.cross_entropy(out["logits_cls"], labels)
+            + alpha * F.cross_entropy(out["logits_dist"], teacher))
     loss.backward()
     tensors = [(k, v.detach()) for k, v in params.items()]
     tensors += [("input", x), ("labels", labels.double()), ("teacher_labels", teacher.double()),

@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from convert_checkpoint import SafeTensorsWriter, read_safetensors
+from lib.safetensors_io import SafeTensorsWriter, read_safetensors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT_DIR = os.path.join(ROOT, "tests", "golden", "variants")

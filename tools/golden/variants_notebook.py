@@ -170,5 +170,6 @@ def make_notebook_golden():
     tensors = list(weights.items())
     tensors += [("input", x), ("labels", labels.double()), ("logits", logits.detach()), ("loss", loss.detach())]
     tensors += [("grad." + k, v) for k, v in grads.items()]
-    meta = {"config": json.dumps(cfg), "seed": "301", "torch": torch.__version__, "loss": "CE(logits, labels), batch mean"}
+    meta = {"config": json.dumps(cfg), "seed": "301", "torch": torch.__version__,
+            "loss": "CE(logits, labels), batch mean"}
     emit(os.path.join(OUT_DIR, "notebook.safetensors"), tensors, meta, dtype="F64")
