@@ -122,7 +122,7 @@ def test_errors_are_vit_errors_with_the_commands_messages():
         vit.load("/nonexistent.safetensors")
     with pytest.raises(vit.Error, match="pass --heads"):
         vit.load(TIMM)  # width 48: the head count cannot be guessed
-    with pytest.raises(vit.Error, match=r"unknown layout 'keras'"):
+    with pytest.raises(vit.Error, match=r"layout: must be one of timm, torchvision, huggingface, jax, got 'keras'"):
         vit.load(TIMM, heads=4, layout="keras")
     m = vit.load(TIMM, heads=4)
     with pytest.raises(vit.Error, match=r"input \(2, 3, 16, 16\) but the model takes \(B, 3, 32, 32\)"):
@@ -396,5 +396,5 @@ def test_bf16_precision_follows_float32():
     b = vit.load(TIMM, heads=4, precision="bf16").predict(x)
     cosine = float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
     assert cosine >= 0.9999 and not np.array_equal(a, b)
-    with pytest.raises(vit.Error, match=r"\[load\] precision must be fp32 or bf16, got 'fp16'"):
+    with pytest.raises(vit.Error, match=r"\[load\] precision: must be one of fp32, bf16, got 'fp16'"):
         vit.load(TIMM, heads=4, precision="fp16")

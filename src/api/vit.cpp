@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "data/image.h"
+#include "infer/load_options.h"
 #include "infer/predictor.h"
 #include "infer/quantize_file.h"
 #include "io/npy.h"
@@ -44,33 +45,6 @@ void save_npy(const std::string& path, const std::vector<float>& values, const s
   io::save_npy(path, t);
 }
 
-namespace {
-
-infer::LoadOptions to_internal(const LoadOptions& o) {
-  infer::LoadOptions options;
-  VIT_CHECK(o.eps == 0.0 || (o.eps > 0 && std::isfinite(o.eps)), "load", "eps must be positive (0: the file's), got {}",
-            number_str(o.eps));
-  if (!o.layout.empty()) options.layout = model::parse_layout(o.layout);
-  VIT_CHECK(o.heads >= 0, "load", "heads must be >= 0 (0: from the file), got {}", o.heads);
-  options.num_heads = o.heads;
-  if (o.eps != 0.0) options.eps = o.eps;
-  if (!o.act.empty()) options.act = o.act;
-  VIT_CHECK(o.image_size >= 0, "load", "image_size must be >= 0 (0: the checkpoint's), got {}", o.image_size);
-  options.image_size = o.image_size;
-  options.strict = o.strict;
-  VIT_CHECK(!(o.ema && o.raw), "load", "ema and raw exclude each other (default: the weights the run evaluated)");
-  options.weights = o.ema ? infer::WeightSet::Ema : o.raw ? infer::WeightSet::Raw : infer::WeightSet::Recorded;
-  options.allow_nonfinite = o.allow_nonfinite;
-  options.resize = o.resize;
-  options.crop = o.crop;
-  if (!o.interpolation.empty()) options.interpolation = infer::parse_filter(o.interpolation);
-  options.mean = o.mean;
-  options.std = o.std;
-  return options;
-}
-
-}  // namespace
-
 struct Model::Impl {
   infer::Predictor model;
   explicit Impl(infer::Predictor m) : model(std::move(m)) {}
@@ -88,9 +62,8 @@ infer::Predictor& Model::handle() const {
 
 Model Model::load(const std::string& path, const LoadOptions& options) {
   VIT_CHECK(!path.empty(), "load", "no path given: name a checkpoint file (.safetensors)");
-  const infer::Precision precision = infer::parse_precision(options.precision, "load");
-  infer::Predictor p =
-      infer::Predictor::load(path, to_internal(options), infer::Predictor::WeightPages::Keep, precision);
+  infer::Predictor p = infer::Predictor::load(path, infer::resolve_load_options(options, Spelling::Keywords),
+                                              infer::Predictor::WeightPages::Keep);
   p.prepare();  // the weights packed now, not at the first call
   return Model(std::make_unique<Impl>(std::move(p)));
 }
@@ -197,7 +170,8 @@ std::vector<float> Model::decode_image(const void* bytes, size_t size, const std
 
 QuantizeReport quantize(const std::string& in, const std::string& out, const LoadOptions& options, bool overwrite) {
   const infer::QuantizeFileResult r =
-      infer::quantize_file(in, out, to_internal(options), overwrite, 8, {.out = "out", .overwrite = "overwrite"});
+      infer::quantize_file(in, out, infer::resolve_load_options(options, Spelling::Keywords), overwrite, 8,
+                           {.out = "out", .overwrite = "overwrite"});
   return {r.summary.tensors, r.summary.max_rel_rms_error, r.in_bytes, r.out_bytes};
 }
 

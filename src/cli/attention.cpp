@@ -4,14 +4,14 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "cli/model_options.h"
+#include "cli/load_flags.h"
 #include "core/output_file.h"
 #include "infer/attention_map.h"
 
 namespace vit::cli {
 
 void add_attention_command(CLI::App& app) {
-  struct Options : ModelOptions {
+  struct Options : LoadFlags {
     std::string image, out = "attention.png";
     int64_t size = 224;
     bool overwrite = false;
@@ -19,7 +19,7 @@ void add_attention_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd =
       app.add_subcommand("attention", "draw where a ViT looks (last-block CLS attention and rollout) as an image");
-  add_model_options(cmd, *o);
+  add_model_flags(cmd, *o);
   cmd->add_option("image", o->image, "image file")->required();
   cmd->add_option("--out", o->out,
                   "output image (.png, .jpg or .bmp); an existing file, attention.png too, is kept unless --overwrite")
@@ -30,9 +30,8 @@ void add_attention_command(CLI::App& app) {
     const std::vector<InputFile> inputs = {{"the checkpoint", o->checkpoint}, {"the input image", o->image}};
     const OutputFile out_file{"--out", o->out, "the image file", "--overwrite"};
     check_output("attention", out_file, inputs, o->overwrite);  // before the model is loaded
-    VIT_CHECK(o->precision == "fp32", "attention",
-              "--precision {}: attention maps come from the float32 graph (bf16 is for predict, embed and serve)",
-              o->precision);
+    VIT_CHECK(o->settings().precision == infer::Precision::F32, "attention",
+              "--precision bf16: attention maps come from the float32 graph (bf16 is for predict, embed and serve)");
     infer::LoadedModel m = load_model(*o);
     const data::Image image = data::read_image(o->image, o->max_pixels);
     const infer::AttentionMaps maps = infer::attention_maps(*m.model, image, m.preprocess);

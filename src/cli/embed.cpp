@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "cli/model_options.h"
+#include "cli/load_flags.h"
 #include "cli/validators.h"
 #include "core/output_file.h"
 #include "io/npy.h"
@@ -14,7 +14,7 @@
 namespace vit::cli {
 
 void add_embed_command(CLI::App& app) {
-  struct Options : ModelOptions {
+  struct Options : LoadFlags {
     std::vector<std::string> images;
     std::string tensor, out, pool;
     int64_t batch = 16;
@@ -23,7 +23,7 @@ void add_embed_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "embed", "image embeddings: the pooled features before the head (CLIP: the projected embedding), or every token");
-  add_model_options(cmd, *o);
+  add_model_flags(cmd, *o);
   cmd->add_option("images", o->images, "image files (PNG, JPEG, BMP, ...)");
   cmd->add_option("--tensor", o->tensor, "a float32 (B, C, H, W) .npy input instead of images");
   cmd->add_option("--out", o->out, "write the embeddings here (.npy, float32): (B, E), or (B, N, D) for tokens")

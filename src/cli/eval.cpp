@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "cli/commands.h"
-#include "cli/model_options.h"
+#include "cli/load_flags.h"
 #include "cli/validators.h"
 #include "infer/load_model.h"
 #include "train/evaluate.h"
@@ -13,14 +13,10 @@
 namespace vit::cli {
 
 void add_eval_command(CLI::App& app) {
-  struct Options {
-    std::string checkpoint, data = "data/mnist", split = "test", layout;
-    int64_t heads = 0;
-    bool json = false, ema = false, raw = false, allow_nonfinite = false;
-    int threads = 0;
+  struct Options : LoadFlags {
+    std::string data = "data/mnist", split = "test";
+    bool json = false;
     int64_t batch = 500;
-    int64_t max_pixels = data::kDefaultMaxPixels;
-    std::string precision = "fp32";
     std::string tta = "none";
   };
   auto o = std::make_shared<Options>();
@@ -29,19 +25,15 @@ void add_eval_command(CLI::App& app) {
                   "model file: .safetensors (ours, int8, timm, torchvision, Hugging Face), PyTorch .pth/.bin or JAX "
                   ".npz (a classifier)")
       ->required();
-  cmd->add_option("--layout", o->layout,
-                  "force the key layout: timm, torchvision, huggingface, jax (default: detected)");
-  cmd->add_option("--heads", o->heads, "attention heads of a foreign file (default: from the file, else standard)")
-      ->check(kPositive);
+  // The load options that apply to scoring a classifier (its own preprocessing is the dataset's).
+  add_load_options(cmd, *o, {"layout", "heads", "ema", "raw", "allow_nonfinite", "precision"});
+  o->max_pixels = data::kDefaultMaxPixels;
   cmd->add_option("--data", o->data, "dataset directory")->capture_default_str();
   cmd->add_option("--split", o->split, "test or train")->capture_default_str()->check(CLI::IsMember({"test", "train"}));
   cmd->add_option("--batch-size", o->batch, "batch size")->capture_default_str()->check(kPositive);
   cmd->add_option("--max-pixels", o->max_pixels, "image folders: refuse images with more pixels")
       ->capture_default_str()
       ->check(kPositive);
-  add_weight_flags(cmd, o->ema, o->raw);
-  cmd->add_flag("--allow-nonfinite", o->allow_nonfinite, "load weights that hold NaN or Inf (refused by default)");
-  add_precision_option(cmd, o->precision);
   cmd->add_option("--tta", o->tta,
                   "test-time augmentation, reported beside the plain single-view result: none, or flip (the mean "
                   "probabilities of each image and its horizontal mirror)")
@@ -51,15 +43,12 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->callback([o] {
     set_threads(o->threads);
-    const infer::Precision precision = inference_precision(o->precision);
+    const infer::LoadSettings settings = o->settings();
+    const infer::Precision precision = settings.precision;
+    note_precision(precision);
     // Any file vit loads (ours, its int8 copy, timm, torchvision, Hugging Face), asked what it can
     // do: only a classifier has classes to score.
-    infer::LoadOptions options;
-    if (!o->layout.empty()) options.layout = model::parse_layout(o->layout);
-    options.num_heads = o->heads;
-    options.weights = weight_set(o->ema, o->raw);
-    options.allow_nonfinite = o->allow_nonfinite;
-    const infer::LoadedModel m = infer::load_model(o->checkpoint, options);
+    const infer::LoadedModel m = infer::load_model(o->checkpoint, settings);
     if (m.layout == "vit" && m.checksum.empty()) warn_no_checksum(o->checkpoint);
     const std::string weights = m.weights_note;
     const bool ema = m.ema;

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "infer/load_model.h"
+#include "infer/load_options.h"
 #include "kernels/cpu_features.h"
 #include "nn/layers.h"
 
@@ -92,9 +93,10 @@ void add_info_command(CLI::App& app) {
     std::string origin;        // a checkpoint's layout, family and the keys inference does not use
     std::string storage_json;  // a bf16 file's "storage" metadata
     if (!checkpoint->empty()) {
-      infer::LoadOptions options;
-      options.num_heads = model_flags->heads_given();
-      infer::LoadedModel loaded = infer::load_model(*checkpoint, options);
+      // --heads, the one load option of vit info (a model flag without --checkpoint), through infer's table.
+      OptionArgs heads;
+      if (model_flags->heads_given() > 0) heads.set("heads", {std::to_string(model_flags->heads_given())});
+      infer::LoadedModel loaded = infer::load_model(*checkpoint, infer::make_load_settings(heads));
       origin = fmt::format("  {} layout{}", loaded.layout, loaded.family != "vit" ? " (" + loaded.family + ")" : "");
       if (!loaded.source_note.empty()) origin += "; " + loaded.source_note;  // a .pth's says which state dict
       if (!loaded.weights_note.empty() && loaded.source_note.empty()) origin += "; " + loaded.weights_note;

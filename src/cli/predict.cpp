@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "cli/model_options.h"
+#include "cli/load_flags.h"
 #include "cli/validators.h"
 #include "core/output_file.h"
 #include "io/npy.h"
@@ -14,7 +14,7 @@
 namespace vit::cli {
 
 void add_predict_command(CLI::App& app) {
-  struct Options : ModelOptions {
+  struct Options : LoadFlags {
     std::vector<std::string> images;
     std::string tensor, out;
     int64_t top_k = 5, batch = 16;
@@ -22,7 +22,7 @@ void add_predict_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("predict", "classify images (PNG/JPEG) or run a .npy batch through a model");
-  add_model_options(cmd, *o);
+  add_model_flags(cmd, *o);
   cmd->add_option("images", o->images, "image files (PNG, JPEG, BMP, ...)");
   cmd->add_option("--tensor", o->tensor, "a float32 (B, C, H, W) .npy input instead of images");
   cmd->add_option("--out", o->out, "with --tensor: write the (B, K) float32 logits here as .npy");

@@ -3,18 +3,16 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/load_flags.h"
 #include "cli/validators.h"
 #include "infer/quantize_file.h"
 
 namespace vit::cli {
 
 void add_quantize_command(CLI::App& app) {
-  struct Options {
-    std::string checkpoint, out, layout;
-    int64_t heads = 0;
-    double eps = 0;
+  struct Options : LoadFlags {
+    std::string out;
     bool overwrite = false;
-    int threads = 0;
     int bits = 8;
     std::string dtype = "int8";
   };
@@ -28,11 +26,7 @@ void add_quantize_command(CLI::App& app) {
                   ".pth/.bin or JAX .npz")
       ->required();
   cmd->add_option("--out", o->out, "the checkpoint to write (.safetensors)")->required();
-  cmd->add_option("--layout", o->layout,
-                  "force the key layout: timm, torchvision, huggingface, jax (default: detected)");
-  cmd->add_option("--heads", o->heads, "attention heads (default: from the file, else standard for the width)")
-      ->check(kPositive);
-  cmd->add_option("--eps", o->eps, "LayerNorm eps (default: from the file or the layout)")->check(kPositive);
+  add_load_options(cmd, *o, {"layout", "heads", "eps"});
   cmd->add_option("--dtype", o->dtype,
                   "int8 (per-channel int8 Linear weights), or bf16 (Linear and convolution weights stored as bfloat16, "
                   "rounded to nearest even, scheme vit-bf16-1: loads as float32, and --precision bf16 runs it as it "
@@ -52,10 +46,7 @@ void add_quantize_command(CLI::App& app) {
               "--bits {} is for --dtype int8 (the int8 weights' bits); --dtype {} has none", o->bits, o->dtype);
     set_threads(o->threads);
     const bool bf16 = o->dtype == "bf16";
-    infer::LoadOptions options;
-    if (!o->layout.empty()) options.layout = model::parse_layout(o->layout);
-    options.num_heads = o->heads;
-    if (o->eps > 0) options.eps = o->eps;
+    const infer::LoadSettings options = o->settings();
     const infer::QuantizeFileResult r =
         infer::quantize_file(o->checkpoint, o->out, options, o->overwrite, o->bits, {},
                              bf16 ? infer::QuantizeDtype::BF16 : infer::QuantizeDtype::Int8);

@@ -11,14 +11,14 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "cli/model_options.h"
+#include "cli/load_flags.h"
 #include "cli/validators.h"
 #include "serve/server.h"
 
 namespace vit::cli {
 
 void add_serve_command(CLI::App& app) {
-  struct Options : ModelOptions {
+  struct Options : LoadFlags {
     serve::ServerOptions server;
     std::vector<std::string> models;
     std::string model_dir;
@@ -29,7 +29,7 @@ void add_serve_command(CLI::App& app) {
       "serve",
       "serve models over HTTP: the Open Inference Protocol (KServe v2) under /v2, POST /v1/predict, /v1/embed, "
       "/v1/attention, GET /v1/models, /healthz, /metrics, and a page to try them at /");
-  add_model_options(cmd, *o, /*require_checkpoint=*/false);
+  add_model_flags(cmd, *o, /*require_checkpoint=*/false);
   cmd->add_option("--model", o->models,
                   "NAME=FILE: serve FILE as model NAME (repeatable; URLs carry NAME: letters, digits, '_', '-', '.')");
   cmd->add_option("--model-dir", o->model_dir,
@@ -96,7 +96,7 @@ void add_serve_command(CLI::App& app) {
     std::vector<serve::NamedModel> models = serve::load_models(
         specs,
         [&o](const std::string& file) {
-          ModelOptions one = *o;
+          LoadFlags one = *o;
           one.checkpoint = file;
           return load_predictor(one, infer::Predictor::WeightPages::Own);
         },
@@ -106,7 +106,7 @@ void add_serve_command(CLI::App& app) {
       const model::ViTConfig& c = m.model.config();
       lines.push_back(fmt::format("  {}: {} ({}, {} layout, {}x{}, {}) from {}", m.name, c.name,
                                   m.model.loaded().family, m.model.loaded().layout, c.image_size, c.image_size,
-                                  o->precision, m.file));
+                                  infer::precision_name(m.model.precision()), m.file));
     }
     o->server.max_pixels = o->max_pixels;
     serve::Server server(std::move(models), o->server);

@@ -104,7 +104,7 @@ model::NamedTensors float_weights(const model::NamedTensors& tensors, model::Lay
 
 // The head count: --heads, else what the names or shapes told, else the file's "num_heads"
 // metadata (0: the standard one for the width).
-int64_t head_count(const io::WeightsFile& file, const LoadOptions& options, int64_t converted) {
+int64_t head_count(const io::WeightsFile& file, const LoadSettings& options, int64_t converted) {
   if (options.num_heads > 0) return options.num_heads;
   if (converted > 0) return converted;
   const auto it = file.metadata.find("num_heads");
@@ -118,7 +118,7 @@ int64_t head_count(const io::WeightsFile& file, const LoadOptions& options, int6
 }
 
 // --ema on a file without an EMA state dict is refused, naming what the file is.
-void check_ema_asked(const io::WeightsFile& file, const LoadOptions& options) {
+void check_ema_asked(const io::WeightsFile& file, const LoadSettings& options) {
   if (options.weights != WeightSet::Ema || !file.torch.ema.empty()) return;
   const std::string what =
       file.format != io::WeightsFormat::Safetensors
@@ -132,7 +132,7 @@ void check_ema_asked(const io::WeightsFile& file, const LoadOptions& options) {
 
 }  // namespace
 
-ModelSource foreign_source(const io::WeightsFile& file, const LoadOptions& options) {
+ModelSource foreign_source(const io::WeightsFile& file, const LoadSettings& options) {
   const std::string& path = file.path;
   check_ema_asked(file, options);
   const bool use_ema = options.weights == WeightSet::Ema;

@@ -79,7 +79,7 @@ checkpoint::CheckpointInfo checkpoint_info(const LoadedModel& m) {
   return info;
 }
 
-void apply_preprocess_overrides(Preprocess& p, const LoadOptions& o, int64_t channels) {
+void apply_preprocess_overrides(Preprocess& p, const LoadSettings& o, int64_t channels) {
   const char* op = "preprocess";
   VIT_CHECK(o.resize >= 0, op, "--resize must be positive, got {}", o.resize);
   VIT_CHECK(o.crop >= -1, op, "--crop must be >= 0 (0: no crop), got {}", o.crop);
@@ -103,7 +103,7 @@ void apply_preprocess_overrides(Preprocess& p, const LoadOptions& o, int64_t cha
 namespace {
 
 // The options that replace what the file says: the head count, eps and activation.
-void apply_config_overrides(model::ViTConfig& config, const LoadOptions& options) {
+void apply_config_overrides(model::ViTConfig& config, const LoadSettings& options) {
   if (options.num_heads > 0) config.num_heads = options.num_heads;
   if (options.eps) config.eps = *options.eps;
   if (options.act) config.act = *options.act;
@@ -111,7 +111,7 @@ void apply_config_overrides(model::ViTConfig& config, const LoadOptions& options
 }
 
 // Another resolution (--image-size): pos_embed resampled to the new grid, the preprocessing scaled.
-void resample(ModelSource& s, const LoadOptions& options) {
+void resample(ModelSource& s, const LoadSettings& options) {
   model::ViTConfig& config = s.config;
   if (options.image_size <= 0 || options.image_size == config.image_size) return;
   VIT_CHECK(options.image_size % config.patch_size == 0, "checkpoint",
@@ -134,7 +134,7 @@ void resample(ModelSource& s, const LoadOptions& options) {
 }
 
 // The model, its weights loaded (strictly: every weight replaced, none left over).
-void build(ModelSource& s, const LoadOptions& options, const std::string& path) {
+void build(ModelSource& s, const LoadSettings& options, const std::string& path) {
   LoadedModel& out = s.described;
   // Strict loading replaces every weight: skip the random initialisation and let the model use
   // the (memory-mapped) tensors themselves, so loading costs neither time nor a second copy.
@@ -171,7 +171,7 @@ void name_classes(LoadedModel& m, int64_t num_classes) {
 
 }  // namespace
 
-LoadedModel load_model(const std::string& path, const LoadOptions& options) {
+LoadedModel load_model(const std::string& path, const LoadSettings& options) {
   const io::WeightsFile file = io::load_weights_file(path);
   ModelSource s =
       checkpoint::is_vit_checkpoint(file) ? own_checkpoint_source(file, options) : foreign_source(file, options);

@@ -2,7 +2,7 @@
 // .pth/.bin, .npz), by two short paths onto one source (infer/model_source.h): our own checkpoints
 // (config, class names, preprocessing and int8 scales in their metadata), or timm / torchvision /
 // Hugging Face / JAX weights (layout detected or forced, config inferred from shapes). Then the
-// overrides of LoadOptions, the position table resampled to another resolution as timm does
+// overrides of LoadSettings, the position table resampled to another resolution as timm does
 // (--image-size), and one build.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "infer/load_options.h"
 #include "infer/preprocess.h"
 #include "io/weights.h"
 #include "model/checkpoint_layout.h"
@@ -19,30 +20,9 @@
 
 namespace vit::infer {
 
-using checkpoint::WeightSet;  // Recorded (what the run evaluated), Raw, Ema
-
-struct LoadOptions {
-  std::optional<model::Layout> layout;  // detected when not given
-  int64_t num_heads = 0;                // 0: from metadata, else the standard value for a standard width
-  std::optional<double> eps;            // LayerNorm eps; default follows the layout
-  std::optional<std::string> act;       // MLP activation; default follows the family (OpenAI CLIP: quick_gelu)
-  int64_t image_size = 0;               // > 0: run at this resolution (pos_embed resampled)
-  bool strict = true;                   // refuse missing / unexpected keys
-  // Our checkpoints: which weights; by default those the run evaluated (its EMA weights when it
-  // evaluated those). Ema on a file without EMA weights (foreign, int8, trained without) is refused.
-  WeightSet weights = WeightSet::Recorded;
-  bool allow_nonfinite = false;  // load weights holding NaN/Inf (refused by default)
-  // Preprocessing over the checkpoint's own evaluation transform (vit predict's --resize, --crop,
-  // --interpolation, --mean, --std): checked against the model's channels when it is loaded.
-  int64_t resize = 0;                   // > 0: resize the shorter side to this
-  int64_t crop = -1;                    // >= 0: center crop to this (0: no crop)
-  std::optional<Filter> interpolation;  // bilinear or bicubic
-  std::vector<double> mean, std;        // one value for every channel, or one per channel
-};
-
 // Applies the preprocessing overrides of `options` to `p` for a model of `channels` channels:
 // "[preprocess] --std needs 1 or 3 values (...)", "--mean values must be finite numbers, got inf".
-void apply_preprocess_overrides(Preprocess& p, const LoadOptions& options, int64_t channels);
+void apply_preprocess_overrides(Preprocess& p, const LoadSettings& options, int64_t channels);
 
 struct LoadedModel {
   std::unique_ptr<model::VisionTransformer> model;
@@ -66,7 +46,7 @@ struct LoadedModel {
   std::string source_note;
 };
 
-LoadedModel load_model(const std::string& path, const LoadOptions& options = {});
+LoadedModel load_model(const std::string& path, const LoadSettings& options = {});
 
 // Gives every parameter (and int8 scale) of `model` that still borrows a memory-mapped file memory
 // of its own, so the model never reads the file again: what `vit serve` does for the autograd

@@ -27,7 +27,7 @@ struct ModelSource {
   LoadedModel described;
 };
 
-ModelSource own_checkpoint_source(const io::WeightsFile& file, const LoadOptions& options);
-ModelSource foreign_source(const io::WeightsFile& file, const LoadOptions& options);
+ModelSource own_checkpoint_source(const io::WeightsFile& file, const LoadSettings& options);
+ModelSource foreign_source(const io::WeightsFile& file, const LoadSettings& options);
 
 }  // namespace vit::infer

@@ -56,7 +56,7 @@ Preprocess recorded_preprocess(const checkpoint::CheckpointInfo& info, const std
 
 }  // namespace
 
-ModelSource own_checkpoint_source(const io::WeightsFile& file, const LoadOptions& options) {
+ModelSource own_checkpoint_source(const io::WeightsFile& file, const LoadSettings& options) {
   const std::string& path = file.path;
   checkpoint::LoadedCheckpoint checkpoint =
       checkpoint::parse_checkpoint(file, {.allow_nonfinite = options.allow_nonfinite});

@@ -7,8 +7,8 @@
 
 namespace vit::infer {
 
-Predictor Predictor::load(const std::string& path, const LoadOptions& options, WeightPages pages, Precision precision) {
-  return Predictor(load_model(path, options), pages, precision);
+Predictor Predictor::load(const std::string& path, const LoadSettings& settings, WeightPages pages) {
+  return Predictor(load_model(path, settings), pages, settings.precision);
 }
 
 Predictor::Predictor(LoadedModel model, WeightPages pages, Precision precision)

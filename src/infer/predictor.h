@@ -29,8 +29,9 @@ class Predictor {
   using WeightPages = InferenceSession::WeightPages;
   // Loads the file (any layout load_model reads). The weights are packed for the inference session
   // at the first call that runs the model, or by prepare().
-  static Predictor load(const std::string& path, const LoadOptions& options = {}, WeightPages pages = WeightPages::Keep,
-                        Precision precision = Precision::F32);
+  // The session runs at settings.precision.
+  static Predictor load(const std::string& path, const LoadSettings& settings = {},
+                        WeightPages pages = WeightPages::Keep);
   explicit Predictor(LoadedModel model, WeightPages pages = WeightPages::Keep, Precision precision = Precision::F32);
   Precision precision() const { return precision_; }
   Predictor(Predictor&&) noexcept;

@@ -47,7 +47,7 @@ Bf16Summary summarize_bf16(const model::VisionTransformer& model) {
 
 }  // namespace
 
-QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadOptions& options,
+QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadSettings& options,
                                  bool overwrite, int bits, const QuantizeNames& names, QuantizeDtype dtype) {
   const bool bf16 = dtype == QuantizeDtype::BF16, copy = dtype == QuantizeDtype::F32;
   const char* op = copy ? "convert" : "quantize";
@@ -81,7 +81,7 @@ QuantizeFileResult quantize_file(const std::string& in, const std::string& out, 
   return result;
 }
 
-QuantizeFileResult convert_file(const std::string& in, const std::string& out, const LoadOptions& options,
+QuantizeFileResult convert_file(const std::string& in, const std::string& out, const LoadSettings& options,
                                 bool overwrite, const QuantizeNames& names) {
   return quantize_file(in, out, options, overwrite, 8, names, QuantizeDtype::F32);
 }

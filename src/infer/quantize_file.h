@@ -42,13 +42,13 @@ struct QuantizeFileResult {
 struct QuantizeNames {
   std::string out = "--out", overwrite = "--overwrite";
 };
-QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadOptions& options,
+QuantizeFileResult quantize_file(const std::string& in, const std::string& out, const LoadSettings& options,
                                  bool overwrite, int bits = 8, const QuantizeNames& names = {},
                                  QuantizeDtype dtype = QuantizeDtype::Int8);
 
 // vit convert: quantize_file with dtype F32 (the weights as loaded: a PyTorch file's EMA state dict
 // with options.weights = Ema, resampled to options.image_size when given).
-QuantizeFileResult convert_file(const std::string& in, const std::string& out, const LoadOptions& options,
+QuantizeFileResult convert_file(const std::string& in, const std::string& out, const LoadSettings& options,
                                 bool overwrite, const QuantizeNames& names = {});
 
 }  // namespace vit::infer

@@ -34,7 +34,7 @@ Variable distillation_term(const Variable& dist_logits, const Tensor& teacher_lo
 namespace {
 
 infer::LoadedModel load_teacher(const std::string& path, const model::ViTConfig& student, int64_t heads) {
-  infer::LoadOptions options;
+  infer::LoadSettings options;
   options.image_size = student.image_size;
   options.num_heads = heads;
   try {

@@ -125,7 +125,7 @@ InitSource read_init(TrainConfig& c) {
               "without it, of non-standard width)",
               flag_for_key(key), c.init);
   }
-  infer::LoadOptions options;
+  infer::LoadSettings options;
   if (c.model_field_given("num_heads")) options.num_heads = c.model.num_heads;
   if (c.model_field_given("image_size")) options.image_size = c.model.image_size;  // pos_embed resampled
   src.loaded = infer::load_model(c.init, options);

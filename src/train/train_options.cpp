@@ -15,28 +15,6 @@
 
 namespace vit::train {
 
-// ---- TrainArgs ----
-
-void TrainArgs::set(const std::string& name, std::vector<std::string> values) {
-  given.push_back({name, std::move(values)});
-}
-
-bool TrainArgs::has(const std::string& name) const {
-  return std::any_of(given.begin(), given.end(), [&](const Given& g) { return g.name == name; });
-}
-
-const std::vector<std::string>& TrainArgs::values(const std::string& name) const {
-  for (auto it = given.rbegin(); it != given.rend(); ++it) {
-    if (it->name == name) return it->values;
-  }
-  static const std::vector<std::string> none;
-  return none;
-}
-
-std::string TrainArgs::what(const std::string& name) const {
-  return spelling == Spelling::Flags ? flag_of(name) : name;
-}
-
 namespace {
 
 constexpr int kMaxThreads = 1024;

@@ -11,33 +11,19 @@
 #include <string>
 #include <vector>
 
+#include "core/option_args.h"
 #include "train/train_config.h"
 
 namespace vit::train {
 
-// How the caller spells option names, for messages: "--batch-size" (flags) or "batch_size"
-// (keywords).
-enum class Spelling { Flags, Keywords };
-
-// What a caller gave, before any recipe: option names ("batch_size", model options too) with the
-// values as text ({"0.001"}; a flag alone: {"true"}; a list: several).
-struct TrainArgs {
-  struct Given {
-    std::string name;
-    std::vector<std::string> values;
-  };
-  std::vector<Given> given;  // in the order given; a name given twice: the last counts
-  Spelling spelling = Spelling::Flags;
-
-  void set(const std::string& name, std::vector<std::string> values);
-  bool has(const std::string& name) const;
-  const std::vector<std::string>& values(const std::string& name) const;  // the last given
-  std::string what(const std::string& name) const;                        // "--lr" or "lr"
-};
+// What a caller gave (core/option_args.h): option names ("batch_size", model options too) with the
+// values as text.
+using TrainArgs = OptionArgs;
+using vit::Spelling;
 
 struct TrainOption {
-  enum class Arity { Flag, One, List };  // Flag: alone (true) or true/false; List: one or more values
-  std::string name;                      // keyword; the flag is "--" + name with '-' for '_'
+  using Arity = vit::Arity;  // Flag: alone (true) or true/false; List: one or more values
+  std::string name;          // keyword; the flag is "--" + name with '-' for '_'
   Arity arity = Arity::One;
   std::string help;
   std::string default_text;  // the main job's value, for --help ("" when none)

@@ -91,7 +91,7 @@ TEST(Facade, SizedCallsCheckTheShapeAndValuesAreChecked) {
 
 TEST(Facade, LoadOptionsAreCheckedWithReadableNumbers) {
   expect_error([] { vit::Model::load(kTimm, {.heads = 4, .eps = std::nan("")}); },
-               "[load] eps must be positive (0: the file's), got nan");
+               "[load] eps must be a positive number (0: the file's), got nan");
   expect_error([] { vit::Model::load(""); }, "[load] no path given");
   expect_error(
       [] {

@@ -28,7 +28,7 @@ using infer::Precision;
 const std::string kDir = std::string(VIT_GOLDEN_DIR) + "/int8/";
 
 LoadedModel load_tiny() {
-  infer::LoadOptions o;
+  infer::LoadSettings o;
   o.num_heads = 4;
   return load_model(kDir + "tiny_vit.safetensors", o);
 }

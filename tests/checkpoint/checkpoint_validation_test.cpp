@@ -22,7 +22,7 @@ namespace {
 
 using infer::load_model;
 using infer::LoadedModel;
-using infer::LoadOptions;
+using infer::LoadSettings;
 using testing::edit_metadata;
 using ::testing::HasSubstr;
 using testing::replace_in_file;
@@ -191,7 +191,7 @@ TEST_F(HostileCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
   EXPECT_EQ(error_of([&] { load_model(file_); }), expected);
   const LoadedCheckpoint c = load_checkpoint(file_, {.allow_nonfinite = true});
   EXPECT_FALSE(c.checksum.empty());  // still verified
-  LoadOptions allow;
+  LoadSettings allow;
   allow.allow_nonfinite = true;
   EXPECT_NO_THROW(load_model(file_, allow));
 }
@@ -206,7 +206,7 @@ TEST(ForeignCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
   }
   const std::string file = dir.file("timm_inf.safetensors");
   io::save_safetensors(file, tensors);
-  LoadOptions options;
+  LoadSettings options;
   options.num_heads = 4;
   EXPECT_EQ(error_of([&] { load_model(file, options); }),
             "[checkpoint] " + file +

@@ -26,7 +26,7 @@ using infer::quantize_linears;
 const std::string kDir = std::string(VIT_GOLDEN_DIR) + "/int8/";
 
 LoadedModel load_tiny(const std::string& path = kDir + "tiny_vit.safetensors") {
-  infer::LoadOptions o;
+  infer::LoadSettings o;
   o.num_heads = 4;
   return load_model(path, o);
 }

@@ -74,7 +74,7 @@ TEST(HostileCli, PreprocessingValuesMustMakeSense) {
   TempDir dir;
   const std::string photo = write_photo(dir, "photo.png");
   expect_error(vit("predict --checkpoint " + kTimm + " " + photo + " --mean inf"),
-               "[preprocess] --mean values must be finite numbers, got inf");
+               "[load] --mean: must be a finite number, got 'inf'");
   expect_error(vit("predict --checkpoint " + kTimm + " " + photo + " --std 0.2 0.2"),
                "[preprocess] --std needs 1 or 3 values (one value for all channels, or one per channel), got 2");
 }

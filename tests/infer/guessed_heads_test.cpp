@@ -37,7 +37,7 @@ TEST(ForeignCheckpoint, ANonStandardWidthNeedsHeads) {
   EXPECT_EQ(load_model(with_meta).model->config().num_heads, 4);
   io::save_safetensors(with_meta, f.tensors, {{"num_heads", "four"}});
   EXPECT_THAT(error_of([&] { load_model(with_meta); }), HasSubstr("metadata 'num_heads' is 'four', not a positive"));
-  LoadOptions heads;
+  LoadSettings heads;
   heads.num_heads = 4;
   EXPECT_EQ(load_model(with_meta, heads).model->config().num_heads, 4);  // --heads wins over the metadata
 }

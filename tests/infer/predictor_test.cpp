@@ -154,7 +154,7 @@ TEST(Predictor, InputsAreCheckedWithTheDoorsMessages) {
 TEST(Predictor, LoadsFilesAndAppliesPreprocessingOverrides) {
   testing::TempDir dir;
   testing::write_tiny_checkpoint(dir.file("tiny.safetensors"));
-  LoadOptions o;
+  LoadSettings o;
   o.mean = {0.25};
   o.std = {0.5};
   o.crop = 20;

@@ -26,7 +26,7 @@ void expect_logits_match(const Tensor& ours, const Tensor& theirs, const std::st
 
 // The fixtures are 48 wide with 4 heads; 48 is no standard width, so (as a user would) the head
 // count is given: --heads 4.
-LoadOptions with_heads(LoadOptions o = {}) {
+LoadSettings with_heads(LoadSettings o = {}) {
   o.num_heads = 4;
   return o;
 }
@@ -74,10 +74,10 @@ TEST(Layouts, DetectionDefaultsAndForcing) {
   EXPECT_THROW(load_model(kDir + "timm.safetensors"), Error);
   EXPECT_EQ(model::default_num_heads(768), 12);
   EXPECT_EQ(model::default_num_heads(192), 3);
-  LoadOptions forced = with_heads();
+  LoadSettings forced = with_heads();
   forced.layout = model::Layout::Timm;
   EXPECT_THROW(load_model(kDir + "hf.safetensors", forced), Error);  // HF keys are not timm keys
-  LoadOptions heads;
+  LoadSettings heads;
   heads.num_heads = 5;  // 48 is not divisible by 5
   EXPECT_THROW(load_model(kDir + "timm.safetensors", heads), Error);
 }
@@ -89,12 +89,12 @@ TEST(PosEmbed, ResamplingMatchesTimmAndTorchvision) {
   EXPECT_CLOSE(model::resample_pos_embed(pos, 1, 6, 6, true), f.get("resample_torchvision"), testing::kGoldenFloatTol);
   EXPECT_CLOSE(model::resample_pos_embed(pos, 1, 3, 3, false), f.get("resample_timm_down"), testing::kGoldenFloatTol);
   // The whole model at 48x48 (6x6 patches) against timm run with the resampled embedding.
-  LoadOptions at48 = with_heads();
+  LoadSettings at48 = with_heads();
   at48.image_size = 48;
   LoadedModel m = load_model(kDir + "timm.safetensors", at48);
   EXPECT_EQ(m.model->config().image_size, 48);
   expect_logits_match(run(m, f.get("input_48").to(DType::F32)), f.get("logits_timm_48"), "timm at 48x48");
-  LoadOptions odd = with_heads();
+  LoadSettings odd = with_heads();
   odd.image_size = 50;
   EXPECT_THROW(load_model(kDir + "timm.safetensors", odd), Error);
 }
@@ -109,7 +109,7 @@ TEST(BadCheckpoints, MissingUnexpectedWrongShapeNotAViT) {
     io::save_safetensors(dir.file(name), tensors);
     return dir.file(name);
   };
-  auto error_of = [](const std::string& path, LoadOptions options = with_heads()) -> std::string {
+  auto error_of = [](const std::string& path, LoadSettings options = with_heads()) -> std::string {
     try {
       load_model(path, options);
     } catch (const Error& e) {
@@ -124,7 +124,7 @@ TEST(BadCheckpoints, MissingUnexpectedWrongShapeNotAViT) {
   const std::string e1 = error_of(missing);
   EXPECT_NE(e1.find(missing), std::string::npos) << e1;
   EXPECT_NE(e1.find("missing keys [blocks.1.norm2.bias]"), std::string::npos) << e1;
-  LoadOptions lenient = with_heads();
+  LoadSettings lenient = with_heads();
   lenient.strict = false;
   const LoadedModel partial = load_model(missing, lenient);
   EXPECT_EQ(partial.missing_keys, (std::vector<std::string>{"blocks.1.norm2.bias"}));

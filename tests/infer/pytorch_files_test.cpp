@@ -22,14 +22,14 @@ const std::string kDir = std::string(VIT_GOLDEN_DIR) + "/pth/";
 const std::string kLayouts = std::string(VIT_GOLDEN_DIR) + "/layouts/";
 constexpr double kTol = 1e-5;  // of the largest logit: the PyTorch parity target
 
-LoadOptions heads4(WeightSet weights = WeightSet::Recorded) {
-  LoadOptions o;
+LoadSettings heads4(WeightSet weights = WeightSet::Recorded) {
+  LoadSettings o;
   o.num_heads = 4;  // 48 wide is no standard width
   o.weights = weights;
   return o;
 }
 
-Tensor logits(const std::string& path, const LoadOptions& options = heads4()) {
+Tensor logits(const std::string& path, const LoadSettings& options = heads4()) {
   LoadedModel m = load_model(path, options);
   const io::WeightsFile expected = io::load_safetensors(kDir + "expected.safetensors");
   NoGradGuard no_grad;
@@ -119,7 +119,7 @@ TEST(PyTorchFiles, DdpPrefixAndEmaStateDict) {
 }
 
 TEST(PyTorchFiles, JaxNamesTellTheHeadCountAndTheLayout) {
-  LoadOptions no_heads;  // the query kernel (D, heads, head_dim) says 4
+  LoadSettings no_heads;  // the query kernel (D, heads, head_dim) says 4
   const LoadedModel m = load_model(kDir + "jax.npz", no_heads);
   EXPECT_EQ(m.layout, "jax");
   EXPECT_EQ(m.format, io::WeightsFormat::Npz);

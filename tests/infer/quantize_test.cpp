@@ -26,7 +26,7 @@ namespace {
 const std::string kDir = std::string(VIT_GOLDEN_DIR) + "/int8/";
 
 LoadedModel load_tiny(const std::string& path = kDir + "tiny_vit.safetensors") {
-  LoadOptions o;
+  LoadSettings o;
   o.num_heads = 4;
   return load_model(path, o);
 }

@@ -39,8 +39,8 @@ Case read_case(const std::string& name) {
   return {name, config, std::move(f)};
 }
 
-LoadOptions options_for(const Case& c, int64_t image_size = 0) {
-  LoadOptions o;
+LoadSettings options_for(const Case& c, int64_t image_size = 0) {
+  LoadSettings o;
   o.num_heads = c.config["num_heads"].get<int64_t>();  // width 32 is no standard width: the head count is given
   o.image_size = image_size;
   return o;
@@ -137,12 +137,12 @@ TEST(Variants, FamiliesAndPreprocessingFollowTheKeys) {
                                      {"clip.timm", "clip"},
                                      {"clip.hf", "clip"},
                                      {"avgpool.timm", "vit"}}) {
-    LoadOptions o;
+    LoadSettings o;
     o.num_heads = 2;
     const LoadedModel m = load_model(kDir + file + ".safetensors", o);
     EXPECT_EQ(m.family, family) << file;
   }
-  LoadOptions o;
+  LoadSettings o;
   o.num_heads = 2;
   const LoadedModel clip = load_model(kDir + "clip.hf.safetensors", o);
   EXPECT_EQ(clip.preprocess.filter, Filter::Bicubic);
@@ -186,7 +186,7 @@ TEST(Variants, Dinov2ResamplesItsPositionGridToTheImageSize) {
 // An OpenAI CLIP file in timm's names runs QuickGELU; --act gelu (LAION's CLIPs) exact GELU.
 TEST(Variants, ClipActivationCanBeOverridden) {
   const Case c = read_case("clip");
-  LoadOptions o = options_for(c);
+  LoadSettings o = options_for(c);
   o.act = "gelu";
   LoadedModel m = load_model(file_of(c, "timm"), o);
   EXPECT_EQ(m.model->config().act, "gelu");
@@ -211,7 +211,7 @@ Tensors read_tensors(const std::string& path) {
   return out;
 }
 
-std::string error_of(const std::string& path, LoadOptions options) {
+std::string error_of(const std::string& path, LoadSettings options) {
   try {
     load_model(path, options);
   } catch (const Error& e) {
@@ -226,8 +226,8 @@ class BadVariantFiles : public ::testing::Test {
     io::save_safetensors(dir_.file(name), tensors);
     return dir_.file(name);
   }
-  static LoadOptions heads() {
-    LoadOptions o;
+  static LoadSettings heads() {
+    LoadSettings o;
     o.num_heads = 2;
     return o;
   }
@@ -252,7 +252,7 @@ TEST_F(BadVariantFiles, MissingLayerScaleGammasAreNamed) {
   const std::string e = error_of(path, heads());
   EXPECT_NE(e.find("blocks.1.ls2.gamma"), std::string::npos) << e;
   EXPECT_NE(e.find("LayerScale"), std::string::npos) << e;
-  LoadOptions lenient = heads();
+  LoadSettings lenient = heads();
   lenient.strict = false;
   const LoadedModel m = load_model(path, lenient);
   EXPECT_EQ(m.missing_keys, (std::vector<std::string>{"blocks.1.ls2.gamma"}));
@@ -288,7 +288,7 @@ TEST_F(BadVariantFiles, NoStrictListsWhatItSkipsAndContinues) {
   const std::string path = write("extra.safetensors", t);
   const std::string e = error_of(path, heads());
   EXPECT_NE(e.find("unexpected keys [deit.encoder.layer.0.extra.weight]"), std::string::npos) << e;
-  LoadOptions lenient = heads();
+  LoadSettings lenient = heads();
   lenient.strict = false;
   LoadedModel m = load_model(path, lenient);
   EXPECT_EQ(m.unexpected_keys, (std::vector<std::string>{"deit.encoder.layer.0.extra.weight"}));

@@ -72,7 +72,7 @@ TEST(WeightsFile, ANanInAFloatStorageIsFoundInTheCrcPass) {
     std::memcpy(bytes.data() + 4 * 37, &nan, 4);
   });
   try {
-    infer::LoadOptions o;
+    infer::LoadSettings o;
     o.num_heads = 4;
     infer::load_model(dir.file("nan.pth"), o);
     ADD_FAILURE() << "a NaN weight loaded";
@@ -80,7 +80,7 @@ TEST(WeightsFile, ANanInAFloatStorageIsFoundInTheCrcPass) {
     EXPECT_NE(std::string(e.what()).find("tensor 'blocks.1.mlp.fc1.weight' holds NaN at index 37"), std::string::npos)
         << e.what();
   }
-  infer::LoadOptions allow;
+  infer::LoadSettings allow;
   allow.num_heads = 4;
   allow.allow_nonfinite = true;
   EXPECT_NO_THROW(infer::load_model(dir.file("nan.pth"), allow));

@@ -63,7 +63,7 @@ TEST(Weights, TheCheckpointSaysWhichTheRunEvaluatedAndLoadingDefaultsToThem) {
   EXPECT_TRUE(recorded.ema);
   EXPECT_EQ(recorded.weights_note, "EMA weights, as the run evaluated (--raw: the raw weights)");
   EXPECT_TRUE(same(recorded.model->state_dict(), saved.ema));
-  infer::LoadOptions raw_weights, ema_weights;
+  infer::LoadSettings raw_weights, ema_weights;
   raw_weights.weights = infer::WeightSet::Raw;
   ema_weights.weights = infer::WeightSet::Ema;
   const infer::LoadedModel raw = infer::load_model(dir.file("ema/best.safetensors"), raw_weights);
