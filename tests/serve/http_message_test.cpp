@@ -46,6 +46,15 @@ TEST(HttpMessage, BrokenFramingGetsItsStatus) {
     EXPECT_EQ(h.state, Head::State::Error) << text;
     EXPECT_EQ(h.status, status) << text << " -> " << h.error;
   }
+  // A chunk-size line (extensions included) and the trailers keep their limits when complete too.
+  for (const auto& [body, status] :
+       std::vector<std::pair<std::string, int>>{{"5;" + std::string(5000, 'e') + "\r\nhello\r\n0\r\n\r\n", 400},
+                                                {"0\r\n" + std::string(17000, 't') + ": x\r\n\r\n", 431}}) {
+    http::ChunkedDecoder chunks;
+    std::string in = body, out;
+    EXPECT_EQ(chunks.feed(in, out, 1 << 20), http::ChunkedDecoder::State::Error) << body.substr(0, 20);
+    EXPECT_EQ(chunks.status(), status);
+  }
   std::string many = "GET / HTTP/1.1\r\nHost: x\r\n";
   for (int i = 0; i < 101; ++i) many += "X: 1\r\n";
   EXPECT_EQ(http::parse_head(many + "\r\n", {}).status, 431);

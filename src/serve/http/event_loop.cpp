@@ -266,6 +266,11 @@ struct EventLoop::Loop {
       }
     }
     if (c.phase != Phase::Linger) advance(c);
+    // A parser that holds a full read buffer it cannot use would be woken for ever by the
+    // readable socket (the head and chunk limits keep this from happening; this keeps it so).
+    if (!c.dead && (c.phase == Phase::Head || c.phase == Phase::Body) && c.in.size() >= kReadCap) {
+      refuse(c, 400, "the request cannot be parsed within the server's read buffer");
+    }
   }
 
   // Parses what is buffered: the head, then the body; a whole request goes to a handler.
@@ -290,7 +295,6 @@ struct EventLoop::Loop {
                                   "(--max-body)",
                                   c.head.content_length, options.limits.max_body_bytes));
       }
-      if (!c.head.chunked && !reserve(c, static_cast<uint64_t>(c.head.content_length))) return refuse_busy(c);
       if (c.head.expect_continue && c.in.empty() && (c.head.chunked || c.head.content_length > 0)) {
         static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
         [[maybe_unused]] const ssize_t n = send(c.fd, kContinue, sizeof(kContinue) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -315,6 +319,9 @@ struct EventLoop::Loop {
       }
       request.body.append(c.in, 0, take);
       c.in.erase(0, take);
+      // Bodies are counted as their bytes arrive, not by their declared length: a client that
+      // sends only headers holds nothing of the budget.
+      if (request.body.size() > c.reserved && !reserve(c, request.body.size() - c.reserved)) return refuse_busy(c);
       if (request.body.size() < static_cast<size_t>(c.head.content_length)) {
         if (c.peer_closed) refuse(c, 400, "the connection was closed before the body was complete", false);
         return;

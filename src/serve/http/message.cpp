@@ -278,6 +278,10 @@ ChunkedDecoder::State ChunkedDecoder::feed(std::string& in, std::string& body, u
         if (in.size() - pos > 4096) state = fail(400, "malformed chunked body (a chunk-size line over 4 KiB)");
         break;
       }
+      if (size_line.size() > 4096) {  // a complete line is held to the same limit (extensions included)
+        state = fail(400, "malformed chunked body (a chunk-size line over 4 KiB)");
+        break;
+      }
       const std::string_view digits = size_line.substr(0, std::min(size_line.find_first_of(" \t;"), size_line.size()));
       if (digits.empty() || digits.size() > 15 ||
           !std::all_of(digits.begin(), digits.end(), [](char c) { return hex_digit(c) >= 0; })) {
@@ -312,6 +316,10 @@ ChunkedDecoder::State ChunkedDecoder::feed(std::string& in, std::string& body, u
         break;
       }
       trailer_bytes_ += trailer.size() + 2;
+      if (trailer_bytes_ > 16384) {  // complete trailer lines count too
+        state = fail(431, "the chunked body's trailers are too large");
+        break;
+      }
       if (trailer.empty()) state = State::Done;
     }
   }

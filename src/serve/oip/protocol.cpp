@@ -7,26 +7,13 @@
 
 #include "core/check.h"
 #include "serve/http/message.h"
+#include "serve/oip/request_json.h"
 
 namespace vit::serve::oip {
 namespace {
 
 using json = nlohmann::json;
 constexpr const char* kOp = "infer";
-
-// Appends the numbers of a (possibly nested) JSON array to out, row-major; false on a non-number.
-bool flatten(const json& j, std::vector<double>& out, size_t limit) {
-  if (j.is_number()) {
-    if (out.size() >= limit) return true;  // the caller compares counts
-    out.push_back(j.get<double>());
-    return true;
-  }
-  if (!j.is_array()) return false;
-  for (const json& item : j) {
-    if (!flatten(item, out, limit)) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -67,10 +54,10 @@ size_t json_length(const std::string& body, const std::string& header_length) {
   return bytes;
 }
 
-json parse_json(const std::string& text, const std::string& body, const std::string& header_length) {
+RequestJson parse_json(const std::string& text, const std::string& body, const std::string& header_length) {
   check_json_depth(text, "the request");
   try {
-    return json::parse(text);
+    return parse_request_json(text, text.size());
   } catch (const json::exception& e) {
     fail(kOp, "the request is not valid JSON ({}){}", e.what(),
          header_length.empty() && body.find('\0') != std::string::npos
@@ -125,9 +112,11 @@ Tensor read_binary_input(const json& in, const InputSpec& s, const std::string& 
   const json& size = in["parameters"]["binary_data_size"];
   VIT_CHECK(size.is_number_unsigned(), kOp, "input '{}': parameters.binary_data_size must be a byte count", s.name);
   const uint64_t bytes = size.get<uint64_t>();
-  const uint64_t needed = static_cast<uint64_t>(s.numel) * s.element;
-  VIT_CHECK(bytes == needed, kOp, "input '{}': binary_data_size {} but shape {} of {} needs {} bytes", s.name, bytes,
-            s.shape_text, s.datatype, needed);
+  // The shape's byte count, which may pass 2^64 (then it is not any binary_data_size).
+  const bool beyond = static_cast<uint64_t>(s.numel) > UINT64_MAX / s.element;
+  const uint64_t needed = beyond ? 0 : static_cast<uint64_t>(s.numel) * s.element;
+  VIT_CHECK(!beyond && bytes == needed, kOp, "input '{}': binary_data_size {} but shape {} of {} needs {} bytes",
+            s.name, bytes, s.shape_text, s.datatype, beyond ? std::string("more than 2^64") : std::to_string(needed));
   VIT_CHECK(!header_length.empty(), kOp,
             "input '{}' is binary but the request has no Inference-Header-Content-Length header", s.name);
   VIT_CHECK(body.size() - json_bytes == bytes, kOp,
@@ -149,20 +138,19 @@ Tensor read_binary_input(const json& in, const InputSpec& s, const std::string& 
   return x;
 }
 
-// The input's values from its "data" list (flat, or nested to the shape).
-Tensor read_json_input(const json& in, const InputSpec& s, const std::string& body, size_t json_bytes) {
+// The input's values from its "data" list (flat, or nested to the shape), read while parsing.
+Tensor read_json_input(const json& in, const RequestJson& r, const InputSpec& s, const std::string& body,
+                       size_t json_bytes) {
   VIT_CHECK(in.contains("data"), kOp, "input '{}' has no \"data\" (nor binary_data_size)", s.name);
   VIT_CHECK(json_bytes == body.size(), kOp, "{} bytes follow the JSON but no input is binary",
             body.size() - json_bytes);
+  VIT_CHECK(r.data_read && r.data_numeric, kOp, "input '{}': \"data\" must hold numbers (a flat or nested list)",
+            s.name);
   const auto numel = static_cast<size_t>(s.numel);
-  std::vector<double> values;
-  VIT_CHECK(flatten(in["data"], values, numel + 1), kOp,
-            "input '{}': \"data\" must hold numbers (a flat or nested list)", s.name);
-  VIT_CHECK(values.size() == numel, kOp, "input '{}': shape {} needs {} values, \"data\" has {}", s.name, s.shape_text,
-            numel, values.size() > numel ? std::string("more") : std::to_string(values.size()));
+  VIT_CHECK(r.data_values == numel, kOp, "input '{}': shape {} needs {} values, \"data\" has {}", s.name, s.shape_text,
+            numel, r.data_values);
   Tensor x = Tensor::empty(s.dims);  // allocated once the body is known to hold its values
-  float* out = x.data<float>();
-  for (size_t i = 0; i < numel; ++i) out[i] = static_cast<float>(values[i]);
+  std::copy(r.data.begin(), r.data.end(), x.data<float>());
   return x;
 }
 
@@ -201,7 +189,8 @@ std::vector<RequestedOutput> parse_outputs(const json& list, bool binary_default
 
 InferRequest parse_infer_request(const std::string& body, const std::string& header_length, const ModelShape& shape) {
   const size_t json_bytes = json_length(body, header_length);
-  const json j = parse_json(body.substr(0, json_bytes), body, header_length);
+  const RequestJson parsed = parse_json(body.substr(0, json_bytes), body, header_length);
+  const json& j = parsed.json;
   VIT_CHECK(j.is_object(), kOp, "the request must be a JSON object with \"inputs\"");
   InferRequest r;
   if (j.contains("id")) {
@@ -225,7 +214,7 @@ InferRequest parse_infer_request(const std::string& body, const std::string& hea
   const bool binary =
       in.contains("parameters") && in["parameters"].is_object() && in["parameters"].contains("binary_data_size");
   r.input = binary ? read_binary_input(in, spec, body, json_bytes, header_length)
-                   : read_json_input(in, spec, body, json_bytes);
+                   : read_json_input(in, parsed, spec, body, json_bytes);
   if (j.contains("outputs")) r.outputs = parse_outputs(j["outputs"], r.binary_outputs);
   return r;
 }
