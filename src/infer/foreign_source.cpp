@@ -102,10 +102,9 @@ model::NamedTensors float_weights(const model::NamedTensors& tensors, model::Lay
   return f32;
 }
 
-// The head count: --heads, else what the names or shapes told, else the file's "num_heads"
-// metadata (0: the standard one for the width).
-int64_t head_count(const io::WeightsFile& file, const LoadSettings& options, int64_t converted) {
-  if (options.num_heads > 0) return options.num_heads;
+// The head count the file records: what the names or shapes told, else its "num_heads" metadata
+// (0: none; then --heads, or the standard one for the width).
+int64_t recorded_heads(const io::WeightsFile& file, int64_t converted) {
   if (converted > 0) return converted;
   const auto it = file.metadata.find("num_heads");
   if (it == file.metadata.end()) return 0;
@@ -158,7 +157,9 @@ ModelSource foreign_source(const io::WeightsFile& file, const LoadSettings& opti
   d.unexpected_keys = converted.unused;
   d.ignored_keys.insert(d.ignored_keys.end(), converted.ignored.begin(), converted.ignored.end());
   d.family = converted.family;
-  s.config = model::infer_config(s.weights, layout, head_count(file, options, converted.num_heads), path);
+  s.recorded_heads = recorded_heads(file, converted.num_heads);
+  const int64_t heads = options.num_heads > 0 ? options.num_heads : s.recorded_heads;
+  s.config = model::infer_config(s.weights, layout, heads, path);
   s.config.eps = converted.eps;
   s.config.act = converted.act;
   s.config.projection = converted.projection;

@@ -103,7 +103,26 @@ void apply_preprocess_overrides(Preprocess& p, const LoadSettings& o, int64_t ch
 namespace {
 
 // The options that replace what the file says: the head count, eps and activation.
-void apply_config_overrides(model::ViTConfig& config, const LoadSettings& options) {
+// The options that set what the file leaves open: the head count, eps and activation. One that
+// contradicts what the file records is refused (a model with other heads than it was trained
+// with gives other answers, silently); one that agrees changes nothing.
+void apply_config_overrides(ModelSource& s, const LoadSettings& options, const std::string& path) {
+  model::ViTConfig& config = s.config;
+  const char* how =
+      "give it only for files that record none (a timm/torchvision/Hugging Face file of a non-standard width); vit "
+      "convert --heads N records it in a copy";
+  if (options.num_heads > 0 && s.recorded_heads > 0 && options.num_heads != s.recorded_heads) {
+    fail("load", "{}: the file records {} attention heads; --heads {} contradicts it ({})", path, s.recorded_heads,
+         options.num_heads, how);
+  }
+  if (s.records_config && options.eps && *options.eps != config.eps) {
+    fail("load", "{}: the file records LayerNorm eps {}; --eps {} contradicts it (--eps is for foreign files)", path,
+         number_str(config.eps), number_str(*options.eps));
+  }
+  if (s.records_config && options.act && *options.act != config.act) {
+    fail("load", "{}: the file records the activation {}; --act {} contradicts it (--act is for foreign files)", path,
+         config.act, *options.act);
+  }
   if (options.num_heads > 0) config.num_heads = options.num_heads;
   if (options.eps) config.eps = *options.eps;
   if (options.act) config.act = *options.act;
@@ -175,7 +194,7 @@ LoadedModel load_model(const std::string& path, const LoadSettings& options) {
   const io::WeightsFile file = io::load_weights_file(path);
   ModelSource s =
       checkpoint::is_vit_checkpoint(file) ? own_checkpoint_source(file, options) : foreign_source(file, options);
-  apply_config_overrides(s.config, options);
+  apply_config_overrides(s, options, path);
   s.described.file_image_size = s.config.image_size;
   resample(s, options);
   build(s, options, path);

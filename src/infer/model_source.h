@@ -22,6 +22,11 @@ struct ModelSource {
   model::NamedTensors scales;                      // an int8 model's weight scales
   bool align_corners = false;                      // torchvision resamples pos_embed with align_corners
   std::map<std::string, std::string> source_keys;  // a foreign file's key of each timm name (for errors)
+  // What the file records of the architecture, which a load option may not contradict: our
+  // checkpoints record their whole config (heads, eps, activation); a foreign file may record its
+  // head count (metadata "num_heads", or JAX's query kernel shape); 0: nothing recorded.
+  bool records_config = false;
+  int64_t recorded_heads = 0;
   // What the file told besides weights (layout, family, format, notes, class names, preprocessing,
   // keys not used...); its model is built last, by load_model.
   LoadedModel described;

@@ -68,6 +68,8 @@ ModelSource own_checkpoint_source(const io::WeightsFile& file, const LoadSetting
   d.layout = "vit";
   d.checksum = checkpoint.checksum;
   s.config = checkpoint.info.model;
+  s.records_config = true;
+  s.recorded_heads = s.config.num_heads;
   d.ema = checkpoint::uses_ema(checkpoint, options.weights);
   d.recorded_ema = checkpoint::uses_ema(checkpoint, WeightSet::Recorded);
   d.weights_note = checkpoint::weights_note(checkpoint, d.ema);

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "checkpoint/checkpoint.h"
 #include "infer/load_model.h"
 #include "io/safetensors.h"
 #include "support/errors.h"
@@ -39,7 +40,38 @@ TEST(ForeignCheckpoint, ANonStandardWidthNeedsHeads) {
   EXPECT_THAT(error_of([&] { load_model(with_meta); }), HasSubstr("metadata 'num_heads' is 'four', not a positive"));
   LoadSettings heads;
   heads.num_heads = 4;
-  EXPECT_EQ(load_model(with_meta, heads).model->config().num_heads, 4);  // --heads wins over the metadata
+  // A damaged record is refused even with --heads given (it was once skipped silently).
+  EXPECT_THAT(error_of([&] { load_model(with_meta, heads); }), HasSubstr("metadata 'num_heads' is 'four'"));
+}
+
+// --heads may not contradict a head count the file records: a vit checkpoint's config, a foreign
+// file's "num_heads" metadata. It once re-headed such files silently (other answers, exit 0).
+TEST(ForeignCheckpoint, HeadsThatContradictTheFileAreRefused) {
+  testing::TempDir dir;
+  const io::WeightsFile f = io::load_safetensors(kTimm);
+  const std::string with_meta = dir.file("timm_heads.safetensors");
+  io::save_safetensors(with_meta, f.tensors, {{"num_heads", "4"}});
+  LoadSettings two, four;
+  two.num_heads = 2;
+  four.num_heads = 4;
+  EXPECT_EQ(error_of([&] { load_model(with_meta, two); }),
+            fmt::format("[load] {}: the file records 4 attention heads; --heads 2 contradicts it (give it only for "
+                        "files that record none (a timm/torchvision/Hugging Face file of a non-standard width); vit "
+                        "convert --heads N records it in a copy)",
+                        with_meta));
+  EXPECT_EQ(load_model(with_meta, four).model->config().num_heads, 4);  // agreeing changes nothing
+  // Our own checkpoints record their whole config: heads, eps and activation.
+  const LoadedModel m = load_model(kTimm, four);
+  const std::string ours = dir.file("ours.safetensors");
+  checkpoint::save_checkpoint(ours, *m.model, checkpoint_info(m));
+  EXPECT_THAT(error_of([&] { load_model(ours, two); }), HasSubstr("the file records 4 attention heads; --heads 2"));
+  EXPECT_EQ(load_model(ours, four).model->config().num_heads, 4);
+  LoadSettings eps;
+  eps.eps = 1e-5;
+  EXPECT_THAT(error_of([&] { load_model(ours, eps); }), HasSubstr("records LayerNorm eps 1e-06; --eps 1e-05"));
+  LoadSettings act;
+  act.act = "relu";
+  EXPECT_THAT(error_of([&] { load_model(ours, act); }), HasSubstr("records the activation gelu; --act relu"));
 }
 
 }  // namespace
