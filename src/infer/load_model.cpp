@@ -183,6 +183,7 @@ void build(ModelSource& s, const LoadSettings& options, const std::string& path)
 // classes than it has outputs (3 class folders, 10 outputs) names the others by number.
 void name_classes(LoadedModel& m, int64_t num_classes) {
   if (m.class_names.empty() && num_classes == 1000) m.class_names = imagenet_class_names();
+  m.named_classes = !m.class_names.empty();
   for (auto k = static_cast<int64_t>(m.class_names.size()); k < num_classes; ++k) {
     m.class_names.push_back(std::to_string(k));
   }

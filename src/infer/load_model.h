@@ -29,6 +29,9 @@ struct LoadedModel {
   std::string layout;                    // "vit", "timm", "torchvision", "huggingface", "jax"
   Preprocess preprocess;                 // the layout's (or checkpoint's) evaluation transform
   std::vector<std::string> class_names;  // from the checkpoint, ImageNet-1k for 1000 classes, else numbers
+  // Whether the names mean something: recorded by the file (ours) or ImageNet-1k's for a 1000-class
+  // head; false when every name is its row's number (a foreign head of another size).
+  bool named_classes = false;
   std::vector<std::string> missing_keys, unexpected_keys;  // with strict = false
   std::vector<std::string> ignored_keys;  // known keys inference does not use (DINOv2's mask_token, ...)
   std::string family = "vit";             // vit, deit, dinov2, clip: what the keys say (our checkpoints: "vit")

@@ -209,6 +209,13 @@ std::vector<std::string> fit_init_to_data(TrainConfig& c, InitSource& src, const
                               : "the file has none (a feature extractor)");
   }
   if (c.new_head) return fresh("--new-head");
+  // A head without class names: its rows are some other data's classes, by number only.
+  if (!src.loaded.named_classes && !c.keep_head) {
+    return fresh(
+        fmt::format("the file's {}-class head names no classes, so its rows mean nothing to {} (--keep-head "
+                    "keeps it, the data's classes 0..K-1 as its rows)",
+                    f.num_classes, train.source));
+  }
   if (c.num_classes_given && m.num_classes != f.num_classes)
     return fresh(fmt::format("--num-classes {} (the file's head has {})", m.num_classes, f.num_classes));
   std::vector<std::string> unknown;

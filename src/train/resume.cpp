@@ -60,6 +60,7 @@ constexpr FixedFlag kRunFlags[] = {{"--batch-size", "/batch_size"},
                                    {"--head-lr", "/head_lr"},
                                    {"--freeze", "/freeze"},
                                    {"--new-head", "/new_head"},
+                                   {"--keep-head", "/keep_head"},
                                    {"--mean", "/normalization/mean"},
                                    {"--std", "/normalization/std"}};
 

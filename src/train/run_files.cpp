@@ -52,6 +52,12 @@ void RunFiles::refuse_to_replace(bool overwrite) const {
   }
 }
 
+void RunFiles::refuse_inputs(const std::vector<InputFile>& inputs) const {
+  for (const std::string* path : {&last, &best, &metrics, &report}) {
+    if (fs::exists(*path)) check_output("train", {"--out", *path, "the run's files", "--overwrite"}, inputs, true);
+  }
+}
+
 void RunFiles::start_fresh() const {
   fs::create_directories(dir);
   for (const std::string* path : {&best, &report}) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/output_file.h"
+
 namespace vit::train {
 
 struct RunFiles {
@@ -23,6 +25,10 @@ struct RunFiles {
   void remove_stale_temporaries() const;
   // A fresh run refuses a folder holding a run, naming --resume and --overwrite, unless overwrite.
   void refuse_to_replace(bool overwrite) const;
+  // The run replaces its files: none may be a file it reads (--init, --teacher), by device and
+  // inode, --overwrite or not (core/output_file.h's rule): "[train] --out RUN/best.safetensors is
+  // the --init file itself: write the run's files to another path".
+  void refuse_inputs(const std::vector<InputFile>& inputs) const;
   // Starts a fresh run (once its data and model are ready): the old run's best.safetensors and
   // report.html are removed and metrics.jsonl is emptied, so none can pass for the new run's;
   // last.safetensors stays until the new run's first save replaces it.

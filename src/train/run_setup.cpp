@@ -251,6 +251,8 @@ Run start_or_resume(TrainConfig config) {
   if (run.lead()) {
     run.lock = RunLock::acquire(run.files.dir);
     run.files.remove_stale_temporaries();
+    run.files.refuse_inputs(
+        {{"the --init file", config.resume ? "" : config.init}, {"the --teacher file", config.teacher}});
     if (!config.resume) run.files.refuse_to_replace(config.overwrite);
   }
   std::optional<checkpoint::LoadedCheckpoint> resumed;  // setup's alone: its weights are freed once copied

@@ -101,6 +101,7 @@ struct TrainConfig {
   std::string init;
   std::vector<std::string> init_notes;
   bool new_head = false;        // --new-head: a fresh head even where the file's classes cover the data's
+  bool keep_head = false;       // --keep-head: keep a head without class names, its rows matched by index
   double layer_decay = 1.0;     // < 1: block i trains at lr x decay^(depth - i), the embeddings at decay^(depth + 1)
   double head_lr = 0.0;         // > 0: the head's own peak learning rate (on the same schedule)
   std::string freeze = "none";  // "backbone": only the head (and a distilled model's head_dist) trains
@@ -145,6 +146,7 @@ struct TrainConfig {
     visit("init", init, Presence::Optional);
     visit("init_notes", init_notes, Presence::Optional);
     visit("new_head", new_head, Presence::Optional);
+    visit("keep_head", keep_head, Presence::Optional);
     visit("layer_decay", layer_decay, Presence::Optional);
     visit("head_lr", head_lr, Presence::Optional);
     visit("freeze", freeze, Presence::Optional);

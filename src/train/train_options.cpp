@@ -108,6 +108,10 @@ std::vector<TrainOption> make_table() {
       "", into(&TrainConfig::init));
   add("new_head", Arity::Flag, "with --init: a fresh head for the data's classes even where the file's cover them", "",
       into(&TrainConfig::new_head));
+  add("keep_head", Arity::Flag,
+      "with --init: keep a head whose classes have no names (a foreign file's), the data's classes 0..K-1 taken as "
+      "its rows 0..K-1 (default: a fresh head, since its rows mean nothing to the data)",
+      "", into(&TrainConfig::keep_head));
   add("layer_decay", Arity::One,
       "layer-wise learning-rate decay (BEiT/MAE fine-tuning, e.g. 0.65): block i trains at lr x decay^(depth - i), "
       "the embeddings at decay^(depth + 1), the head and final norm at lr (1: off)",
@@ -276,7 +280,8 @@ TrainConfig make_train_config(const TrainArgs& args) {
     VIT_CHECK(args.has("data"), kOp, "{} needs {} DIR: the labelled images to fine-tune on", args.what("init"),
               args.what("data"));
   }
-  for (const char* o : {"new_head", "freeze"}) {
+  exclude(args, "new_head", "keep_head");
+  for (const char* o : {"new_head", "keep_head", "freeze"}) {
     VIT_CHECK(init_given || !args.has(o), kOp, "{} applies to fine-tuning: give the model to start from with {}",
               args.what(o), args.what("init"));
   }

@@ -200,5 +200,59 @@ TEST_F(Finetune, BadInitsAreRefusedAndNothingIsWritten) {
   refused("--init " + dir_.file("q8.safetensors") + digits, "an int8 model (vit quantize) is for inference only");
 }
 
+// A run never replaces the file it starts from: --init (or --teacher) inside its own --out folder
+// is refused, --overwrite or not, and the file stays as it was (it was once replaced by the new
+// run, which then recorded itself as its own init).
+TEST_F(Finetune, TheInitAndTeacherFilesAreNeverTheRunsOwn) {
+  const std::string best = dir_.file("pre/best.safetensors");
+  const std::vector<uint8_t> before = testing::read_bytes(best);
+  const std::string common =
+      " --data " + dir_.file("digits") + " --out " + dir_.file("pre") + " --overwrite --epochs 1";
+  testing::expect_error(vit("train --init " + best + common + " --batch-size 32 --threads 1 --plain"),
+                        "[train] --out " + best + " is the --init file itself: write the run's files to another path");
+  testing::expect_error(
+      vit("train --preset vit_digits --dist-token --teacher " + best + common +
+          " --pool cls --patch-size 7 --dim 16 --depth 2 --heads 2 --batch-size 32 --threads 1 --plain"),
+      "[train] --out " + best + " is the --teacher file itself: write the run's files to another path");
+  EXPECT_EQ(testing::read_bytes(best), before);
+  // Through another name of the same file (a hard link) too.
+  fs::create_hard_link(best, dir_.file("alias.safetensors"));
+  const CommandResult linked = vit("train --init " + dir_.file("alias.safetensors") + common + " --threads 1");
+  EXPECT_NE(linked.exit_code, 0);
+  EXPECT_NE(linked.out.find("is the --init file itself (the same file as"), std::string::npos) << linked.out;
+  EXPECT_EQ(testing::read_bytes(best), before);
+}
+
+// A foreign head without class names: its rows are another data's classes by number only, so it
+// is replaced by a fresh head (it was once kept, data classes "0", "1" taken as its rows 0, 1),
+// unless --keep-head asks to keep it.
+TEST_F(Finetune, ANamelessForeignHeadIsReplacedUnlessKeepHeadIsGiven) {
+  const std::string timm = std::string(VIT_GOLDEN_DIR) + "/layouts/timm.safetensors";  // 10 nameless classes
+  const std::string data = dir_.file("numbered");
+  for (const char* split : {"train", "test"}) {
+    for (const char* cls : {"0", "1"}) {
+      fs::create_directories(data + "/" + split + "/" + cls);
+      for (int i = 0; i < 4; ++i) {
+        data::Image im{3, 32, 32,
+                       std::vector<uint8_t>(3 * 32 * 32, static_cast<uint8_t>(40 * i + (cls[0] - '0') * 90))};
+        data::write_png(data + "/" + split + "/" + cls + "/" + std::to_string(i) + ".png", im);
+      }
+    }
+  }
+  const std::string common = " --heads 4 --data " + data + " --epochs 1 --batch-size 4 --threads 1 --plain";
+  const CommandResult fresh = vit("train --init " + timm + common + " --out " + dir_.file("fresh"));
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.out;
+  EXPECT_NE(fresh.out.find("a fresh zero-initialised head for 2 classes: the file's 10-class head names no classes"),
+            std::string::npos)
+      << fresh.out;
+  EXPECT_EQ(io::load_safetensors(dir_.file("fresh/last.safetensors")).get("head.weight").size(0), 2);
+  const CommandResult kept = vit("train --init " + timm + common + " --keep-head --out " + dir_.file("kept"));
+  ASSERT_EQ(kept.exit_code, 0) << kept.out;
+  EXPECT_NE(kept.out.find("head kept"), std::string::npos) << kept.out;
+  EXPECT_EQ(io::load_safetensors(dir_.file("kept/last.safetensors")).get("head.weight").size(0), 10);
+  testing::expect_error(vit("train --init " + timm + common + " --keep-head --new-head --out " + dir_.file("both")),
+                        "[train] --new-head excludes --keep-head");
+}
+
 }  // namespace
 }  // namespace vit
