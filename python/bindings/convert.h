@@ -1,0 +1,49 @@
+// What the binding files share: Python objects <-> the engine's tensors (numbers, nested lists,
+// numpy arrays, vit.Tensor), torch-style size and dim arguments, the generator every random
+// tensor and layer initialisation draws from, and the registration function of each file.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "nn/layers.h"
+
+namespace vit::python {
+
+namespace py = pybind11;
+
+// The generator of vit.rand/randn, vit.manual_seed and the layers' initialisation.
+nn::GeneratorPtr& generator();
+
+// A Python number, nested list, numpy array or vit.Tensor as a float32 tensor (a copy).
+Tensor tensor_of(const py::handle& data);
+Variable make_tensor(const py::handle& data, bool requires_grad);
+// A float32 numpy array with a copy of t's values.
+py::array_t<float> numpy_of(const Tensor& t);
+// A shape as vit.Size (a tuple).
+py::object size_of(const Shape& shape);
+// Sizes as torch takes them: f(2, 3), f([2, 3]) or f((2, 3)).
+Shape sizes(const py::args& args, const char* op);
+// dim=None (all), an int, or a list/tuple of ints.
+std::vector<int64_t> dims_of(const py::object& dim);
+// The name of a Python object's type ("int", "list", "Tensor").
+std::string type_name(const py::handle& o);
+
+// ---- one per file: each adds its part of the module ----
+void bind_model(py::module_& m);                      // model.cpp: vit.load, Model, quantize
+void bind_train(py::module_& m);                      // train.cpp: vit.train
+void bind_tensor(py::class_<Variable>& tensor);       // tensor.cpp: vit.Tensor's state and views
+void bind_tensor_math(py::class_<Variable>& tensor);  // tensor_math.cpp: reductions, operators
+void bind_indexing(py::class_<Variable>& tensor);     // indexing.cpp: t[...], len(t)
+void bind_creation(py::module_& m);                   // creation.cpp: vit.tensor, zeros, cat, ...
+void bind_layers(py::module_& nn);                    // layers.cpp: Linear, Conv2d, LayerNorm, ...
+void bind_transformer(py::module_& nn);               // transformer.cpp: PatchEmbed ... VisionTransformer
+void bind_functional(py::module_& functional);        // functional.cpp: nn.functional's ops
+void bind_optim(py::module_& optim);                  // optim.cpp: SGD, AdamW
+
+}  // namespace vit::python
