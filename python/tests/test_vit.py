@@ -210,6 +210,7 @@ def test_train_with_a_per_epoch_callback_that_can_stop_and_resume():
         assert r["epochs_run"] == 3
         m = vit.load(os.path.join(d, "run", "last.safetensors"))
         assert m.config["reg_tokens"] == 2 and m.config["layer_scale"] == 0.1
+
         # A callback's exception ends the run with that exception.
         def boom(report):
             raise KeyError("from the callback")
@@ -322,7 +323,8 @@ def test_train_keywords_are_checked_before_anything_runs_in_their_own_words():
             vit.train(out=out, hflip="no")
         with pytest.raises(vit.Error, match=r"\[train\] lr: must be a number, got 'fast'"):
             vit.train(out=out, lr="fast")
-        with pytest.raises(vit.Error, match=r"\[train\] batch_size: takes a number, a string or True/False, got a dict"):
+        with pytest.raises(vit.Error,
+                           match=r"\[train\] batch_size: takes a number, a string or True/False, got a dict"):
             vit.train(out=out, batch_size={})
         with pytest.raises(vit.Error, match=r"\[train\] on_epoch must be a function .*, got a int"):
             vit.train(out=out, on_epoch=5)
