@@ -18,7 +18,14 @@ py::object size(const Variable& v, std::optional<int64_t> dim) {
   return py::int_(v.shape()[static_cast<size_t>(*dim < 0 ? *dim + n : *dim)]);
 }
 
+// t.copy_(src): an in-place change, counted in the version of t's memory (a graph that saved it
+// refuses its backward). Into a tensor that gradients flow through it is refused: its history
+// cannot be rewritten, so the gradient would still go where the old value came from.
 Variable copy_from(Variable& v, const py::object& src) {
+  VIT_CHECK(!grad_enabled() || v.is_leaf() || !v.requires_grad(), "copy_",
+            "the tensor was made by {} and gradients flow through it: an in-place copy would not reach them "
+            "(copy into a leaf, or under vit.no_grad())",
+            v.grad_fn());
   const Tensor s = tensor_of(src);
   VIT_CHECK(s.shape() == v.shape(), "copy_", "source {} but the tensor is {}", shape_str(s.shape()),
             shape_str(v.shape()));
@@ -65,6 +72,7 @@ void bind_autograd(py::class_<Variable>& t) {
           },
           py::arg("requires_grad") = true)
       .def_property_readonly("is_leaf", &Variable::is_leaf)
+      .def_property_readonly("_version", [](const Variable& v) { return v.data().version(); })
       .def_property_readonly("grad_fn", [](const Variable& v) { return v.grad_fn(); })
       .def("backward", [](const Variable& v) { v.backward(); })
       .def("detach", &Variable::detach);

@@ -166,6 +166,7 @@ Tensor Tensor::to(DType dtype) const {
 
 void Tensor::copy_(const Tensor& src) const {
   VIT_CHECK(defined() && src.defined(), "copy_", "undefined tensor");
+  bump_version();
   const Tensor s = src.expand(shape_);
   const Strides& ds = strides_;
   const Strides& ss = s.strides_;
@@ -184,6 +185,7 @@ void Tensor::copy_(const Tensor& src) const {
 }
 
 void Tensor::fill_(double value) const {
+  bump_version();
   const Strides& ds = strides_;
   dispatch_all(dtype_, [&]<typename T>() {
     T* dst = data<T>();
@@ -199,6 +201,7 @@ void accumulate_into(const Tensor& dst, const Tensor& src) {
             shape_str(src.shape()));
   VIT_CHECK(dst.dtype() == src.dtype(), "accumulate", "dtype {} vs {}", dtype_name(dst.dtype()),
             dtype_name(src.dtype()));
+  dst.bump_version();
   dispatch_all(dst.dtype(), [&]<typename T>() {
     T* d = dst.data<T>();
     const T* s = src.data<T>();
@@ -235,6 +238,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
 
 void Tensor::set(const std::vector<int64_t>& index, double value) const {
   const int64_t off = element_offset(index, "set");
+  bump_version();
   dispatch_all(dtype_, [&]<typename T>() { data<T>()[off] = convert_element<T>(value); });
 }
 

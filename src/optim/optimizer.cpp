@@ -62,6 +62,7 @@ void AdamW::step() {
     const double wd = decays(name, p) ? weight_decay : 0.0;
     kernels::adamw_update(p.data().data<float>(), p.grad().data<float>(), m_[i].data<float>(), v_[i].data<float>(),
                           p.numel(), lr * lr_scale(i), beta1, beta2, eps, wd, step_);
+    p.data().bump_version();  // an in-place change: a graph that saved p refuses its backward
   }
 }
 
@@ -102,6 +103,7 @@ void SGD::step() {
     const double wd = decays(name, p) ? weight_decay : 0.0;
     kernels::sgd_update(p.data().data<float>(), p.grad().data<float>(), buf_[i].data<float>(), p.numel(),
                         lr * lr_scale(i), momentum, wd, nesterov, step_ == 1);
+    p.data().bump_version();
   }
 }
 

@@ -1,0 +1,61 @@
+"""The engine door answers as torch does where torch's words are used (vit.Tensor, vit.nn,
+vit.optim): each test states torch's answer explicitly (no torch needed) and fails on a door that
+silently answers otherwise."""
+import numpy as np
+import pytest
+
+import vit
+
+
+# ---- in-place changes between forward and backward (torch's version counter) ----
+
+def test_changing_a_saved_tensor_in_place_refuses_backward():
+    w = vit.tensor([2.0, 3.0], requires_grad=True)
+    x = vit.tensor([1.0, 1.0], requires_grad=True)
+    loss = (w * x).sum()  # mul's gradient reads w and x
+    version = w._version
+    w.copy_([5.0, 7.0])  # torch: this raises at backward; the gradient at the new w would be wrong
+    assert w._version == version + 1
+    with pytest.raises(vit.Error, match=r"one of the variables needed for gradient computation has been modified "
+                                        r"by an inplace operation: the \(2,\) tensor that mulBackward saved is at "
+                                        r"version %d; expected version %d" % (version + 1, version)):
+        loss.backward()
+    assert w.grad is None and x.grad is None  # refused before any gradient was touched
+    loss = (w * x).sum()  # the forward again, at the new values: fine
+    loss.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 7.0])
+
+
+def test_in_place_changes_that_no_gradient_reads_are_fine():
+    w = vit.tensor([2.0, 3.0], requires_grad=True)
+    loss = (w + 1.0).sum() + (w * 2.0).sum()  # + and * by a number read nothing of w
+    w.copy_([0.0, 0.0])
+    loss.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 3.0])
+
+
+def test_views_share_the_version_and_optimiser_steps_count():
+    w = vit.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    head = w[0:2]
+    loss = (head * head).sum()
+    with vit.no_grad():
+        w[2].copy_(0.0)  # another element of the same memory: refused, as torch does
+    with pytest.raises(vit.Error, match="modified by an inplace operation"):
+        loss.backward()
+    q = vit.tensor([1.0, 2.0], requires_grad=True)
+    opt = vit.optim.SGD([q], lr=0.1)
+    (q * q).sum().backward()
+    pending = (q * q).sum()
+    opt.step()  # q changes in place under the pending graph
+    with pytest.raises(vit.Error, match="modified by an inplace operation"):
+        pending.backward()
+
+
+def test_copying_into_a_tensor_that_gradients_flow_through_is_refused():
+    w = vit.tensor([1.0, 2.0], requires_grad=True)
+    y = w * 2.0
+    with pytest.raises(vit.Error, match=r"\[copy_\] the tensor was made by mulBackward and gradients flow through it"):
+        y.copy_([0.0, 0.0])
+    with pytest.raises(vit.Error, match=r"\[copy_\] the tensor was made by selectBackward"):
+        w[0].copy_(5.0)
+    np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
