@@ -1,4 +1,6 @@
-// vit.optim's compiled part: the engine's optimisers (optim/optimizer.h) over a list of tensors.
+// vit.optim's compiled part: the engine's optimisers (optim/optimizer.h) over a list of tensors,
+// with torch.optim's semantics: weight decay applies to every parameter given (the `vit train`
+// convention of sparing biases, norms and embeddings is the trainer's, not the optimiser's).
 #include <pybind11/stl.h>
 
 #include "convert.h"
@@ -14,6 +16,13 @@ optim::NamedParameters numbered(const std::vector<Variable>& params) {
   return out;
 }
 
+// torch.optim decays every parameter it is given.
+template <class Optimizer>
+std::unique_ptr<Optimizer> decaying_all(std::unique_ptr<Optimizer> optimizer) {
+  optimizer->set_decayed(std::vector<bool>(optimizer->parameters().size(), true));
+  return optimizer;
+}
+
 }  // namespace
 
 void bind_optim(py::module_& m) {
@@ -23,13 +32,14 @@ void bind_optim(py::module_& m) {
       .def_readwrite("lr", &optim::Optimizer::lr);
   py::class_<optim::SGD, optim::Optimizer>(m, "SGD").def(
       py::init([](const std::vector<Variable>& params, double lr, double momentum, double weight_decay) {
-        return std::make_unique<optim::SGD>(numbered(params), lr, momentum, weight_decay);
+        return decaying_all(std::make_unique<optim::SGD>(numbered(params), lr, momentum, weight_decay));
       }),
       py::arg("params"), py::arg("lr"), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0);
   py::class_<optim::AdamW, optim::Optimizer>(m, "AdamW")
       .def(py::init([](const std::vector<Variable>& params, double lr, std::pair<double, double> betas, double eps,
                        double weight_decay) {
-             return std::make_unique<optim::AdamW>(numbered(params), lr, weight_decay, betas.first, betas.second, eps);
+             return decaying_all(
+                 std::make_unique<optim::AdamW>(numbered(params), lr, weight_decay, betas.first, betas.second, eps));
            }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::pair<double, double>{0.9, 0.999},
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.01);

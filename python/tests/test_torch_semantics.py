@@ -59,3 +59,22 @@ def test_copying_into_a_tensor_that_gradients_flow_through_is_refused():
     with pytest.raises(vit.Error, match=r"\[copy_\] the tensor was made by selectBackward"):
         w[0].copy_(5.0)
     np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
+
+
+# ---- weight decay (torch.optim decays every parameter it is given) ----
+
+def test_weight_decay_reaches_one_dimensional_parameters_as_torch_optim():
+    # One step from w = [1, 2] with gradient [1, -1], lr 0.1, weight_decay 0.5. torch:
+    #   AdamW: w * (1 - lr * wd) - lr * m_hat / (sqrt(v_hat) + eps) = [0.95 - 0.1, 1.9 + 0.1] = [0.85, 2.0]
+    #   SGD:   w - lr * (g + wd * w)                                = [1 - 0.15, 2 - 0.0]     = [0.85, 2.0]
+    # A bias-like 1-D tensor decays as a 2-D weight does (the `vit train` convention of sparing
+    # them is the trainer's).
+    for make in (lambda ps: vit.optim.AdamW(ps, lr=0.1, weight_decay=0.5),
+                 lambda ps: vit.optim.SGD(ps, lr=0.1, weight_decay=0.5)):
+        bias = vit.tensor([1.0, 2.0], requires_grad=True)
+        weight = vit.tensor([[1.0, 2.0]], requires_grad=True)
+        slope = vit.tensor([1.0, -1.0])
+        ((bias * slope).sum() + (weight * slope).sum()).backward()
+        make([bias, weight]).step()
+        np.testing.assert_allclose(bias.numpy(), [0.85, 2.0], rtol=1e-6)
+        np.testing.assert_allclose(weight.numpy(), [[0.85, 2.0]], rtol=1e-6)

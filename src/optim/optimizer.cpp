@@ -28,6 +28,16 @@ void Optimizer::set_lr_scales(std::vector<double> scales) {
   lr_scales_ = std::move(scales);
 }
 
+void Optimizer::set_decayed(std::vector<bool> decayed) {
+  VIT_CHECK(decayed.empty() || decayed.size() == params_.size(), "optimizer", "{} weight decay flags for {} parameters",
+            decayed.size(), params_.size());
+  decayed_ = std::move(decayed);
+}
+
+bool Optimizer::decayed(size_t i) const {
+  return decayed_.empty() ? decays(params_[i].first, params_[i].second) : decayed_[i];
+}
+
 void Optimizer::zero_grad() {
   for (auto& [_, p] : params_) Variable(p).set_grad(Tensor());
 }
@@ -59,7 +69,7 @@ void AdamW::step() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
     if (!p.grad().defined()) continue;
-    const double wd = decays(name, p) ? weight_decay : 0.0;
+    const double wd = decayed(i) ? weight_decay : 0.0;
     kernels::adamw_update(p.data().data<float>(), p.grad().data<float>(), m_[i].data<float>(), v_[i].data<float>(),
                           p.numel(), lr * lr_scale(i), beta1, beta2, eps, wd, step_);
     p.data().bump_version();  // an in-place change: a graph that saved p refuses its backward
@@ -100,7 +110,7 @@ void SGD::step() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
     if (!p.grad().defined()) continue;
-    const double wd = decays(name, p) ? weight_decay : 0.0;
+    const double wd = decayed(i) ? weight_decay : 0.0;
     kernels::sgd_update(p.data().data<float>(), p.grad().data<float>(), buf_[i].data<float>(), p.numel(),
                         lr * lr_scale(i), momentum, wd, nesterov, step_ == 1);
     p.data().bump_version();
