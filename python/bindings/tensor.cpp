@@ -73,6 +73,9 @@ void bind_autograd(py::class_<Variable>& t) {
           py::arg("requires_grad") = true)
       .def_property_readonly("is_leaf", &Variable::is_leaf)
       .def_property_readonly("_version", [](const Variable& v) { return v.data().version(); })
+      // The engine tensor's identity (torch's _cdata): two Python objects for one parameter (a
+      // layer hands out a new one each time) have the same.
+      .def_property_readonly("_cdata", [](const Variable& v) { return reinterpret_cast<uintptr_t>(v.node().get()); })
       .def_property_readonly("grad_fn", [](const Variable& v) { return v.grad_fn(); })
       .def("backward", [](const Variable& v) { v.backward(); })
       .def("detach", &Variable::detach);

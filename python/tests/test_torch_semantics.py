@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import vit
+from vit import nn
 
 
 # ---- in-place changes between forward and backward (torch's version counter) ----
@@ -78,3 +79,46 @@ def test_weight_decay_reaches_one_dimensional_parameters_as_torch_optim():
         make([bias, weight]).step()
         np.testing.assert_allclose(bias.numpy(), [0.85, 2.0], rtol=1e-6)
         np.testing.assert_allclose(weight.numpy(), [[0.85, 2.0]], rtol=1e-6)
+
+
+# ---- shared modules and parameters count once ----
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(2, 2)
+        self.decoder = self.encoder  # the same layer twice (tied weights)
+        self.scale = nn.Parameter([1.0])
+        self.scales = [self.scale]  # a parameter twice
+        self.weight = self.encoder.weight  # another Python object for the encoder's weight
+
+    def forward(self, x):
+        return self.decoder(self.encoder(x)) * self.scales[0] * self.scale
+
+
+def test_a_shared_module_or_parameter_is_listed_once_as_torch_does():
+    m = Tied()
+    assert [name for name, _ in m.named_parameters()] == ["encoder.weight", "encoder.bias", "scale"]
+    assert len(m.parameters()) == 3 and [name for name, _ in m.named_children()] == ["encoder"]
+    assert [name for name, _ in m.named_parameters(remove_duplicate=False)] == [
+        "encoder.weight", "encoder.bias", "decoder.weight", "decoder.bias", "scale", "scales.0", "weight"]
+    outer = nn.Sequential(m, m)
+    assert len(outer.parameters()) == 3
+
+
+def test_tied_parameters_are_stepped_once():
+    m = Tied()
+    loss = (m.scale * 1.0).sum() + (m.scales[0] * 1.0).sum()  # d/d scale = 2
+    loss.backward()
+    vit.optim.SGD(m.parameters(), lr=0.25).step()
+    np.testing.assert_allclose(m.scale.numpy(), [0.5])  # 1 - 0.25 * 2 (twice would be 0)
+
+
+def test_an_optimiser_refuses_a_tensor_given_twice():
+    q = vit.tensor([1.0], requires_grad=True)
+    for make in (vit.optim.SGD, vit.optim.AdamW):
+        with pytest.raises(vit.Error, match=r"\[optimizer\] parameters 0 and 1 are the same tensor"):
+            make([q, q], lr=0.1)
+    with pytest.raises(vit.Error, match=r"\[optimizer\] parameters 0 and 2 are the same tensor"):
+        lin = nn.Linear(2, 2)
+        vit.optim.SGD([lin.weight, lin.bias, lin.weight], lr=0.1)  # two Python objects, one tensor

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include "kernels/optim.h"
 
@@ -15,9 +16,15 @@ bool decays(const std::string& name, const Variable& p) {
 }
 
 Optimizer::Optimizer(NamedParameters params) : params_(std::move(params)) {
-  for (const auto& [name, p] : params_) {
+  std::unordered_map<const Node*, size_t> first;  // each parameter's first position
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
     VIT_CHECK(p.defined() && p.dtype() == DType::F32 && p.data().is_contiguous(), "optimizer",
               "parameter '{}' must be a contiguous float32 tensor", name);
+    const auto [at, fresh] = first.emplace(p.node().get(), i);
+    VIT_CHECK(fresh, "optimizer",
+              "parameters {} and {} are the same tensor: it would be updated twice per step (give each parameter once)",
+              params_[at->second].first, name);
   }
 }
 

@@ -2,7 +2,8 @@
 // weight decay, as torch.optim computes them. Which parameters weight decay reaches is the
 // caller's choice (set_decayed); by default timm's rule, the `vit train` convention: parameters
 // with fewer than 2 dims (biases, LayerNorm) and cls_token / pos_embed are never decayed. State
-// is name -> tensor so it can be saved in a checkpoint and restored exactly.
+// is name -> tensor so it can be saved in a checkpoint and restored exactly. A tensor given twice is
+// refused (it would be stepped twice).
 #pragma once
 
 #include <memory>

@@ -119,6 +119,20 @@ TEST(WeightDecay, SetDecayedChoosesPerParameterAsTorchOptimDecaysAll) {
   }
 }
 
+TEST(Optimizer, RefusesATensorGivenTwice) {
+  Variable w = param({2}, 1.0f);
+  Variable same = w;  // another handle on the same tensor
+  try {
+    SGD({{"a", w}, {"b", param({2}, 1.0f)}, {"c", same}}, 0.1);
+    FAIL() << "a tensor given twice was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[optimizer] parameters a and c are the same tensor"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(AdamW({{"w", w}, {"w2", w}}, 0.1), Error);
+  EXPECT_NO_THROW(AdamW({{"w", w}, {"copy", Variable(w.data().clone(), true)}}, 0.1));  // equal values: fine
+}
+
 TEST(AdamW, LrScalesActAsAParamGroupsLrDecayIncluded) {
   // Scale 0.5 on the weight: decay w * (1 - 0.05 * 0.5) = 0.975, then a step of 0.05; the bias at
   // scale 2 moves 0.2; a scale 0 leaves a parameter as it is.

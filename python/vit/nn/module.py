@@ -22,33 +22,47 @@ class Module:
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
-    def named_children(self):
+    def _members(self):
+        """(name, value) of the attributes, lists and tuples unrolled as name.0, name.1, ..."""
         for name, v in vars(self).items():
-            if _is_layer(v):
-                yield name, v
-            elif isinstance(v, (list, tuple)):
+            if isinstance(v, (list, tuple)):
                 for i, item in enumerate(v):
-                    if _is_layer(item):
-                        yield "%s.%d" % (name, i), item
+                    yield "%s.%d" % (name, i), item
+            else:
+                yield name, v
+
+    def named_children(self):
+        """The modules among the attributes, each once (a module set twice keeps its first name)."""
+        seen = set()
+        for name, v in self._members():
+            if _is_layer(v) and id(v) not in seen:
+                seen.add(id(v))
+                yield name, v
 
     def children(self):
         return [m for _, m in self.named_children()]
 
-    def named_parameters(self, prefix=""):
+    def named_parameters(self, prefix="", remove_duplicate=True):
+        """The parameters (leaf tensors that require grad, the children's included), each once as
+        torch gives them: a tensor shared by two attributes or two modules (tied weights) keeps its
+        first name, so an optimiser steps it once. remove_duplicate=False lists every name."""
         seen = set()
-        for name, v in vars(self).items():
+        for name, p in self._all_parameters(prefix, remove_duplicate):
+            if remove_duplicate:
+                if p._cdata in seen:
+                    continue
+                seen.add(p._cdata)
+            yield name, p
+
+    def _all_parameters(self, prefix, remove_duplicate):
+        for name, v in self._members():
             if isinstance(v, Tensor):
-                if v.requires_grad and v.is_leaf and id(v) not in seen:
-                    seen.add(id(v))
+                if v.requires_grad and v.is_leaf:
                     yield prefix + name, v
+            elif isinstance(v, Module):
+                yield from v.named_parameters(prefix + name + ".", remove_duplicate)
             elif _is_layer(v):
                 yield from v.named_parameters(prefix + name + ".")
-            elif isinstance(v, (list, tuple)):
-                for i, item in enumerate(v):
-                    if _is_layer(item):
-                        yield from item.named_parameters("%s%s.%d." % (prefix, name, i))
-                    elif isinstance(item, Tensor) and item.requires_grad and item.is_leaf:
-                        yield "%s%s.%d" % (prefix, name, i), item
 
     def parameters(self):
         return [p for _, p in self.named_parameters()]
@@ -68,7 +82,9 @@ class Module:
 
     def __repr__(self):
         lines = [type(self).__name__ + "("]
-        for name, m in self.named_children():
+        for name, m in self._members():
+            if not _is_layer(m):
+                continue
             lines.append("  (%s): %s" % (name, repr(m).replace("\n", "\n  ")))
         return lines[0] + ")" if len(lines) == 1 else "\n".join(lines) + "\n)"
 
@@ -78,13 +94,9 @@ class ModuleList(Module):
         super().__init__()
         object.__setattr__(self, "_modules", list(modules))
 
-    def named_children(self):
+    def _members(self):
         for i, m in enumerate(self._modules):
             yield str(i), m
-
-    def named_parameters(self, prefix=""):
-        for i, m in enumerate(self._modules):
-            yield from m.named_parameters("%s%d." % (prefix, i))
 
     def append(self, module):
         self._modules.append(module)
