@@ -1,5 +1,5 @@
-// t[...] and len(t): integers select (the dimension goes), slices narrow; autograd flows through
-// (the engine's select and slice views).
+// t[...], len(t) and iter(t): integers select (the dimension goes), slices narrow; autograd flows
+// through (the engine's select and slice views).
 #include <fmt/format.h>
 
 #include "convert.h"
@@ -50,12 +50,24 @@ Variable index(const Variable& v, const py::object& key) {
   return out;
 }
 
+// len(t): the first dimension's size; a 0-d tensor has none (TypeError, as torch and numpy).
+int64_t length(const Variable& v) {
+  if (v.dim() == 0) throw py::type_error("len() of a 0-d tensor");
+  return v.shape()[0];
+}
+
+// iter(t): its rows, t[0], t[1], ... (TypeError for a 0-d tensor).
+py::iterator rows(const Variable& v) {
+  if (v.dim() == 0) throw py::type_error("iteration over a 0-d tensor");
+  py::list out;
+  for (int64_t i = 0; i < v.shape()[0]; ++i) out.append(v.select(0, i));
+  return py::iter(out);
+}
+
 }  // namespace
 
 void bind_indexing(py::class_<Variable>& tensor) {
-  tensor.def("__getitem__", &index).def("__len__", [](const Variable& v) {
-    return v.shape().empty() ? 0 : v.shape()[0];
-  });
+  tensor.def("__getitem__", &index).def("__len__", &length).def("__iter__", &rows);
 }
 
 }  // namespace vit::python

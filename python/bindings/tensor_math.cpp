@@ -1,18 +1,24 @@
 // vit.Tensor's math: reductions, elementwise functions and Python's operators, each the C++ op
-// the CLI trains with (autograd/ops.h).
+// the CLI trains with (autograd/ops.h); comparisons (==, <, ...) elementwise as torch's, and the
+// truth of a one-element tensor.
 #include <pybind11/stl.h>
 
 #include <optional>
 
+#include "autograd/compare.h"
 #include "autograd/ops.h"
 #include "convert.h"
+#include "core/check.h"
 
 namespace vit::python {
 namespace {
 
-// The other operand of an arithmetic operator: a vit.Tensor, or a Python int / float (a 0-d
-// tensor). Anything else: no value (the operator answers NotImplemented, and Python raises its
-// TypeError "unsupported operand type(s) for *: 'vit.Tensor' and 'str'", as for torch tensors).
+using kernels::Compare;
+
+// The other operand of an arithmetic operator or comparison: a vit.Tensor, or a Python int /
+// float (a 0-d tensor). Anything else: no value (the operator answers NotImplemented, and Python
+// raises its TypeError "unsupported operand type(s) for *: 'vit.Tensor' and 'str'", as for torch
+// tensors; == answers False).
 std::optional<Variable> operand(const py::object& o) {
   if (py::isinstance<Variable>(o)) return o.cast<Variable>();
   if (py::isinstance<py::bool_>(o) || !(py::isinstance<py::int_>(o) || py::isinstance<py::float_>(o)))
@@ -20,11 +26,13 @@ std::optional<Variable> operand(const py::object& o) {
   return Variable(Tensor::scalar(o.cast<double>()));
 }
 
+py::object not_implemented() { return py::reinterpret_borrow<py::object>(Py_NotImplemented); }
+
 // a OP b for a Python operator, NotImplemented when b is not a number or a tensor.
 template <class Op>
 py::object binary(const Variable& a, const py::object& b, bool reflected, Op op) {
   const std::optional<Variable> other = operand(b);
-  if (!other) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  if (!other) return not_implemented();
   return py::cast(reflected ? op(*other, a) : op(a, *other));
 }
 
@@ -33,6 +41,22 @@ template <class Op>
 void bind_operator(py::class_<Variable>& t, const std::string& name, Op op) {
   t.def(("__" + name + "__").c_str(), [op](const Variable& a, const py::object& b) { return binary(a, b, false, op); });
   t.def(("__r" + name + "__").c_str(), [op](const Variable& a, const py::object& b) { return binary(a, b, true, op); });
+}
+
+// a == b (and the other five): a 0/1 tensor (no gradient), NotImplemented for other operands.
+void bind_comparison(py::class_<Variable>& t, const char* name, Compare op) {
+  t.def(name, [op](const Variable& a, const py::object& b) -> py::object {
+    const std::optional<Variable> other = operand(b);
+    if (!other) return not_implemented();
+    return py::cast(Variable(compare(op, a.data(), other->data())));
+  });
+}
+
+// bool(t): the truth of its one element (torch refuses a tensor of none or several).
+bool truth(const Variable& v) {
+  VIT_CHECK(v.numel() == 1, "bool", "Boolean value of Tensor with {} is ambiguous (shape {})",
+            v.numel() == 0 ? "no values" : "more than one value", shape_str(v.shape()));
+  return v.item() != 0.0;
 }
 
 void bind_reductions(py::class_<Variable>& t) {
@@ -81,6 +105,20 @@ void bind_operators(py::class_<Variable>& t) {
   bind_operator(t, "sub", [](const Variable& x, const Variable& y) { return x - y; });
   bind_operator(t, "mul", [](const Variable& x, const Variable& y) { return x * y; });
   bind_operator(t, "truediv", [](const Variable& x, const Variable& y) { return x / y; });
+  bind_comparison(t, "__eq__", Compare::Eq);
+  bind_comparison(t, "__ne__", Compare::Ne);
+  bind_comparison(t, "__lt__", Compare::Lt);
+  bind_comparison(t, "__le__", Compare::Le);
+  bind_comparison(t, "__gt__", Compare::Gt);
+  bind_comparison(t, "__ge__", Compare::Ge);
+  // Hashed by identity, as torch's tensors (== no longer is identity).
+  t.attr("__hash__") = py::module_::import("builtins").attr("object").attr("__hash__");
+}
+
+void bind_conversions(py::class_<Variable>& t) {
+  t.def("__bool__", &truth)
+      .def("__float__", [](const Variable& v) { return v.item(); })
+      .def("__int__", [](const Variable& v) { return py::int_(py::float_(v.item())); });  // NaN: Python's ValueError
 }
 
 }  // namespace
@@ -89,6 +127,7 @@ void bind_tensor_math(py::class_<Variable>& tensor) {
   bind_reductions(tensor);
   bind_functions(tensor);
   bind_operators(tensor);
+  bind_conversions(tensor);
 }
 
 }  // namespace vit::python

@@ -122,3 +122,48 @@ def test_an_optimiser_refuses_a_tensor_given_twice():
     with pytest.raises(vit.Error, match=r"\[optimizer\] parameters 0 and 2 are the same tensor"):
         lin = nn.Linear(2, 2)
         vit.optim.SGD([lin.weight, lin.bias, lin.weight], lr=0.1)  # two Python objects, one tensor
+
+
+# ---- truth, comparisons, len ----
+
+def test_truth_is_the_one_elements_and_ambiguous_otherwise():
+    assert bool(vit.tensor(5.0)) is True and bool(vit.tensor(0.0)) is False
+    assert bool(vit.tensor([0.0])) is False and bool(vit.tensor([[-2.0]])) is True
+    assert bool(vit.tensor(float("nan"))) is True  # NaN != 0, as in torch
+    with pytest.raises(vit.Error, match=r"\[bool\] Boolean value of Tensor with more than one value is ambiguous"):
+        bool(vit.tensor([1.0, 1.0]))
+    with pytest.raises(vit.Error, match=r"Boolean value of Tensor with no values is ambiguous \(shape \(0,\)\)"):
+        bool(vit.zeros(0))
+    if vit.tensor(0.0):
+        raise AssertionError("if tensor(0.) took the true branch")
+
+
+def test_comparisons_are_elementwise_tensors():
+    a = vit.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    b = vit.tensor([1.0, 5.0, 3.0])
+    assert isinstance(a == b, vit.Tensor)
+    np.testing.assert_array_equal((a == b).numpy(), [[1, 0, 1], [0, 1, 0]])
+    np.testing.assert_array_equal((a != b).numpy(), [[0, 1, 0], [1, 0, 1]])
+    np.testing.assert_array_equal((a < b).numpy(), [[0, 1, 0], [0, 0, 0]])
+    np.testing.assert_array_equal((a <= b).numpy(), [[1, 1, 1], [0, 1, 0]])
+    np.testing.assert_array_equal((a > 2).numpy(), [[0, 0, 1], [1, 1, 1]])
+    np.testing.assert_array_equal((2 >= a).numpy(), [[1, 1, 0], [0, 0, 0]])  # Python reflects to a <= 2
+    c = a.clone()
+    assert (a == c).sum().item() == 6  # equal values, not the same object
+    assert (a == "x") is False and (a != None) is True  # noqa: E711 -- not numbers: not equal
+    with pytest.raises(vit.Error, match=r"\[eq\]"):
+        a == vit.tensor([1.0, 2.0])  # shapes that do not broadcast
+    assert not (a == b).requires_grad
+    # Tensors stay hashable by identity, as torch's.
+    assert len({a, c, a}) == 2 and a in [a]
+
+
+def test_len_and_iteration_of_a_0_d_tensor_are_type_errors():
+    with pytest.raises(TypeError, match="len\\(\\) of a 0-d tensor"):
+        len(vit.tensor(3.0))
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        list(vit.tensor(3.0))
+    assert len(vit.zeros(3, 2)) == 3
+    rows = list(vit.arange(6.0).reshape(3, 2))
+    assert len(rows) == 3 and rows[2].tolist() == [4.0, 5.0]
+    assert float(vit.tensor([2.5])) == 2.5 and int(vit.tensor(-2.7)) == -2
