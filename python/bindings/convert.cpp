@@ -14,18 +14,18 @@ nn::GeneratorPtr& generator() {
 
 namespace {
 
-Tensor tensor_of_array(const py::array_t<double, py::array::c_style | py::array::forcecast>& a) {
+Tensor tensor_of_array(const py::array_t<double, py::array::c_style | py::array::forcecast>& a, DType dtype) {
   std::vector<double> values(a.data(), a.data() + a.size());
   const Shape shape(a.shape(), a.shape() + a.ndim());
-  return Tensor::from_data(values, shape).to(DType::F32);
+  return Tensor::from_data(values, shape).to(dtype);
 }
 
 }  // namespace
 
-Tensor tensor_of(const py::handle& data) {
-  if (py::isinstance<Variable>(data)) return data.cast<Variable>().data().clone();
+Tensor tensor_of(const py::handle& data, DType dtype) {
+  if (py::isinstance<Variable>(data)) return data.cast<Variable>().data().to(dtype).clone();
   const py::object array = py::module_::import("numpy").attr("asarray")(data, "float64");
-  return tensor_of_array(array.cast<py::array_t<double, py::array::c_style | py::array::forcecast>>());
+  return tensor_of_array(array.cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(), dtype);
 }
 
 Variable make_tensor(const py::handle& data, bool requires_grad) { return Variable(tensor_of(data), requires_grad); }

@@ -20,8 +20,8 @@ namespace py = pybind11;
 // The generator of vit.rand/randn, vit.manual_seed and the layers' initialisation.
 nn::GeneratorPtr& generator();
 
-// A Python number, nested list, numpy array or vit.Tensor as a float32 tensor (a copy).
-Tensor tensor_of(const py::handle& data);
+// A Python number, nested list, numpy array or vit.Tensor as a float32 (or `dtype`) tensor, a copy.
+Tensor tensor_of(const py::handle& data, DType dtype = DType::F32);
 Variable make_tensor(const py::handle& data, bool requires_grad);
 // A float32 numpy array with a copy of t's values.
 py::array_t<float> numpy_of(const Tensor& t);

@@ -94,6 +94,7 @@ void bind_functions(py::class_<Variable>& t) {
       .def("relu", &Variable::relu)
       .def("sigmoid", &Variable::sigmoid)
       .def("softmax", &Variable::softmax, py::arg("dim"))
+      .def("log_softmax", &Variable::log_softmax, py::arg("dim"))
       .def("matmul", &Variable::matmul);
 }
 

@@ -167,3 +167,44 @@ def test_len_and_iteration_of_a_0_d_tensor_are_type_errors():
     rows = list(vit.arange(6.0).reshape(3, 2))
     assert len(rows) == 3 and rows[2].tolist() == [4.0, 5.0]
     assert float(vit.tensor([2.5])) == 2.5 and int(vit.tensor(-2.7)) == -2
+
+
+# ---- cross_entropy targets ----
+
+LOGITS = [[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]]
+
+
+def test_class_indices_that_are_not_whole_numbers_are_refused():
+    logits = vit.tensor(LOGITS, requires_grad=True)
+    with pytest.raises(vit.Error, match=r"\[cross_entropy\] target 1.9 at row 0 is not a class index"):
+        vit.nn.functional.cross_entropy(logits, [1.9, 0.2])  # once trained on [1, 0]
+    with pytest.raises(vit.Error, match=r"target nan at row 1 is not a class index"):
+        vit.nn.functional.cross_entropy(logits, vit.tensor([0.0, float("nan")]))  # once the index -2^63
+    with pytest.raises(vit.Error, match=r"target inf at row 0"):
+        vit.nn.functional.cross_entropy(logits, np.array([np.inf, 0.0]))
+    with pytest.raises(vit.Error, match=r"class indices are integers, got booleans"):
+        vit.nn.functional.cross_entropy(logits, [True, False])
+    with pytest.raises(vit.Error, match=r"target 3 at row 1 is out of range for 3 classes"):
+        vit.nn.functional.cross_entropy(logits, [0, 3])
+    # Whole numbers in any form are the same classes: -log softmax picks 1/3 and e^1/(e^1+e^2+e^3).
+    expected = (1.0986123 + 2.4076059) / 2
+    for target in ([0, 0], [0.0, 0.0], np.array([0, 0], np.int64), vit.tensor([0.0, 0.0])):
+        assert vit.nn.functional.cross_entropy(logits, target).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_probability_targets_of_the_inputs_shape_are_soft_labels():
+    logits = vit.tensor(LOGITS, requires_grad=True)
+    target = vit.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]], requires_grad=True)
+    loss = vit.nn.functional.cross_entropy(logits, target)
+    # torch: mean over rows of -sum(p * log_softmax(z)) = (1.0986123 + (2.4076059 + 1.4076059) / 2) / 2
+    assert loss.item() == pytest.approx(1.5031091, rel=1e-6)
+    loss.backward()
+    # d/dz = (softmax(z) - p) / B; d/dp = -log_softmax(z) / B
+    np.testing.assert_allclose(logits.grad.numpy(), [[-0.3333333, 0.1666667, 0.1666667],
+                                                     [-0.2049847, -0.1276358, 0.3326205]], atol=1e-6)
+    np.testing.assert_allclose(target.grad.numpy(), [[0.5493061, 0.5493061, 0.5493061],
+                                                     [1.2038030, 0.7038030, 0.2038030]], atol=1e-6)
+    one_hot = vit.nn.functional.cross_entropy(logits, np.eye(3)[[2, 0]])  # probabilities from numpy
+    assert one_hot.item() == pytest.approx(vit.nn.functional.cross_entropy(logits, [2, 0]).item(), rel=1e-6)
+    with pytest.raises(vit.Error, match=r"class probabilities must have the input's shape \(2, 3\), got \(2, 4\)"):
+        vit.nn.functional.cross_entropy(logits, np.zeros((2, 4)))
