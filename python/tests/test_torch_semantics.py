@@ -208,3 +208,25 @@ def test_probability_targets_of_the_inputs_shape_are_soft_labels():
     assert one_hot.item() == pytest.approx(vit.nn.functional.cross_entropy(logits, [2, 0]).item(), rel=1e-6)
     with pytest.raises(vit.Error, match=r"class probabilities must have the input's shape \(2, 3\), got \(2, 4\)"):
         vit.nn.functional.cross_entropy(logits, np.zeros((2, 4)))
+
+
+# ---- indexing with True / False / None / ... ----
+
+def test_boolean_scalars_add_a_dimension_as_numpy_and_torch():
+    t = vit.arange(6.0).reshape(2, 3)
+    assert t[True].shape == (1, 2, 3) and t[True].tolist() == [t.tolist()]  # once t[1]
+    assert t[False].shape == (0, 2, 3)  # once t[0]
+    assert t[0, True].shape == (1, 3) and t[True, 0].shape == (1, 3)
+    assert t[np.True_].shape == (1, 2, 3)
+    assert t[None].shape == (1, 2, 3) and t[:, None].shape == (2, 1, 3)
+    assert t[..., 1].tolist() == [1.0, 4.0] and t[1, ...].tolist() == [3.0, 4.0, 5.0]
+    assert t[np.int64(1), np.int32(2)].item() == 5.0  # numpy integers index as Python's
+    x = vit.tensor([[1.0, 2.0]], requires_grad=True)
+    (x[True] * 3.0).sum().backward()  # a view: gradients flow through
+    np.testing.assert_array_equal(x.grad.numpy(), [[3.0, 3.0]])
+    with pytest.raises(vit.Error, match=r"an index can only have a single ellipsis"):
+        t[..., ...]
+    with pytest.raises(vit.Error, match=r"3 indices for a tensor of 2 dimensions"):
+        t[0, 0, 0]
+    with pytest.raises(vit.Error, match=r"integers and slices .*, or None, \.\.\. and True/False .*got float"):
+        t[1.0]
