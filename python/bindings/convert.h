@@ -30,9 +30,18 @@ py::object size_of(const Shape& shape);
 // Sizes as torch takes them: f(2, 3), f([2, 3]) or f((2, 3)).
 Shape sizes(const py::args& args, const char* op);
 // dim=None (all), an int, or a list/tuple of ints.
-std::vector<int64_t> dims_of(const py::object& dim);
+std::vector<int64_t> dims_of(const py::object& dim, const char* op);
+// An integer argument (a Python or numpy integer; not a bool, float or str), or vit.Error
+// "[op] what must be an integer, got float" (never pybind11's "Unable to cast ...").
+int64_t integer_of(const py::handle& v, const char* op, const std::string& what);
+// A number argument (int or float, numpy's too; not a bool or str), or vit.Error naming it.
+double real_of(const py::handle& v, const char* op, const std::string& what);
 // The name of a Python object's type ("int", "list", "Tensor").
 std::string type_name(const py::handle& o);
+// A Python number (or numpy scalar) as a double; vit.Error when it does not fit one (10**400).
+double number_of(const py::handle& o);
+// A numpy array or numpy scalar of numbers (integers or floats; not bool, complex, str, object).
+bool is_numpy_number(const py::handle& o);
 
 // ---- one per file: each adds its part of the module ----
 void bind_model(py::module_& m);                      // model.cpp: vit.load, Model, quantize

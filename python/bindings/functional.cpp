@@ -58,7 +58,8 @@ void bind_functional(py::module_& f) {
       "layer_norm",
       [](const Variable& x, const py::object& shape, std::optional<Variable> weight, std::optional<Variable> bias,
          double eps) {
-        return vit::layer_norm(x, dims_of(shape), weight.value_or(Variable()), bias.value_or(Variable()), eps);
+        return vit::layer_norm(x, dims_of(shape, "layer_norm"), weight.value_or(Variable()), bias.value_or(Variable()),
+                               eps);
       },
       py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
       py::arg("eps") = 1e-5);

@@ -51,7 +51,7 @@ void bind_conv2d(py::module_& m) {
 void bind_layer_norm(py::module_& m) {
   LayerClass<LayerNorm> c(m, "LayerNorm");
   c.def(py::init([](const py::object& shape, double eps, bool affine) {
-          return std::make_shared<LayerNorm>(dims_of(shape), eps, affine);
+          return std::make_shared<LayerNorm>(dims_of(shape, "LayerNorm"), eps, affine);
         }),
         py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true)
       .def_property_readonly("weight", [](const LayerNorm& l) { return optional_tensor(l.weight); })

@@ -61,7 +61,10 @@ std::function<bool(const vit::EpochReport&)> epoch_callback(const py::object& on
   return [on_epoch](const vit::EpochReport& e) {
     py::gil_scoped_acquire acquire;
     const py::object keep_going = on_epoch(epoch_dict(e));
-    return keep_going.is_none() || keep_going.cast<bool>();
+    if (keep_going.is_none()) return true;
+    const int truth = PyObject_IsTrue(keep_going.ptr());  // Python's truth of any answer
+    if (truth < 0) throw py::error_already_set();
+    return truth == 1;
   };
 }
 

@@ -48,23 +48,23 @@ std::shared_ptr<model::VisionTransformer> vision_transformer(const std::string& 
   for (const auto& [key, value] : overrides) {
     const std::string k = py::str(key);
     if (k == "image_size")
-      c.image_size = value.cast<int64_t>();
+      c.image_size = integer_of(value, "VisionTransformer", k);
     else if (k == "patch_size")
-      c.patch_size = value.cast<int64_t>();
+      c.patch_size = integer_of(value, "VisionTransformer", k);
     else if (k == "in_channels")
-      c.in_channels = value.cast<int64_t>();
+      c.in_channels = integer_of(value, "VisionTransformer", k);
     else if (k == "num_classes")
-      c.num_classes = value.cast<int64_t>();
+      c.num_classes = integer_of(value, "VisionTransformer", k);
     else if (k == "dim")
-      c.dim = value.cast<int64_t>();
+      c.dim = integer_of(value, "VisionTransformer", k);
     else if (k == "depth")
-      c.depth = value.cast<int64_t>();
+      c.depth = integer_of(value, "VisionTransformer", k);
     else if (k == "num_heads")
-      c.num_heads = value.cast<int64_t>();
+      c.num_heads = integer_of(value, "VisionTransformer", k);
     else if (k == "mlp_ratio")
-      c.mlp_ratio = value.cast<double>();
+      c.mlp_ratio = real_of(value, "VisionTransformer", k);
     else if (k == "dropout")
-      c.dropout = value.cast<double>();
+      c.dropout = real_of(value, "VisionTransformer", k);
     else
       fail("VisionTransformer",
            "unknown option '{}' (image_size, patch_size, in_channels, num_classes, dim, depth, num_heads, mlp_ratio, "

@@ -230,3 +230,56 @@ def test_boolean_scalars_add_a_dimension_as_numpy_and_torch():
         t[0, 0, 0]
     with pytest.raises(vit.Error, match=r"integers and slices .*, or None, \.\.\. and True/False .*got float"):
         t[1.0]
+
+
+# ---- numpy values mix with tensors; wrong arguments are named ----
+
+def test_numpy_scalars_and_arrays_mix_with_tensors_as_numbers_do():
+    t = vit.tensor([1.0, 2.0])
+    for result in (np.float32(2.0) * t, t * np.float32(2.0), np.array([2.0, 2.0]) * t, np.int64(2) * t):
+        assert isinstance(result, vit.Tensor) and result.tolist() == [2.0, 4.0]
+    assert (np.float64(1.0) - vit.tensor(3.0)).item() == -2.0  # once: "[index] 1 indices for ... 0 dimensions"
+    assert (t ** np.float32(2.0)).tolist() == [1.0, 4.0]
+    np.testing.assert_array_equal((t == np.array([1.0, 0.0])).numpy(), [1, 0])
+    np.testing.assert_array_equal((np.array([1.0, 0.0]) == t).numpy(), [1, 0])
+    np.testing.assert_array_equal(np.asarray(vit.tensor([[1.0, 2.0]])), [[1.0, 2.0]])
+    assert np.asarray(vit.tensor(3.0)).shape == ()
+    assert vit.tensor([vit.tensor(1.0), vit.tensor(2.0)]).tolist() == [1.0, 2.0]
+    assert vit.zeros(np.int64(2), 3).shape == (2, 3)
+    with pytest.raises(TypeError, match=r"operand 'vit.Tensor' does not support ufuncs"):
+        t * np.array(["a", "b"])  # strings are no operand: numpy's TypeError, as for Python's str
+
+
+def test_wrong_arguments_are_vit_errors_naming_them():
+    with pytest.raises(vit.Error, match=r"\[zeros\] size 1 must be an integer, got str"):
+        vit.zeros([2, "a"])
+    with pytest.raises(vit.Error, match=r"\[ones\] size 0 must be an integer, got float"):
+        vit.ones(2.5)
+    with pytest.raises(vit.Error, match=r"\[sum\] dim must be an integer, got str"):
+        vit.zeros(2).sum(dim=["a"])
+    with pytest.raises(vit.Error, match=r"\[VisionTransformer\] depth must be an integer, got float"):
+        nn.VisionTransformer(depth=1.5)
+    with pytest.raises(vit.Error, match=r"\[VisionTransformer\] mlp_ratio must be a number, got str"):
+        nn.VisionTransformer(mlp_ratio="4")
+    with pytest.raises(vit.Error, match=r"\[LayerNorm\] dim must be an integer, got str"):
+        nn.LayerNorm(["a"])
+    with pytest.raises(vit.Error, match=r"\[optimizer\] params must be tensors, got int at position 1"):
+        vit.optim.SGD([vit.tensor([1.0], requires_grad=True), 3], lr=0.1)
+    with pytest.raises(vit.Error, match=r"\[optimizer\] parameter groups \(dicts\) are not supported"):
+        vit.optim.AdamW([{"params": []}])
+    with pytest.raises(vit.Error, match=r"\[tensor\] data must be numbers .*got NoneType"):
+        vit.tensor(None)  # numpy would make a NaN of it
+    with pytest.raises(vit.Error, match=r"\[tensor\] data must be numbers .*got str"):
+        vit.tensor("1.5")
+    with pytest.raises(vit.Error, match=r"\[number\] 1000.* does not fit a float"):
+        vit.tensor([1.0]) * 10 ** 400
+    x = vit.tensor([1.0, 2.0], requires_grad=True)
+    (x * 1.0).sum().backward()
+    vit.optim.SGD((p for p in [x]), lr=0.5).step()  # any iterable of tensors, as torch takes a generator
+    assert x.tolist() == [0.5, 1.5]
+
+
+def test_arange_says_a_size_too_large_is_too_large():
+    with pytest.raises(vit.Error, match=r"\[arange\] .*1e\+19 elements.*too large"):
+        vit.arange(0, 1e19)
+    assert vit.arange(0, 3, 0.5).tolist() == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]

@@ -223,6 +223,16 @@ def test_train_with_a_per_epoch_callback_that_can_stop_and_resume():
             vit.train(no_such_flag=3)
 
 
+def test_on_epoch_answers_are_read_by_their_truth():
+    # Any answer counts by Python's truth (an empty list stops), not only True/False (once pybind11's
+    # "Unable to cast Python instance to C++ type").
+    with tempfile.TemporaryDirectory() as d:
+        write_toy_digits(os.path.join(d, "data"))
+        flags = dict(data=os.path.join(d, "data"), out=os.path.join(d, "run"), preset="vit_digits", dim=16, depth=1,
+                     heads=2, epochs=3, batch_size=32, plain=True)
+        assert vit.train(on_epoch=lambda report: [], **flags)["epochs_run"] == 1
+
+
 def saved_config(checkpoint, key):
     """A JSON entry of a vit checkpoint's metadata ("train_config", "model_config")."""
     with open(checkpoint, "rb") as f:

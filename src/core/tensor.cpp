@@ -64,7 +64,11 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype) {
   VIT_CHECK(step != 0.0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange",
             "invalid range start={} end={} step={}", start, end, step);
   VIT_CHECK((end - start) / step >= 0, "arange", "step {} has the wrong sign for start={} end={}", step, start, end);
-  const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  const double count = std::ceil((end - start) / step);
+  // Beyond this the count would not even fit the int64 it is cast to (1e19 once read as negative).
+  VIT_CHECK(count < 1e18, "arange", "start={} end={} step={} would make {:g} elements: too large a size", start, end,
+            step, count);
+  const auto n = static_cast<int64_t>(count);
   Tensor t = empty({n}, dtype);
   dispatch_all(dtype, [&]<typename T>() {
     T* p = t.data<T>();
