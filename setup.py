@@ -1,4 +1,5 @@
-"""`pip install .`: builds the Python module (`import vit`) with CMake and installs it.
+"""`pip install .`: builds the Python package `vit` (python/vit/*.py over the extension vit._C, which
+CMake builds) and installs both.
 
 Uses only what Debian ships: python3-pip, python3-setuptools, pybind11-dev, python3-dev, cmake,
 ninja-build and the libraries scripts/setup.sh installs; no network, so pass
@@ -44,9 +45,9 @@ class CMakeBuild(build_ext):
         subprocess.check_call(configure)
         jobs = str(os.cpu_count() or 1)
         subprocess.check_call(["cmake", "--build", str(build), "--target", "vit_python", "-j", jobs])
-        built = sorted((build / "python").glob("vit*.so"))
+        built = sorted((build / "python" / "vit").glob("_C*.so"))
         if not built:
-            raise RuntimeError(f"the CMake build made no Python module in {build / 'python'} "
+            raise RuntimeError(f"the CMake build made no extension in {build / 'python' / 'vit'} "
                                "(are pybind11-dev and python3-dev installed? scripts/setup.sh installs them)")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built[0], target)
@@ -55,8 +56,10 @@ class CMakeBuild(build_ext):
 setup(
     name="vit",
     version=project_version(),
-    description="Vision Transformers in C++: training, fine-tuning and inference (the Python module)",
-    ext_modules=[CMakeExtension("vit")],
+    description="Vision Transformers in C++: training, fine-tuning and inference (the Python package)",
+    packages=["vit", "vit.nn"],
+    package_dir={"": "python"},
+    ext_modules=[CMakeExtension("vit._C")],
     cmdclass={"build_ext": CMakeBuild},
     zip_safe=False,
     python_requires=">=3.9",

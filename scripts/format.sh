@@ -6,7 +6,7 @@
 #                                          and exits 1 (scripts/test.sh runs this first)
 #   scripts/format.sh --list               prints the file list
 # The sources: the C/C++ files (.c .cc .cpp .cxx .h .hh .hpp) under src/ tests/ bench/ examples/
-# that git tracks, or that are new and not ignored; never the fuzz corpus (tests/fuzz/corpus/),
+# python/ that git tracks, or that are new and not ignored; never the fuzz corpus (tests/fuzz/corpus/),
 # the golden data (tests/golden/) or generated tables (*.inc, e.g. src/infer/imagenet_classes.inc).
 # CLANG_FORMAT=... picks another binary (the result may then differ from CI's).
 set -euo pipefail
@@ -23,9 +23,9 @@ esac
 
 source_files() {
   if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git ls-files --cached --others --exclude-standard -- src tests bench examples
+    git ls-files --cached --others --exclude-standard -- src tests bench examples python
   else  # not a git checkout (e.g. an unpacked archive): the same directories, by name
-    find src tests bench examples -type f 2>/dev/null
+    find src tests bench examples python -type f 2>/dev/null
   fi | grep -E '\.(c|cc|cpp|cxx|h|hh|hpp)$' | grep -vE '^tests/(fuzz/corpus|golden)/' | sort -u |
     while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done  # tracked but deleted: skip
 }

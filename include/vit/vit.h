@@ -43,6 +43,18 @@ Array load_npy(const std::string& path);
 // Writes values (row-major, product(shape) of them) as a float32 .npy file.
 void save_npy(const std::string& path, const std::vector<float>& values, const std::vector<int64_t>& shape);
 
+// An option as a keyword and its values as text: {"heads", {"4"}}, {"mean", {"0.5", "0.5", "0.5"}}
+// (a flag's name with '_' for '-'; a flag alone: {"true"}).
+struct Keyword {
+  std::string name;
+  std::vector<std::string> values;
+};
+
+// The load options as keywords ({{"heads", {"4"}}, {"strict", {"false"}}}: what Python's
+// vit.load(path, **keywords) passes), read by the one table of load options with its messages
+// ("[load] heads: must be a whole number >= 1, got 0", "[load] unknown option hedas (known: ...)").
+LoadOptions load_options_of(const std::vector<Keyword>& keywords);
+
 struct Prediction {
   int64_t index = 0;
   std::string label;
@@ -129,10 +141,7 @@ TrainReport train_model(const std::vector<std::string>& flags,
 // The same with the options as keywords: {{"data", {"data/mnist"}}, {"epochs", {"3"}},
 // {"hflip", {"false"}}, {"mean", {"0.5", "0.5", "0.5"}}} (a flag's name with '_' for '-'; what
 // Python's vit.train(**keywords) passes). Messages name them as given ("[train] lr: ...").
-struct TrainOption {
-  std::string name;
-  std::vector<std::string> values;
-};
+using TrainOption = Keyword;
 TrainReport train_keywords(const std::vector<TrainOption>& options,
                            const std::function<bool(const EpochReport&)>& on_epoch = {});
 

@@ -210,6 +210,7 @@ def test_train_with_a_per_epoch_callback_that_can_stop_and_resume():
         assert r["epochs_run"] == 3
         m = vit.load(os.path.join(d, "run", "last.safetensors"))
         assert m.config["reg_tokens"] == 2 and m.config["layer_scale"] == 0.1
+
         # A callback's exception ends the run with that exception.
         def boom(report):
             raise KeyError("from the callback")
@@ -220,6 +221,16 @@ def test_train_with_a_per_epoch_callback_that_can_stop_and_resume():
             vit.train(**dict(flags, out=os.path.join(d, "run3"), epochs=0))
         with pytest.raises(vit.Error, match="unknown option no_such_flag"):
             vit.train(no_such_flag=3)
+
+
+def test_on_epoch_answers_are_read_by_their_truth():
+    # Any answer counts by Python's truth (an empty list stops), not only True/False (once pybind11's
+    # "Unable to cast Python instance to C++ type").
+    with tempfile.TemporaryDirectory() as d:
+        write_toy_digits(os.path.join(d, "data"))
+        flags = dict(data=os.path.join(d, "data"), out=os.path.join(d, "run"), preset="vit_digits", dim=16, depth=1,
+                     heads=2, epochs=3, batch_size=32, plain=True)
+        assert vit.train(on_epoch=lambda report: [], **flags)["epochs_run"] == 1
 
 
 def saved_config(checkpoint, key):
@@ -322,7 +333,8 @@ def test_train_keywords_are_checked_before_anything_runs_in_their_own_words():
             vit.train(out=out, hflip="no")
         with pytest.raises(vit.Error, match=r"\[train\] lr: must be a number, got 'fast'"):
             vit.train(out=out, lr="fast")
-        with pytest.raises(vit.Error, match=r"\[train\] batch_size: takes a number, a string or True/False, got a dict"):
+        with pytest.raises(vit.Error,
+                           match=r"\[train\] batch_size: takes a number, a string or True/False, got a dict"):
             vit.train(out=out, batch_size={})
         with pytest.raises(vit.Error, match=r"\[train\] on_epoch must be a function .*, got a int"):
             vit.train(out=out, on_epoch=5)

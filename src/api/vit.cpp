@@ -45,6 +45,15 @@ void save_npy(const std::string& path, const std::vector<float>& values, const s
   io::save_npy(path, t);
 }
 
+LoadOptions load_options_of(const std::vector<Keyword>& keywords) {
+  OptionArgs args;
+  args.spelling = Spelling::Keywords;
+  for (const Keyword& k : keywords) args.set(k.name, k.values);
+  const LoadOptions options = infer::read_load_options(args);
+  infer::resolve_load_options(options, Spelling::Keywords);  // every check now, naming the keywords
+  return options;
+}
+
 struct Model::Impl {
   infer::Predictor model;
   explicit Impl(infer::Predictor m) : model(std::move(m)) {}

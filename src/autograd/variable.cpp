@@ -71,7 +71,8 @@ std::string Variable::to_string() const {
 
 std::ostream& operator<<(std::ostream& os, const Variable& v) { return os << v.to_string(); }
 
-Variable make_result(Tensor out, const char* name, const std::vector<Variable>& inputs, BackwardFn backward) {
+Variable make_result(Tensor out, const char* name, const std::vector<Variable>& inputs,
+                     const std::vector<Tensor>& saved, BackwardFn backward) {
   bool needs_grad = false;
   if (g_grad_enabled) {
     for (const Variable& v : inputs) needs_grad = needs_grad || v.requires_grad();
@@ -83,8 +84,29 @@ Variable make_result(Tensor out, const char* name, const std::vector<Variable>& 
   node->grad_fn = std::string(name) + "Backward";
   for (const Variable& v : inputs) node->inputs.push_back(v.node());
   node->backward = std::move(backward);
+  for (const Tensor& t : saved) {
+    if (t.defined()) node->saved.push_back({t, t.version()});
+  }
   return Variable(std::move(node));
 }
+
+namespace {
+
+// Refuses a pass when an op's saved tensor changed in place after the op ran (before any
+// gradient is touched, so a refused pass leaves every .grad as it was).
+void check_saved_versions(const std::vector<std::shared_ptr<Node>>& order) {
+  for (const auto& node : order) {
+    for (const SavedTensor& s : node->saved) {
+      VIT_CHECK(s.tensor.version() == s.version, "backward",
+                "one of the variables needed for gradient computation has been modified by an inplace operation: "
+                "the {} tensor that {} saved is at version {}; expected version {} (changed after the forward by "
+                "copy_, an optimiser step, ...: run the forward again after changing it, or change a clone)",
+                shape_str(s.tensor.shape()), node->grad_fn, s.tensor.version(), s.version);
+    }
+  }
+}
+
+}  // namespace
 
 void Variable::backward() const {
   VIT_CHECK(defined() && numel() == 1, "backward",
@@ -123,6 +145,7 @@ void Variable::backward(const Tensor& grad_output, const LeafReadyFn& on_leaf_re
     order.push_back(std::move(node));
     stack.pop_back();
   }
+  check_saved_versions(order);
 
   auto accumulate = [](Node* node, const Tensor& g) {
     if (!node->grad.defined()) {
@@ -176,6 +199,7 @@ void Variable::backward(const Tensor& grad_output, const LeafReadyFn& on_leaf_re
     if (!node->retains_grad) node->grad = Tensor();
     node->backward = nullptr;  // free the graph: saved tensors go with the closure
     node->inputs.clear();
+    node->saved.clear();
     if (on_leaf_ready) {
       for (Node* leaf : leaves_done[k]) on_leaf_ready(leaf);
     }

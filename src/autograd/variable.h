@@ -19,6 +19,12 @@ namespace vit {
 // needs no gradient.
 using BackwardFn = std::function<void(const Tensor& grad_out, std::vector<Tensor>& input_grads)>;
 
+// A tensor a backward reads, with its storage's version when the op ran (Tensor::version).
+struct SavedTensor {
+  Tensor tensor;
+  uint64_t version = 0;
+};
+
 struct Node {
   Tensor data;
   Tensor grad;  // accumulated gradient (leaves keep it across backward calls)
@@ -27,6 +33,9 @@ struct Node {
   std::string grad_fn;        // name of the op that made it ("" for leaves)
   std::vector<std::shared_ptr<Node>> inputs;
   BackwardFn backward;  // released after backward() runs (the graph is freed)
+  // What backward reads of memory that others can write (make_result's `saved`): backward()
+  // refuses to run when any of it changed in place since, as torch's version counter does.
+  std::vector<SavedTensor> saved;
 };
 
 class Variable {
@@ -127,7 +136,12 @@ class NoGradGuard {
 
 // For op implementations: wraps `out` as the result of op `name`. When grad mode is on and
 // some input requires grad, records `backward` against the inputs; otherwise returns a plain
-// Variable and drops `backward`.
-Variable make_result(Tensor out, const char* name, const std::vector<Variable>& inputs, BackwardFn backward);
+// Variable and drops `backward`. `saved` lists the tensors `backward` reads that may share memory
+// with an input or the output (an input's data, its contiguous() -- the same memory when it was
+// contiguous --, a view of it, the output), with their versions now: an in-place change to any of
+// them before backward() makes backward() refuse (torch: "modified by an inplace operation")
+// instead of computing gradients at the new values. Buffers the op made for itself need no entry.
+Variable make_result(Tensor out, const char* name, const std::vector<Variable>& inputs,
+                     const std::vector<Tensor>& saved, BackwardFn backward);
 
 }  // namespace vit

@@ -64,7 +64,11 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype) {
   VIT_CHECK(step != 0.0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange",
             "invalid range start={} end={} step={}", start, end, step);
   VIT_CHECK((end - start) / step >= 0, "arange", "step {} has the wrong sign for start={} end={}", step, start, end);
-  const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  const double count = std::ceil((end - start) / step);
+  // Beyond this the count would not even fit the int64 it is cast to (1e19 once read as negative).
+  VIT_CHECK(count < 1e18, "arange", "start={} end={} step={} would make {:g} elements: too large a size", start, end,
+            step, count);
+  const auto n = static_cast<int64_t>(count);
   Tensor t = empty({n}, dtype);
   dispatch_all(dtype, [&]<typename T>() {
     T* p = t.data<T>();
@@ -166,6 +170,7 @@ Tensor Tensor::to(DType dtype) const {
 
 void Tensor::copy_(const Tensor& src) const {
   VIT_CHECK(defined() && src.defined(), "copy_", "undefined tensor");
+  bump_version();
   const Tensor s = src.expand(shape_);
   const Strides& ds = strides_;
   const Strides& ss = s.strides_;
@@ -184,6 +189,7 @@ void Tensor::copy_(const Tensor& src) const {
 }
 
 void Tensor::fill_(double value) const {
+  bump_version();
   const Strides& ds = strides_;
   dispatch_all(dtype_, [&]<typename T>() {
     T* dst = data<T>();
@@ -199,6 +205,7 @@ void accumulate_into(const Tensor& dst, const Tensor& src) {
             shape_str(src.shape()));
   VIT_CHECK(dst.dtype() == src.dtype(), "accumulate", "dtype {} vs {}", dtype_name(dst.dtype()),
             dtype_name(src.dtype()));
+  dst.bump_version();
   dispatch_all(dst.dtype(), [&]<typename T>() {
     T* d = dst.data<T>();
     const T* s = src.data<T>();
@@ -235,6 +242,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
 
 void Tensor::set(const std::vector<int64_t>& index, double value) const {
   const int64_t off = element_offset(index, "set");
+  bump_version();
   dispatch_all(dtype_, [&]<typename T>() { data<T>()[off] = convert_element<T>(value); });
 }
 

@@ -4,6 +4,7 @@
 // here are creation, views, copies and element access.
 #pragma once
 
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -31,8 +32,12 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   bool file_mapped() const { return file_mapped_; }
+  // How many in-place writes the memory has had (torch's version counter; see Tensor::version).
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
+  std::atomic<uint64_t> version_{0};
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   std::shared_ptr<void> owner_;  // null when we allocated data_ ourselves
@@ -76,6 +81,15 @@ class Tensor {
   // True when the data is a private (copy-on-write) mapping of a file, as load_safetensors makes:
   // its untouched pages can be dropped from this process and read back from the file.
   bool is_file_mapped() const { return storage_ && storage_->file_mapped(); }
+  // The storage's count of in-place writes, shared by every view of it (torch's version counter):
+  // copy_, fill_, set and accumulate_into count themselves; code that writes through data<T>()
+  // into memory an autograd graph may have saved (an optimiser's step) calls bump_version().
+  // Autograd records it when an op saves a tensor and refuses a backward that would read changed
+  // values.
+  uint64_t version() const { return storage_ ? storage_->version() : 0; }
+  void bump_version() const {
+    if (storage_) storage_->bump_version();
+  }
 
   // Typed pointer to the first element (offset applied). Throws if T does not match dtype.
   template <typename T>

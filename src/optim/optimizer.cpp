@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include "kernels/optim.h"
 
@@ -15,9 +16,15 @@ bool decays(const std::string& name, const Variable& p) {
 }
 
 Optimizer::Optimizer(NamedParameters params) : params_(std::move(params)) {
-  for (const auto& [name, p] : params_) {
+  std::unordered_map<const Node*, size_t> first;  // each parameter's first position
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
     VIT_CHECK(p.defined() && p.dtype() == DType::F32 && p.data().is_contiguous(), "optimizer",
               "parameter '{}' must be a contiguous float32 tensor", name);
+    const auto [at, fresh] = first.emplace(p.node().get(), i);
+    VIT_CHECK(fresh, "optimizer",
+              "parameters {} and {} are the same tensor: it would be updated twice per step (give each parameter once)",
+              params_[at->second].first, name);
   }
 }
 
@@ -26,6 +33,16 @@ void Optimizer::set_lr_scales(std::vector<double> scales) {
             scales.size(), params_.size());
   for (double s : scales) VIT_CHECK(std::isfinite(s) && s >= 0, "optimizer", "lr scale {} is not >= 0", s);
   lr_scales_ = std::move(scales);
+}
+
+void Optimizer::set_decayed(std::vector<bool> decayed) {
+  VIT_CHECK(decayed.empty() || decayed.size() == params_.size(), "optimizer", "{} weight decay flags for {} parameters",
+            decayed.size(), params_.size());
+  decayed_ = std::move(decayed);
+}
+
+bool Optimizer::decayed(size_t i) const {
+  return decayed_.empty() ? decays(params_[i].first, params_[i].second) : decayed_[i];
 }
 
 void Optimizer::zero_grad() {
@@ -59,9 +76,10 @@ void AdamW::step() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
     if (!p.grad().defined()) continue;
-    const double wd = decays(name, p) ? weight_decay : 0.0;
+    const double wd = decayed(i) ? weight_decay : 0.0;
     kernels::adamw_update(p.data().data<float>(), p.grad().data<float>(), m_[i].data<float>(), v_[i].data<float>(),
                           p.numel(), lr * lr_scale(i), beta1, beta2, eps, wd, step_);
+    p.data().bump_version();  // an in-place change: a graph that saved p refuses its backward
   }
 }
 
@@ -99,9 +117,10 @@ void SGD::step() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
     if (!p.grad().defined()) continue;
-    const double wd = decays(name, p) ? weight_decay : 0.0;
+    const double wd = decayed(i) ? weight_decay : 0.0;
     kernels::sgd_update(p.data().data<float>(), p.grad().data<float>(), buf_[i].data<float>(), p.numel(),
                         lr * lr_scale(i), momentum, wd, nesterov, step_ == 1);
+    p.data().bump_version();
   }
 }
 

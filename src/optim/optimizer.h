@@ -1,7 +1,9 @@
 // Optimisers over named parameters (float32): SGD with momentum and AdamW with decoupled
-// weight decay, as torch.optim computes them. Weight decay follows timm: parameters with fewer
-// than 2 dims (biases, LayerNorm) and cls_token / pos_embed are never decayed. State is
-// name -> tensor so it can be saved in a checkpoint and restored exactly.
+// weight decay, as torch.optim computes them. Which parameters weight decay reaches is the
+// caller's choice (set_decayed); by default timm's rule, the `vit train` convention: parameters
+// with fewer than 2 dims (biases, LayerNorm) and cls_token / pos_embed are never decayed. State
+// is name -> tensor so it can be saved in a checkpoint and restored exactly. A tensor given twice is
+// refused (it would be stepped twice).
 #pragma once
 
 #include <memory>
@@ -38,10 +40,16 @@ class Optimizer {
   // torch param group whose lr is lr x scale.
   void set_lr_scales(std::vector<double> scales);
   double lr_scale(size_t i) const { return lr_scales_.empty() ? 1.0 : lr_scales_[i]; }
+  // Which parameters weight decay applies to, one flag per parameter in order; empty (the
+  // default): timm's rule, decays(name, p). torch.optim decays every parameter of a group (the
+  // Python door passes all true).
+  void set_decayed(std::vector<bool> decayed);
+  bool decayed(size_t i) const;
 
  protected:
   NamedParameters params_;
   std::vector<double> lr_scales_;
+  std::vector<bool> decayed_;
   int64_t step_ = 0;
   const Tensor& find(const NamedTensors& state, const std::string& key, const Shape& shape) const;
 };

@@ -16,6 +16,12 @@ TEST(Tensor, CreationMatchesPyTorch) {
   EXPECT_EQ(values(Tensor::full({2}, 2.5)), (std::vector<double>{2.5, 2.5}));
   EXPECT_EQ(values(Tensor::arange(5)), (std::vector<double>{0, 1, 2, 3, 4}));
   EXPECT_EQ(values(Tensor::arange(1, 2, 0.25)), (std::vector<double>{1, 1.25, 1.5, 1.75}));
+  try {  // a count past int64 was once cast to a negative size
+    Tensor::arange(0, 1e19);
+    FAIL() << "arange(0, 1e19) made a tensor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("would make 1e+19 elements: too large a size"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(Tensor::scalar(3).dim(), 0);
   EXPECT_EQ(Tensor::scalar(3).item(), 3.0);
   Tensor f = Tensor::from_data(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});

@@ -94,6 +94,45 @@ TEST(AdamW, FirstStepMovesEachWeightByLrAndDecaysOnlyMatrices) {
   EXPECT_EQ(opt.steps(), 1);
 }
 
+TEST(WeightDecay, SetDecayedChoosesPerParameterAsTorchOptimDecaysAll) {
+  // torch.optim decays every parameter of a group: with every flag set the bias decays as the
+  // weight does (AdamW: 1 * (1 - 0.1 * 0.5) - 0.1; SGD: 1 - 0.1 * (2 + 0.5)), and a cleared flag
+  // spares a matrix. The default (no flags) stays timm's rule.
+  for (const bool sgd : {false, true}) {
+    Variable w = param({2, 2}, 1.0f), bias = param({2}, 1.0f), spared = param({2, 2}, 1.0f);
+    const NamedParameters params{{"fc.weight", w}, {"fc.bias", bias}, {"x.weight", spared}};
+    std::unique_ptr<Optimizer> opt;
+    if (sgd)
+      opt = std::make_unique<SGD>(params, 0.1, 0.0, 0.5);
+    else
+      opt = std::make_unique<AdamW>(params, 0.1, 0.5);
+    opt->set_decayed({true, true, false});
+    for (Variable p : {w, bias, spared}) p.set_grad(Tensor::full(p.shape(), 2.0f));
+    opt->step();
+    const double decayed = sgd ? 1 - 0.1 * 2.5 : 0.95 - 0.1, plain = sgd ? 1 - 0.1 * 2 : 1 - 0.1;
+    EXPECT_NEAR(w.data().at({0, 0}), decayed, testing::kFloatValueTol);
+    EXPECT_NEAR(bias.data().at({0}), decayed, testing::kFloatValueTol);
+    EXPECT_NEAR(spared.data().at({0, 0}), plain, testing::kFloatValueTol);
+    EXPECT_THROW(opt->set_decayed({true}), Error);  // one per parameter
+    opt->set_decayed({});                           // back to timm's rule
+    EXPECT_TRUE(opt->decayed(0) && !opt->decayed(1) && opt->decayed(2));
+  }
+}
+
+TEST(Optimizer, RefusesATensorGivenTwice) {
+  Variable w = param({2}, 1.0f);
+  Variable same = w;  // another handle on the same tensor
+  try {
+    SGD({{"a", w}, {"b", param({2}, 1.0f)}, {"c", same}}, 0.1);
+    FAIL() << "a tensor given twice was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[optimizer] parameters a and c are the same tensor"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(AdamW({{"w", w}, {"w2", w}}, 0.1), Error);
+  EXPECT_NO_THROW(AdamW({{"w", w}, {"copy", Variable(w.data().clone(), true)}}, 0.1));  // equal values: fine
+}
+
 TEST(AdamW, LrScalesActAsAParamGroupsLrDecayIncluded) {
   // Scale 0.5 on the weight: decay w * (1 - 0.05 * 0.5) = 0.975, then a step of 0.05; the bias at
   // scale 2 moves 0.2; a scale 0 leaves a parameter as it is.

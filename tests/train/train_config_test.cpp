@@ -27,7 +27,7 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("hflip":false,"rotate_degrees":8.0,"translate":0.08,"scale_min":0.92,"scale_max":1.08,"mixup_alpha":0.0,)"
       R"("cutmix_alpha":0.0,"erase_prob":0.0},"milestones":[0.97,0.985],"time_budget":0.0,"steps":0,"val_split":0,"schedule":[],)"
       R"("teacher":"","teacher_heads":0,"distillation":"hard","distill_alpha":0.5,"distill_tau":1.0,)"
-      R"("precision":"fp32","init":"","init_notes":[],"new_head":false,"layer_decay":1.0,"head_lr":0.0,)"
+      R"("precision":"fp32","init":"","init_notes":[],"new_head":false,"keep_head":false,"layer_decay":1.0,"head_lr":0.0,)"
       R"("freeze":"none"})";
   EXPECT_EQ(digits_recipe().to_json(), recipe);
   TrainConfig c;
@@ -50,7 +50,7 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("scale_max":1.0,"mixup_alpha":0.8,"cutmix_alpha":1.0,"erase_prob":0.0},)"
       R"("milestones":[],"time_budget":0.0,"steps":0,)"
       R"("val_split":0,"schedule":[],"teacher":"","teacher_heads":0,"distillation":"hard","distill_alpha":0.5,)"
-      R"("distill_tau":1.0,"precision":"fp32","init":"","init_notes":[],"new_head":false,"layer_decay":1.0,)"
+      R"("distill_tau":1.0,"precision":"fp32","init":"","init_notes":[],"new_head":false,"keep_head":false,"layer_decay":1.0,)"
       R"("head_lr":0.0,"freeze":"none"})";
   EXPECT_EQ(c.to_json(), custom);
   // Checkpoints written before distillation (and mixed precision, fine-tuning) existed read with

@@ -30,12 +30,13 @@ Variable self_attention(const Variable& qkv, int64_t num_heads, double attn_drop
                                   out.data<T>());
   });
   if (probs_out) *probs_out = probs;
-  return make_result(out, "attention", {qkv}, [s, x, probs, mask, scale](const Tensor& g, std::vector<Tensor>& grads) {
-    dispatch(g.dtype(), [&]<typename T>() {
-      kernels::attention_backward<T>(s, x.data<T>(), probs.data<T>(), mask.defined() ? mask.data<T>() : nullptr, scale,
-                                     g.data<T>(), grads[0].data<T>());
-    });
-  });
+  return make_result(
+      out, "attention", {qkv}, {x, probs}, [s, x, probs, mask, scale](const Tensor& g, std::vector<Tensor>& grads) {
+        dispatch(g.dtype(), [&]<typename T>() {
+          kernels::attention_backward<T>(s, x.data<T>(), probs.data<T>(), mask.defined() ? mask.data<T>() : nullptr,
+                                         scale, g.data<T>(), grads[0].data<T>());
+        });
+      });
 }
 
 }  // namespace vit

@@ -13,7 +13,12 @@ static Variable binary_op(Binary op, const Variable& a, const Variable& b) {
   VIT_CHECK(a.defined() && b.defined(), name, "undefined operand");
   Tensor y = detail::binary(op, a.data(), b.data());
   const Tensor ad = a.data(), bd = b.data();
-  return make_result(y, name, {a, b}, [op, ad, bd, y](const Tensor& g, std::vector<Tensor>& grads) {
+  // What the backward reads (as torch saves them): nothing for + and -; for * each operand when the
+  // other one's gradient is wanted; for / b, and the result when b's gradient is wanted.
+  std::vector<Tensor> saved;
+  if (op == Binary::Mul) saved = {b.requires_grad() ? ad : Tensor(), a.requires_grad() ? bd : Tensor()};
+  if (op == Binary::Div) saved = {bd, b.requires_grad() ? y : Tensor()};
+  return make_result(y, name, {a, b}, saved, [op, ad, bd, y](const Tensor& g, std::vector<Tensor>& grads) {
     if (grads[0].defined()) {
       switch (op) {
         case Binary::Add:

@@ -43,7 +43,7 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   });
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
-  return make_result(out.permute({0, 3, 1, 2}), "conv2d", inputs,
+  return make_result(out.permute({0, 3, 1, 2}), "conv2d", inputs, {x.requires_grad() ? w : Tensor()},
                      [s, rows, w, OC, L, positions, precision](const Tensor& g, std::vector<Tensor>& grads) {
                        const Tensor gl = g.permute({0, 2, 3, 1}).contiguous();  // (positions, OC)
                        dispatch(g.dtype(), [&]<typename T>() {

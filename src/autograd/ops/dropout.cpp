@@ -15,7 +15,7 @@ Variable dropout(const Variable& x, double p, bool training, Generator& gen) {
     kernels::dropout_mask_batch<T>(mask.data<T>(), mask.numel(), x.dim() > 0 ? x.size(0) : 1, p, gen);
   });
   Tensor y = detail::binary(kernels::Binary::Mul, x.data(), mask);
-  return make_result(y, "dropout", {x}, [mask](const Tensor& g, std::vector<Tensor>& grads) {
+  return make_result(y, "dropout", {x}, {}, [mask](const Tensor& g, std::vector<Tensor>& grads) {
     accumulate_into(grads[0], detail::binary(kernels::Binary::Mul, g, mask));
   });
 }

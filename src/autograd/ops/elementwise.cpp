@@ -12,7 +12,7 @@ static Variable unary_op(Unary op, const Variable& x) {
   VIT_CHECK(x.defined(), name, "undefined input");
   const Tensor xc = x.data().contiguous();
   Tensor y = detail::unary(op, xc);
-  return make_result(y, name, {x}, [op, xc, y](const Tensor& g, std::vector<Tensor>& grads) {
+  return make_result(y, name, {x}, {xc, y}, [op, xc, y](const Tensor& g, std::vector<Tensor>& grads) {
     dispatch(g.dtype(), [&]<typename T>() {
       kernels::unary_backward<T>(op, xc.data<T>(), y.data<T>(), g.data<T>(), grads[0].data<T>(), g.numel());
     });
@@ -36,7 +36,7 @@ Variable pow(const Variable& x, double exponent) {
   const Tensor xc = x.data().contiguous();
   Tensor y = Tensor::empty(xc.shape(), xc.dtype());
   dispatch(xc.dtype(), [&]<typename T>() { kernels::pow_forward<T>(xc.data<T>(), exponent, y.data<T>(), xc.numel()); });
-  return make_result(y, "pow", {x}, [xc, exponent](const Tensor& g, std::vector<Tensor>& grads) {
+  return make_result(y, "pow", {x}, {xc}, [xc, exponent](const Tensor& g, std::vector<Tensor>& grads) {
     dispatch(g.dtype(), [&]<typename T>() {
       kernels::pow_backward<T>(xc.data<T>(), exponent, g.data<T>(), grads[0].data<T>(), g.numel());
     });
@@ -47,7 +47,7 @@ Variable pow(const Variable& x, double exponent) {
 static Variable affine_op(const Variable& x, double a, double b, const char* name) {
   VIT_CHECK(x.defined(), name, "undefined input");
   Tensor y = detail::affine(x.data(), a, b);
-  return make_result(y, name, {x}, [a](const Tensor& g, std::vector<Tensor>& grads) {
+  return make_result(y, name, {x}, {}, [a](const Tensor& g, std::vector<Tensor>& grads) {
     accumulate_into(grads[0], detail::affine(g, a, 0.0));
   });
 }

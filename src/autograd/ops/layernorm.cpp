@@ -38,7 +38,7 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
   const int bias_at = bias.defined() ? static_cast<int>(inputs.size()) : -1;
   if (bias.defined()) inputs.push_back(bias);
   return make_result(
-      y, "layer_norm", inputs,
+      y, "layer_norm", inputs, {xc, w},
       [xc, w, mean, rstd, rows, n, weight_at, bias_at](const Tensor& g, std::vector<Tensor>& grads) {
         dispatch(g.dtype(), [&]<typename T>() {
           auto ptr = [&](int at) { return at >= 0 && grads[at].defined() ? grads[at].data<T>() : nullptr; };

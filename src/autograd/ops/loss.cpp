@@ -27,7 +27,7 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, double lab
   const double loss = dispatch(z.dtype(), [&]<typename T>() {
     return kernels::cross_entropy_forward<T>(z.data<T>(), tp, rows, classes, label_smoothing, probs.data<T>());
   });
-  return make_result(Tensor::scalar(loss, z.dtype()), "cross_entropy", {logits},
+  return make_result(Tensor::scalar(loss, z.dtype()), "cross_entropy", {logits}, {t},
                      [probs, t, rows, classes, label_smoothing](const Tensor& g, std::vector<Tensor>& grads) {
                        dispatch(g.dtype(), [&]<typename T>() {
                          kernels::cross_entropy_backward<T>(probs.data<T>(), t.data<int64_t>(), rows, classes,

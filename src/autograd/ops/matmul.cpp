@@ -88,10 +88,12 @@ Variable matmul(const Variable& a, const Variable& b) {
   const Tensor ae = a.data().expand(a_shape), be = b.data().expand(b_shape);
   Tensor y = Tensor::empty(with(M, N), a.dtype());
   batched_gemm(ae, be, y, false);
-  return make_result(y, "matmul", {a, b}, [ae, be, a_shape, b_shape](const Tensor& g, std::vector<Tensor>& grads) {
-    if (grads[0].defined()) batched_gemm(g, be.transpose(-1, -2), grads[0].expand(a_shape), true);
-    if (grads[1].defined()) batched_gemm(ae.transpose(-1, -2), g, grads[1].expand(b_shape), true);
-  });
+  const std::vector<Tensor> saved{b.requires_grad() ? ae : Tensor(), a.requires_grad() ? be : Tensor()};
+  return make_result(y, "matmul", {a, b}, saved,
+                     [ae, be, a_shape, b_shape](const Tensor& g, std::vector<Tensor>& grads) {
+                       if (grads[0].defined()) batched_gemm(g, be.transpose(-1, -2), grads[0].expand(a_shape), true);
+                       if (grads[1].defined()) batched_gemm(ae.transpose(-1, -2), g, grads[1].expand(b_shape), true);
+                     });
 }
 
 Variable bmm(const Variable& a, const Variable& b) {
@@ -150,7 +152,9 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias,
         kernels::bias_add_backward<T>(g.data<T>(), grads[2].data<T>(), rows, out);
     });
   };
-  return make_result(y, "linear", inputs, backward);
+  // dW reads x and dx reads W (as torch saves them).
+  return make_result(y, "linear", inputs, {weight.requires_grad() ? xc : Tensor(), x.requires_grad() ? w : Tensor()},
+                     backward);
 }
 
 Variable Variable::matmul(const Variable& other) const { return vit::matmul(*this, other); }

@@ -60,7 +60,7 @@ Variable sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) 
   const Tensor xr = rows_of(x.data(), p);
   Tensor y = Tensor::empty(p.out_shape, x.dtype());
   dispatch(x.dtype(), [&]<typename T>() { kernels::sum_rows<T>(xr.data<T>(), p.rows, p.n, y.data<T>()); });
-  return make_result(y, "sum", {x}, [p](const Tensor& g, std::vector<Tensor>& grads) {
+  return make_result(y, "sum", {x}, {}, [p](const Tensor& g, std::vector<Tensor>& grads) {
     accumulate_into(grads[0], g.view(p.keep_shape).expand(grads[0].shape()));
   });
 }
@@ -79,7 +79,7 @@ Variable var(const Variable& x, const std::vector<int64_t>& dims, bool unbiased,
   dispatch(x.dtype(), [&]<typename T>() {
     kernels::moments_rows<T>(xr.data<T>(), p.rows, p.n, correction, row_mean.data<T>(), y.data<T>());
   });
-  return make_result(y, "var", {x}, [p, xr, row_mean, correction](const Tensor& g, std::vector<Tensor>& grads) {
+  return make_result(y, "var", {x}, {xr}, [p, xr, row_mean, correction](const Tensor& g, std::vector<Tensor>& grads) {
     Tensor d = Tensor::zeros({p.rows, p.n}, g.dtype());
     dispatch(g.dtype(), [&]<typename T>() {
       kernels::moments_backward<T>(xr.data<T>(), row_mean.data<T>(), g.data<T>(), p.rows, p.n, correction, d.data<T>());
@@ -100,7 +100,7 @@ MaxResult max(const Variable& x, int64_t dim, bool keepdim) {
   Tensor index = Tensor::empty(p.out_shape, DType::I64);
   dispatch(x.dtype(),
            [&]<typename T>() { kernels::max_rows<T>(xr.data<T>(), p.rows, p.n, y.data<T>(), index.data<int64_t>()); });
-  Variable values = make_result(y, "max", {x}, [p, index](const Tensor& g, std::vector<Tensor>& grads) {
+  Variable values = make_result(y, "max", {x}, {}, [p, index](const Tensor& g, std::vector<Tensor>& grads) {
     Tensor d = Tensor::zeros({p.rows, p.n}, g.dtype());
     dispatch(g.dtype(), [&]<typename T>() {
       kernels::scatter_rows_add<T>(g.data<T>(), index.data<int64_t>(), p.rows, p.n, d.data<T>());

@@ -22,7 +22,7 @@ static Variable softmax_op(const Variable& x, int64_t dim) {
     else
       kernels::softmax_forward<T>(xt.data<T>(), yt.data<T>(), rows, n);
   });
-  return make_result(yt.transpose(d, last), name, {x},
+  return make_result(yt.transpose(d, last), name, {x}, {yt},
                      [yt, d, last, rows, n](const Tensor& g, std::vector<Tensor>& grads) {
                        const Tensor gt = g.transpose(d, last).contiguous();
                        Tensor dxt = Tensor::zeros(gt.shape(), gt.dtype());

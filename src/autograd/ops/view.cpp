@@ -11,7 +11,7 @@ template <typename Fn>
 static Variable view_op(const Variable& x, const char* name, Fn fn) {
   VIT_CHECK(x.defined(), name, "undefined input");
   Tensor y = fn(x.data());
-  return make_result(y, name, {x},
+  return make_result(y, name, {x}, {},
                      [fn](const Tensor& g, std::vector<Tensor>& grads) { accumulate_into(fn(grads[0]), g); });
 }
 
@@ -59,7 +59,7 @@ Variable Variable::unfold(int64_t d, int64_t size, int64_t step) const {
 Variable Variable::index_select(int64_t d, const std::vector<int64_t>& indices) const {
   Tensor y = vit::index_select(data(), d, indices);
   const int64_t at = normalize_dim(d, dim(), "index_select");
-  return make_result(y, "index_select", {*this}, [at, indices](const Tensor& g, std::vector<Tensor>& grads) {
+  return make_result(y, "index_select", {*this}, {}, [at, indices](const Tensor& g, std::vector<Tensor>& grads) {
     for (size_t i = 0; i < indices.size(); ++i) {
       accumulate_into(grads[0].select(at, indices[i]), g.select(at, static_cast<int64_t>(i)));
     }
@@ -76,7 +76,7 @@ Variable Variable::repeat(const Shape& repeats) const {
     interleaved.insert(interleaved.end(), {repeats[i], s});
     source.insert(source.end(), {1, s});
   }
-  return make_result(y, "repeat", {*this}, [interleaved, source](const Tensor& g, std::vector<Tensor>& grads) {
+  return make_result(y, "repeat", {*this}, {}, [interleaved, source](const Tensor& g, std::vector<Tensor>& grads) {
     accumulate_into(grads[0].reshape(source).expand(interleaved), g.view(interleaved));
   });
 }
@@ -91,7 +91,7 @@ Variable cat(const std::vector<Variable>& xs, int64_t dim) {
   const int64_t at = normalize_dim(dim, y.dim(), "cat");
   std::vector<int64_t> sizes;
   for (const Tensor& t : tensors) sizes.push_back(t.size(at));
-  return make_result(y, "cat", xs, [at, sizes](const Tensor& g, std::vector<Tensor>& grads) {
+  return make_result(y, "cat", xs, {}, [at, sizes](const Tensor& g, std::vector<Tensor>& grads) {
     int64_t start = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
       if (grads[i].defined()) accumulate_into(grads[i], g.slice(at, start, start + sizes[i]));
