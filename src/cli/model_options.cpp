@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "data/image.h"
-#include "kernels/bf16_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
 
 namespace vit::cli {
 

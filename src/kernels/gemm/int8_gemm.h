@@ -29,18 +29,18 @@
 // quantized row by row into micro-panels of mr rows (the micro-kernel's) with the same 4-k
 // grouping, once per call (in parallel), then the micro-kernel (int8_micro_kernels.h: AVX-512
 // VNNI 8 x 48, AVX2 4 x 16) runs over the tiles. Threads split the weight panels (or the rows
-// when there are few panels): kernels/gemm_driver.h, the float32 GEMM's skeleton. The
+// when there are few panels): kernels/gemm/gemm_driver.h, the float32 GEMM's skeleton. The
 // micro-kernel comes from a table by ISA (kernels/cpu_features.h) and weight range; below AVX2 (or
 // with the ISA capped to Isa::Scalar, as the tests force it) a plain C++ path computes the same
 // integers. The store is
-// the GEMM epilogue (kernels/epilogue.h) after dequantisation: here alpha is 1 and beta 0 or 1
+// the GEMM epilogue (kernels/gemm/epilogue.h) after dequantisation: here alpha is 1 and beta 0 or 1
 // (the residual, then without activation), added as C += (dequantised + bias).
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/aligned.h"
-#include "kernels/epilogue.h"
+#include "kernels/gemm/epilogue.h"
 
 namespace vit::kernels {
 

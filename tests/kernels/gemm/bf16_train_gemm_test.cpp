@@ -1,8 +1,8 @@
-// bfloat16 training GEMMs (kernels/bf16_train_gemm.h): every transpose combination, strided
+// bfloat16 training GEMMs (kernels/gemm/bf16_train_gemm.h): every transpose combination, strided
 // operands, alpha / beta, on awkward sizes (the transposes' 16 x 16 tiles cut, a 1024-row K) and on
 // both paths (AVX512_BF16 where the CPU has it, the plain C++ one forced below Avx512), against the
 // double reference on the same bf16-rounded inputs; and the Linear forward against linear_bf16_ref.
-#include "kernels/bf16_train_gemm.h"
+#include "kernels/gemm/bf16_train_gemm.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <limits>
 #include <random>
 
-#include "kernels/bf16_gemm.h"
 #include "kernels/cpu_features.h"
+#include "kernels/gemm/bf16_gemm.h"
 
 namespace vit::kernels {
 namespace {

@@ -1,10 +1,10 @@
-// The small-operand GEMM (kernels/small_gemm.h) against a double reference, on every ISA path
+// The small-operand GEMM (kernels/gemm/small_gemm.h) against a double reference, on every ISA path
 // (AVX-512 8 x 32 masked tile, AVX2 6 x 16 tile, the BLAS fallback: forced with ScopedIsaLimit):
 // sizes around their register tiles (attention's 16- and 49-token heads included), all four
 // transposes, alpha (0 ignores NaN in A and B), beta (0 ignores NaN in C), strided A, B and C
 // (the padding is never written), K = 0, and calls from inside a parallel region (its B copy is
 // per thread).
-#include "kernels/small_gemm.h"
+#include "kernels/gemm/small_gemm.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "kernels/cpu_features.h"
-#include "kernels/gemm_test_util.h"
+#include "kernels/gemm/gemm_test_util.h"
 #include "kernels/kernel_test_util.h"
 
 namespace vit::kernels {

@@ -1,7 +1,7 @@
 // gemm against gemm_ref, and gemm_ref against hand-computed products: all four transpose
 // combinations, alpha/beta (beta 0 ignores NaN in C, alpha 0 NaN in A and B), strided
 // sub-matrices, awkward sizes; float on each ISA path (AVX-512: the packed GEMM; below: BLAS).
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "kernel_test_util.h"
+#include "kernels/kernel_test_util.h"
 
 namespace vit::kernels {
 namespace {

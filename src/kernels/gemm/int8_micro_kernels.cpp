@@ -1,5 +1,5 @@
 // The int8 micro-kernels and their table (see int8_micro_kernels.h).
-#include "kernels/int8_micro_kernels.h"
+#include "kernels/gemm/int8_micro_kernels.h"
 
 #include <immintrin.h>
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm/packed_gemm.h"
 #include "kernels/kernel_test_util.h"
-#include "kernels/packed_gemm.h"
 
 namespace vit::kernels::test {
 

@@ -1,5 +1,5 @@
 // The packed float32 GEMM (see packed_gemm.h).
-#include "kernels/packed_gemm.h"
+#include "kernels/gemm/packed_gemm.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -11,8 +11,8 @@
 
 #include "core/check.h"
 #include "kernels/cpu_features.h"
-#include "kernels/gemm_driver.h"
-#include "kernels/packed_micro.h"
+#include "kernels/gemm/gemm_driver.h"
+#include "kernels/gemm/packed_micro.h"
 
 namespace vit::kernels {
 namespace {

@@ -7,17 +7,17 @@
 // panels of mr rows (k-major: mr contiguous floats per k); a group of the micro-kernel's panels
 // (one or two 16-column panels of B, 256 deep: stays in L1); every micro-panel of the A block
 // (in L2) against it in the micro-kernel. The micro-kernel is picked per call from a table by
-// ISA (kernels/packed_micro.h: AVX-512 8 x 32, AVX2 + FMA 6 x 16, or a plain C++ 6 x 16, whose
+// ISA (kernels/gemm/packed_micro.h: AVX-512 8 x 32, AVX2 + FMA 6 x 16, or a plain C++ 6 x 16, whose
 // std::fma chains in k order make every entry bit-identical), each compiled with its own target
 // attributes: one baseline x86-64 build runs the best one the CPU has. The epilogue
-// (kernels/epilogue.h: alpha, beta, bias, GELU) is applied when a tile is stored for the last
-// time. The threads and the cut follow kernels/gemm_driver.h.
+// (kernels/gemm/epilogue.h: alpha, beta, bias, GELU) is applied when a tile is stored for the last
+// time. The threads and the cut follow kernels/gemm/gemm_driver.h.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/aligned.h"
-#include "kernels/epilogue.h"
+#include "kernels/gemm/epilogue.h"
 
 namespace vit::kernels {
 

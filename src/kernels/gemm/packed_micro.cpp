@@ -1,5 +1,5 @@
 // The packed float32 GEMM's micro-kernels and tile stores, one per ISA (see packed_micro.h).
-#include "kernels/packed_micro.h"
+#include "kernels/gemm/packed_micro.h"
 
 #include <immintrin.h>
 

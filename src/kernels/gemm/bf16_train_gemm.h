@@ -3,7 +3,7 @@
 // float32, alpha / beta applied in float32:
 //   C (M, N) = alpha * bf16(op(A)) (M, K) @ bf16(op(B)) (K, N) + beta * C,  op(X) = X or X^T
 // with row strides lda / ldb / ldc as kernels::gemm takes them (beta 0: C is not read). Built on
-// the inference kernel (kernels/bf16_gemm.h): op(B) is laid out as an (N, K) weight and packed
+// the inference kernel (kernels/gemm/bf16_gemm.h): op(B) is laid out as an (N, K) weight and packed
 // with Bf16Matrix::from_weight, op(A) as (M, K) rows (copied only when transposed), and
 // linear_bf16 computes the product with the epilogue {alpha, beta}. AVX512_BF16 where the CPU has
 // it, else the kernel's plain C++ path (same inputs, float32 accumulation; bf16_gemm_native()).

@@ -1,11 +1,11 @@
 // bfloat16 GEMMs for mixed-precision training (see bf16_train_gemm.h).
-#include "kernels/bf16_train_gemm.h"
+#include "kernels/gemm/bf16_train_gemm.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "core/check.h"
-#include "kernels/bf16_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
 
 namespace vit::kernels {
 namespace {

@@ -1,6 +1,6 @@
 // The small-operand GEMM (see small_gemm.h): an AVX-512 and an AVX2 register tile, each compiled
 // with its own target attributes and picked from the active ISA at each call.
-#include "kernels/small_gemm.h"
+#include "kernels/gemm/small_gemm.h"
 
 #include <immintrin.h>
 
@@ -9,7 +9,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu_features.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/isa_target.h"
 
 namespace vit::kernels {

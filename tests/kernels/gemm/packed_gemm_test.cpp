@@ -1,10 +1,10 @@
-// The packed GEMM (kernels/packed_gemm.h) against a double reference: sizes around its 6-row
+// The packed GEMM (kernels/gemm/packed_gemm.h) against a double reference: sizes around its 6-row
 // micro-panels, 16-column panels, 256-deep K blocks and 198-row M blocks; both transposes;
 // alpha, beta (0 ignores NaN in C), bias and both GELUs; strided A and C (the padding is never
 // written); the threaded and the single-thread split; K = 0; the two ways to pack B; the plain
 // micro-kernel (the ISA capped to Scalar) against the AVX2 and AVX-512 ones, bit for bit (B
 // packed, and A^T and B read in place); each level forced on awkward sizes.
-#include "kernels/packed_gemm.h"
+#include "kernels/gemm/packed_gemm.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include <limits>
 
 #include "kernels/cpu_features.h"
-#include "kernels/gemm_test_util.h"
+#include "kernels/gemm/gemm_test_util.h"
 #include "kernels/kernel_test_util.h"
 
 namespace vit::kernels {

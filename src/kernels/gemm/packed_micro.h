@@ -22,8 +22,8 @@
 #include <cstdint>
 
 #include "kernels/cpu_features.h"
-#include "kernels/epilogue.h"
-#include "kernels/packed_gemm.h"
+#include "kernels/gemm/epilogue.h"
+#include "kernels/gemm/packed_gemm.h"
 
 namespace vit::kernels::packed {
 

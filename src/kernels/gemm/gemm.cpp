@@ -1,7 +1,7 @@
 // gemm: float32 through our packed GEMM where the active ISA has AVX-512 (its 8 x 32 micro-kernel
 // beats OpenBLAS's, which runs AVX2 kernels on CPUs it does not know, e.g. Zen 5), else through
 // OpenBLAS's CBLAS (OpenMP build); double always through BLAS. And the reference triple loop.
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 #include <cblas.h>
 
@@ -9,7 +9,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu_features.h"
-#include "kernels/packed_gemm.h"
+#include "kernels/gemm/packed_gemm.h"
 
 namespace vit::kernels {
 

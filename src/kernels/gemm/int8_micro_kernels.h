@@ -1,5 +1,5 @@
 // The int8 GEMM's micro-kernels (inside the kernels room: int8_gemm.cpp is the only user), one
-// per ISA and weight range, in a table the driver picks from (kernels/int8_gemm.h has the scheme).
+// per ISA and weight range, in a table the driver picks from (kernels/gemm/int8_gemm.h has the scheme).
 //
 // A kernel computes t (panels x mr x 16 int32) = Ap . Bp exactly, where Ap is one micro-panel of
 // quantized activations (groups x mr rows x 4 bytes, uint8) and Bp `panels` weight panels

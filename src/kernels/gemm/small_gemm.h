@@ -1,6 +1,6 @@
 // The float32 GEMM for small operands, as attention uses per (image, head): a few dozen to a few
 // hundred rows and columns, K of a head dim or a token count. Same contract as gemm<float>
-// (kernels/gemm.h): C (M, N) = alpha * op(A) @ op(B) + beta * C, beta 0 ignoring NaN in C, alpha 0
+// (kernels/gemm/gemm.h): C (M, N) = alpha * op(A) @ op(B) + beta * C, beta 0 ignoring NaN in C, alpha 0
 // reading neither A nor B. BLAS spends more on its set-up per call (interface, beta pass, two
 // packing copies) than on the arithmetic at these sizes; this kernel runs a register tile
 // straight from A and from B's k-major rows, picked by the active ISA at each call:

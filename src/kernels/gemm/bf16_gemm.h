@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/epilogue.h"
+#include "kernels/gemm/epilogue.h"
 
 namespace vit::kernels {
 

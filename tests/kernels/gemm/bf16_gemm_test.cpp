@@ -1,7 +1,7 @@
-// bfloat16 Linear (kernels/bf16_gemm.h): conversion rounds to nearest even, and both paths (the
+// bfloat16 Linear (kernels/gemm/bf16_gemm.h): conversion rounds to nearest even, and both paths (the
 // AVX512_BF16 micro-kernel where the CPU has it, the plain C++ one forced below Avx512) equal the
 // double reference on the same bf16 inputs, on awkward sizes and every epilogue.
-#include "kernels/bf16_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
 
 #include <gtest/gtest.h>
 

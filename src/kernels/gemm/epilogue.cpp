@@ -1,5 +1,5 @@
 // The epilogue's names and its reference activation (see epilogue.h).
-#include "kernels/epilogue.h"
+#include "kernels/gemm/epilogue.h"
 
 #include "kernels/activation.h"
 

@@ -4,7 +4,7 @@
 // vdpbf16ps peak on one thread). Threaded by the shared rule (gemm_driver.h): the rows of x are
 // converted to bf16 pairs once per call, split between the threads; K runs in blocks whose partial
 // sums wait in y, as the float32 driver does.
-#include "kernels/bf16_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
 
 #include <immintrin.h>
 
@@ -15,7 +15,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu_features.h"
-#include "kernels/gemm_driver.h"
+#include "kernels/gemm/gemm_driver.h"
 #include "kernels/isa_target.h"
 
 namespace vit::kernels {

@@ -1,5 +1,5 @@
 // The int8 linear layer (see int8_gemm.h).
-#include "kernels/int8_gemm.h"
+#include "kernels/gemm/int8_gemm.h"
 
 #include <immintrin.h>
 
@@ -12,8 +12,8 @@
 
 #include "core/check.h"
 #include "kernels/cpu_features.h"
-#include "kernels/gemm_driver.h"
-#include "kernels/int8_micro_kernels.h"
+#include "kernels/gemm/gemm_driver.h"
+#include "kernels/gemm/int8_micro_kernels.h"
 #include "kernels/isa_target.h"
 
 namespace vit::kernels {

@@ -2,7 +2,7 @@
 // bit-exact), all against a direct computation from the scheme's definition, for 7- and 8-bit
 // weights (the AVX2 kernel's signed-shift form for the latter), the int16 saturation cases,
 // awkward sizes, NaN rows, and refused weights.
-#include "kernels/int8_gemm.h"
+#include "kernels/gemm/int8_gemm.h"
 
 #include <gtest/gtest.h>
 
