@@ -1,5 +1,5 @@
 // MPI behind the watchdog (see comm.h).
-#include "dist/comm.h"
+#include "distributed/comm.h"
 
 // The C API only (OpenMPI would otherwise pull in its removed C++ bindings).
 #define OMPI_SKIP_MPICXX 1
@@ -17,7 +17,7 @@
 #include <optional>
 #include <thread>
 
-namespace vit::dist {
+namespace vit::distributed {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -305,4 +305,4 @@ void Comm::finalize() {
   MPI_Finalize();
 }
 
-}  // namespace vit::dist
+}  // namespace vit::distributed

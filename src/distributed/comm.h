@@ -23,7 +23,7 @@
 
 #include "core/check.h"
 
-namespace vit::dist {
+namespace vit::distributed {
 
 class PeerLost : public Error {
  public:
@@ -101,4 +101,4 @@ class Comm {
   std::vector<Pending*> pending_;  // started sums by handle (owned; freed by wait)
 };
 
-}  // namespace vit::dist
+}  // namespace vit::distributed
