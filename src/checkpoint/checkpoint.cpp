@@ -9,6 +9,7 @@
 
 #include "checkpoint/bf16_format.h"
 #include "checkpoint/int8_format.h"
+#include "model/layouts/config_from_shapes.h"
 
 namespace vit::checkpoint {
 namespace {

@@ -14,7 +14,7 @@
 #include "checkpoint/checkpoint.h"
 #include "infer/preprocess.h"
 #include "io/weights.h"
-#include "model/checkpoint_layout.h"
+#include "model/layouts/layout.h"
 #include "model/vision_transformer.h"
 
 namespace vit::infer {

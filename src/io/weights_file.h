@@ -14,7 +14,7 @@
 //     Refused by name: the legacy pre-1.6 format (a bare pickle stream), TorchScript archives,
 //     big-endian files, and any global outside the unpickler's allow-list.
 //   - NumPy .npz (np.savez / savez_compressed): a zip of <key>.npy arrays, stored or deflated;
-//     the original ViT / big_vision JAX checkpoints are such files (model/checkpoint_layout.h
+//     the original ViT / big_vision JAX checkpoints are such files (model/layouts/layout.h
 //     maps their names).
 #pragma once
 

@@ -7,6 +7,7 @@
 
 #include "infer/load_model.h"
 #include "io/safetensors.h"
+#include "model/layouts/config_from_shapes.h"
 #include "support/errors.h"
 #include "support/files.h"
 

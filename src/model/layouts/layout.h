@@ -1,7 +1,7 @@
-// Checkpoint key layouts of the three ViT families people have weights for, converted to ours
-// (timm's names). Detection looks at the keys; the model config is inferred from tensor shapes
-// where a file carries no config (what shapes cannot tell -- the number of heads -- comes from
-// the caller, defaulting to the standard value for the standard widths).
+// The key layouts of foreign ViT weights (timm, torchvision, Hugging Face, JAX), converted to ours
+// (timm's names): the layout detected from the keys, to_timm (one converter per source, the other
+// files of layouts/), and the key tables. What the converted tensors' shapes tell of the model is
+// config_from_shapes.h.
 //   timm:        cls_token, pos_embed, patch_embed.proj.*, blocks.{i}.attn.qkv.*, norm.*, head.*
 //   torchvision: class_token, encoder.pos_embedding, conv_proj.*,
 //                encoder.layers.encoder_layer_{i}.{ln_1, self_attention.in_proj_*, ...},
@@ -30,7 +30,6 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "model/vit_config.h"
 
 namespace vit::model {
 
@@ -86,23 +85,5 @@ struct KeyNames {
 // accepted besides mlp.0 / mlp.3.)
 const std::vector<KeyNames>& top_level_keys();
 const std::vector<KeyNames>& block_keys();
-
-// Infers a config from timm-named weights: the prefix tokens (cls, dist, reg), whether the
-// position table covers them, norm_pre, LayerScale, qk_norm, the head width (qkv rows / 3 /
-// heads), a one-Linear MLP, token-wide block norms, the pooling (fc_norm: avg) and the heads.
-// num_heads <= 0 picks the standard value for the width (192: 3, 384: 6, 768: 12, 1024: 16,
-// 1280: 16) and refuses any other width, whose head count the shapes cannot tell (pass --heads);
-// eps follows the layout (Converted's hints refine it).
-ViTConfig infer_config(const NamedTensors& timm_weights, Layout layout, int64_t num_heads, const std::string& source);
-
-// Position embedding (1, prefix + gh*gw, D) resampled to a new grid by bicubic interpolation,
-// keeping the prefix (CLS) token: timm's resample_abs_pos_embed (align_corners false) or
-// torchvision's interpolate_embeddings (align_corners true).
-// antialias: PyTorch's antialiased bicubic (timm resamples checkpoints so; align_corners false).
-Tensor resample_pos_embed(const Tensor& pos_embed, int64_t prefix_tokens, int64_t new_grid_h, int64_t new_grid_w,
-                          bool align_corners, bool antialias = false);
-
-int64_t default_num_heads(int64_t dim);  // 0 for a width that is not a standard one
-double default_eps(Layout layout);
 
 }  // namespace vit::model

@@ -1,6 +1,6 @@
 // Layout names, the key tables, layout detection, and to_timm: the one door to the per-source
-// converters of layouts/ (see checkpoint_layout.h and layouts/sources.h).
-#include "model/checkpoint_layout.h"
+// converters of layouts/ (see layout.h and sources.h).
+#include "model/layouts/layout.h"
 
 #include <algorithm>
 #include <map>
