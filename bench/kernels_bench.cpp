@@ -6,12 +6,12 @@
 
 #include "core/tensor.h"
 #include "kernels/activation.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/int8_gemm.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "kernels/im2row.h"
-#include "kernels/int8_gemm.h"
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
-#include "kernels/packed_gemm.h"
 #include "kernels/softmax.h"
 #include "peak_probe.h"
 
@@ -75,7 +75,7 @@ void linear_fused(benchmark::State& state) {
 }
 BENCHMARK(linear_fused)->Apply(vit_shapes)->Unit(benchmark::kMicrosecond);
 
-// The packed GEMM (kernels/packed_gemm.h) with the weights packed once, as the inference
+// The packed GEMM (kernels/gemm/packed_gemm.h) with the weights packed once, as the inference
 // session does: the number the >= 90%-of-peak target is about.
 void linear_packed(benchmark::State& state) {
   const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
@@ -99,7 +99,7 @@ void vit_shapes_epilogues(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(linear_packed)->Apply(vit_shapes_epilogues)->Unit(benchmark::kMicrosecond);
 
-// The int8 linear layer (kernels/int8_gemm.h) on the same shapes and epilogues: weights quantized
+// The int8 linear layer (kernels/gemm/int8_gemm.h) on the same shapes and epilogues: weights quantized
 // and packed once, activations quantized per row in every call. GFLOP/s counts the same 2 M N K
 // (of_peak: against the float FMA peak, so > 1 is possible).
 void linear_int8(benchmark::State& state) {

@@ -69,7 +69,7 @@ Variable matmul(const Variable& a, const Variable& b);
 Variable bmm(const Variable& a, const Variable& b);  // (B, M, K) @ (B, K, N), no broadcasting
 // The arithmetic of the GEMMs of linear and conv2d (forward, dX, dW): float32, or BF16 -- mixed
 // precision as PyTorch's CPU autocast runs them: both operands rounded to bfloat16, products
-// summed in float32 (kernels/bf16_train_gemm.h); the result, bias and everything around stay
+// summed in float32 (kernels/gemm/bf16_train_gemm.h); the result, bias and everything around stay
 // float32. BF16 takes float32 tensors only. nn::Linear and nn::Conv2d carry one
 // (nn::set_matmul_precision); a backward runs with the precision its forward ran with.
 enum class MatmulPrecision { F32, BF16 };

@@ -7,9 +7,9 @@
 #include "autograd/ops.h"
 #include "core/tensor.h"
 #include "kernels/activation.h"
-#include "kernels/bf16_train_gemm.h"
 #include "kernels/binary.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/bf16_train_gemm.h"
+#include "kernels/gemm/gemm.h"
 
 namespace vit::detail {
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "kernels/bf16_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
 #include "nn/layers.h"
 
 namespace vit::checkpoint {

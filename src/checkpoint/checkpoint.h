@@ -19,7 +19,7 @@
 
 #include "data/loader.h"
 #include "io/safetensors.h"
-#include "model/checkpoint_layout.h"
+#include "model/layouts/layout.h"
 #include "model/vision_transformer.h"
 #include "model/vit_config.h"
 

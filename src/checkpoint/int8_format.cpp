@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "kernels/int8_gemm.h"
+#include "kernels/gemm/int8_gemm.h"
 
 namespace vit::checkpoint {
 namespace {

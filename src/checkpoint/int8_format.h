@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/checkpoint_layout.h"
+#include "model/layouts/layout.h"
 #include "model/vision_transformer.h"
 #include "nn/layers.h"
 

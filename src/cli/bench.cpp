@@ -58,7 +58,7 @@ void add_bench_command(CLI::App& app) {
     set_threads(o->threads);
     if (!o->isa.empty()) kernels::set_isa_limit(kernels::parse_isa(o->isa, "--isa"));
     if (o->allreduce) {
-      dist::Comm& comm = dist::Comm::world();
+      distributed::Comm& comm = distributed::Comm::world();
       VIT_CHECK(comm.distributed(), "bench",
                 "--allreduce times the sum over the ranks of an MPI job: run it as mpirun -np N vit bench --allreduce "
                 "(N >= 2)");

@@ -10,7 +10,7 @@
 #include "cli/validators.h"
 #include "core/parse.h"
 #include "data/image.h"
-#include "kernels/bf16_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
 
 namespace vit::cli {
 

@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/system.h"
-#include "dist/comm.h"
+#include "distributed/comm.h"
 #include "train/trainer.h"
 
 namespace {
@@ -49,12 +49,12 @@ int run_command(int argc, char** argv) {
   }
   // Under mpirun with several ranks only the commands that work as one job may run: the others
   // would each do the same work N times over and print it N times.
-  if (const int ranks = vit::dist::Comm::launched_ranks(); ranks > 1 && argc > 1) {
+  if (const int ranks = vit::distributed::Comm::launched_ranks(); ranks > 1 && argc > 1) {
     const std::string command = argv[1];
     bool allreduce = false;
     for (int i = 2; i < argc; ++i) allreduce = allreduce || std::string(argv[i]) == "--allreduce";
     if (command != "train" && !(command == "bench" && allreduce) && command.rfind("-", 0) != 0) {
-      if (vit::dist::Comm::launched_rank() == 0) {
+      if (vit::distributed::Comm::launched_rank() == 0) {
         std::fprintf(stderr,
                      "error: `vit %s` does not run as an MPI job of %d ranks: run it without mpirun (under mpirun: "
                      "`vit train`, and `vit bench --allreduce`)\n",
@@ -69,7 +69,7 @@ int run_command(int argc, char** argv) {
     return app.exit(e);
   } catch (const vit::Interrupted& e) {
     // Under mpirun every rank stops at the same step; rank 0 says so for all of them.
-    if (!vit::dist::Comm::launched_by_mpirun() || vit::dist::Comm::world().rank() == 0)
+    if (!vit::distributed::Comm::launched_by_mpirun() || vit::distributed::Comm::world().rank() == 0)
       std::fprintf(stderr, "%s; continue with: vit train --resume %s\n", e.what(), e.run_dir().c_str());
     return 128 + e.signal();  // the shell's convention: 130 after SIGINT, 143 after SIGTERM
   } catch (const vit::Error& e) {
@@ -89,9 +89,9 @@ int main(int argc, char** argv) {
   // Under mpirun, MPI is finalised when the ranks end together (done, or stopped by a signal
   // after saving). After an error or a lost rank it is not: finalising waits for every rank, and
   // mpirun, seeing this exit, ends the others.
-  if (vit::dist::Comm::launched_by_mpirun() && (code == 0 || code == 130 || code == 143)) {
+  if (vit::distributed::Comm::launched_by_mpirun() && (code == 0 || code == 130 || code == 143)) {
     std::fflush(stdout);
-    vit::dist::Comm::world().finalize();
+    vit::distributed::Comm::world().finalize();
   }
   return code;
 }

@@ -1,7 +1,7 @@
 // Element types. Models run in float32; float64 exists so gradients can be checked by finite
 // differences in double precision through exactly the same code paths; int64 holds indices and
 // class labels (argmax results, cross-entropy targets), as PyTorch's LongTensor does; int8 holds
-// quantized weights (kernels/int8_gemm.h: stored, converted, never computed on by the float ops).
+// quantized weights (kernels/gemm/int8_gemm.h: stored, converted, never computed on by the float ops).
 #pragma once
 
 #include <cstddef>

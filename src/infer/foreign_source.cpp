@@ -7,6 +7,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "infer/model_source.h"
+#include "model/layouts/config_from_shapes.h"
 
 namespace vit::infer {
 namespace {

@@ -11,13 +11,13 @@
 //    stream), position embedding + bias + CLS assembly, LayerNorm on only the pooled rows;
 //  - attention split over (batch, head, query block) so batch 1 keeps every thread busy.
 // Weights: every Linear (and the patch projection) is packed once, at construction, into the
-// GEMM's panel layout (kernels/packed_gemm.h). With WeightPages::Release, the model's own copy
+// GEMM's panel layout (kernels/gemm/packed_gemm.h). With WeightPages::Release, the model's own copy
 // of each packed weight, where it is a memory-mapped checkpoint (Tensor::is_file_mapped), is then
 // dropped from this process (madvise MADV_DONTNEED): resident memory stays ~1x the weights, and
 // the file's pages stay in the page cache for the next load. Only for a model nobody modified
 // since it was loaded (a private mapping's modified pages would be dropped too; a later read of
 // an untouched page faults it back in from the file). Other parameters are read in place.
-// int8 Linears (infer/quantize.h) run the int8 kernel (kernels/int8_gemm.h): their activations
+// int8 Linears (infer/quantize.h) run the int8 kernel (kernels/gemm/int8_gemm.h): their activations
 // are quantized per row as the kernel packs them, and dequantisation, bias, GELU and the residual
 // addition happen in its store; LayerNorm, softmax, attention and the residual stream stay
 // float32. Works for float32 and int8 models; Session::supports() says whether a model can use it.
@@ -44,7 +44,7 @@ class InferenceSession {
   // reads, so that after construction it never reads the file (a server whose checkpoint is
   // rewritten or truncated on disk keeps serving the weights it loaded).
   enum class WeightPages { Keep, Release, Own };
-  // precision BF16: the float32 Linear layers run in bfloat16 (kernels/bf16_gemm.h); int8 ones stay int8.
+  // precision BF16: the float32 Linear layers run in bfloat16 (kernels/gemm/bf16_gemm.h); int8 ones stay int8.
   explicit InferenceSession(const model::VisionTransformer& model, WeightPages pages = WeightPages::Keep,
                             Precision precision = Precision::F32);
   ~InferenceSession();

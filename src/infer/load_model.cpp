@@ -14,6 +14,7 @@
 #include "checkpoint/int8_format.h"
 #include "infer/model_source.h"
 #include "io/weights_file.h"
+#include "model/pos_embed.h"
 #include "nn/init.h"
 
 namespace vit::infer {

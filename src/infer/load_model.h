@@ -15,7 +15,7 @@
 #include "infer/load_options.h"
 #include "infer/preprocess.h"
 #include "io/weights.h"
-#include "model/checkpoint_layout.h"
+#include "model/layouts/layout.h"
 #include "model/vision_transformer.h"
 
 namespace vit::infer {

@@ -16,7 +16,7 @@
 #include "core/option_args.h"
 #include "infer/preprocess.h"
 #include "infer/request.h"
-#include "model/checkpoint_layout.h"
+#include "model/layouts/layout.h"
 #include "vit/load_options.h"
 
 namespace vit::infer {

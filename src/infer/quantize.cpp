@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "kernels/int8_gemm.h"
+#include "kernels/gemm/int8_gemm.h"
 #include "nn/layers.h"
 
 namespace vit::infer {

@@ -1,6 +1,6 @@
 // Int8 models (`vit quantize`): every Linear weight of a ViT (qkv, proj, fc1, fc2, the head, the
 // pre-logits layer) becomes int8 per output channel with a float32 scale (the schemes of
-// kernels/int8_gemm.h: 8-bit weights by default, 7-bit ones on request); everything else (patch embedding, tokens,
+// kernels/gemm/int8_gemm.h: 8-bit weights by default, 7-bit ones on request); everything else (patch embedding, tokens,
 // position embedding, LayerNorm, biases) stays float32. How such a model is written to and read from a file (metadata,
 // scales, checks) is the checkpoint room's: checkpoint/int8_format.h.
 #pragma once

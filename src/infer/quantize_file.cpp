@@ -11,7 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "core/check.h"
 #include "core/output_file.h"
-#include "kernels/bf16_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
 
 namespace vit::infer {
 

@@ -16,7 +16,7 @@ Pool parse_pool(const std::string& name, const char* op = "embed");
 const char* pool_name(Pool pool);
 
 // The arithmetic of the Linear layers: float32, or bfloat16 inputs with float32 accumulation
-// (kernels/bf16_gemm.h; LayerNorm, softmax, attention and the residual stream stay float32).
+// (kernels/gemm/bf16_gemm.h; LayerNorm, softmax, attention and the residual stream stay float32).
 enum class Precision { F32, BF16 };
 // "fp32" / "float32" | "bf16" / "bfloat16" -> Precision; throws "[op] precision must be fp32 or bf16, got 'x'".
 Precision parse_precision(const std::string& name, const char* op = "precision");

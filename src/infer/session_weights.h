@@ -11,10 +11,10 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/bf16_gemm.h"
-#include "kernels/epilogue.h"
-#include "kernels/int8_gemm.h"
-#include "kernels/packed_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
+#include "kernels/gemm/epilogue.h"
+#include "kernels/gemm/int8_gemm.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "model/vision_transformer.h"
 
 namespace vit::infer {
@@ -77,7 +77,7 @@ struct SessionWeights {
 
   // release: drop each packed weight's mapped pages; own: also copy every other memory-mapped
   // parameter the session reads, so that it never reads the checkpoint's file again.
-  // bf16: float32 Linear weights are converted to bfloat16 once and run by kernels/bf16_gemm.h.
+  // bf16: float32 Linear weights are converted to bfloat16 once and run by kernels/gemm/bf16_gemm.h.
   SessionWeights(const model::VisionTransformer& model, bool release, bool own = false, bool bf16 = false);
   std::vector<std::unique_ptr<float[]>> owned;  // the copies (own)
 };

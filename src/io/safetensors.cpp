@@ -89,104 +89,131 @@ Tensor make_tensor(const std::string& dtype, const Shape& shape, const char* dat
   return t;
 }
 
-WeightsFile parse(const char* base, uint64_t size, std::shared_ptr<void> owner, const std::string& name,
-                  bool file_mapped) {
-  auto bad = [&name](const std::string& what) { fail("safetensors", "{}: {}", name, what); };
-  if (size < 8) bad(fmt::format("file is {} bytes, too short for the 8-byte header length", size));
+[[noreturn]] void bad(const std::string& name, const std::string& what) { fail("safetensors", "{}: {}", name, what); }
+
+// The 8-byte header length, checked against the file's size (and the file against other formats).
+uint64_t read_header_length(const char* base, uint64_t size, const std::string& name) {
+  if (size < 8) bad(name, fmt::format("file is {} bytes, too short for the 8-byte header length", size));
   uint64_t header_len;
   std::memcpy(&header_len, base, 8);
   // A header length that does not fit and no '{' where the JSON starts: another kind of file.
   if ((header_len > kMaxHeaderBytes || header_len > size - 8) && size > 8 && base[8] != '{') {
     const std::string kind = known_format(base, size);
-    bad(kind.empty() ? fmt::format("not a safetensors file (its first 8 bytes, read as the header length, give {} for "
-                                   "a {}-byte file, and no JSON header follows)",
-                                   header_len, size)
-                     : fmt::format("not a safetensors file (it is {})", kind));
+    bad(name, kind.empty() ? fmt::format("not a safetensors file (its first 8 bytes, read as the header length, give "
+                                         "{} for a {}-byte file, and no JSON header follows)",
+                                         header_len, size)
+                           : fmt::format("not a safetensors file (it is {})", kind));
   }
-  if (header_len > kMaxHeaderBytes) bad(fmt::format("header length {} exceeds the 100 MB limit", header_len));
-  if (header_len > size - 8) bad(fmt::format("header length {} is longer than the file ({} bytes)", header_len, size));
-  // nlohmann stops at a NUL byte; the format forbids anything after the JSON, so refuse it here.
-  if (std::memchr(base + 8, '\0', header_len) != nullptr) bad("header contains a NUL byte");
+  if (header_len > kMaxHeaderBytes) bad(name, fmt::format("header length {} exceeds the 100 MB limit", header_len));
+  if (header_len > size - 8) {
+    bad(name, fmt::format("header length {} is longer than the file ({} bytes)", header_len, size));
+  }
+  return header_len;
+}
+
+// The JSON header: one object, nothing after it (nlohmann stops at a NUL byte; the format forbids
+// anything after the JSON, so it is refused here).
+nlohmann::json parse_header(const char* text, uint64_t length, const std::string& name) {
+  if (std::memchr(text, '\0', length) != nullptr) bad(name, "header contains a NUL byte");
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(base + 8, base + 8 + header_len);
+    header = nlohmann::json::parse(text, text + length);
   } catch (const nlohmann::json::exception& e) {
-    bad(fmt::format("header is not valid JSON ({})", e.what()));
+    bad(name, fmt::format("header is not valid JSON ({})", e.what()));
   }
-  if (!header.is_object()) bad("header is not a JSON object");
-  const char* data = base + 8 + header_len;
-  const uint64_t data_size = size - 8 - header_len;
+  if (!header.is_object()) bad(name, "header is not a JSON object");
+  return header;
+}
 
-  WeightsFile file;
-  file.path = name;
-  file.bytes = owner;
-  file.data = data;
-  file.data_size = data_size;
-  struct Entry {
-    std::string key, dtype;
-    Shape shape;
-    uint64_t begin, end;
-  };
-  std::vector<Entry> entries;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& key = it.key();
-    if (key == "__metadata__") {
-      if (!it->is_object()) bad("__metadata__ is not an object");
-      for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) bad(fmt::format("__metadata__ value '{}' is not a string", m.key()));
-        file.metadata[m.key()] = m->get<std::string>();
-      }
-      if (it->contains(kChecksumKey)) file.header_hash = header_hash(header);
-      continue;
-    }
-    const auto& info = *it;
-    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets") ||
-        !info["dtype"].is_string() || !info["shape"].is_array() || !info["data_offsets"].is_array() ||
-        info["data_offsets"].size() != 2) {
-      bad(fmt::format("tensor '{}': entry needs dtype (string), shape (array), data_offsets ([begin, end])", key));
-    }
-    Entry e{key, info["dtype"].get<std::string>(), {}, 0, 0};
-    if (stored_size(e.dtype) == 0) bad(fmt::format("tensor '{}': unsupported dtype {}", key, e.dtype));
-    for (const auto& d : info["shape"]) {
-      if (!d.is_number_unsigned()) bad(fmt::format("tensor '{}': shape entries must be non-negative integers", key));
-      const uint64_t v = d.get<uint64_t>();
-      if (v > static_cast<uint64_t>(INT64_MAX)) bad(fmt::format("tensor '{}': dimension {} too large", key, v));
-      e.shape.push_back(static_cast<int64_t>(v));
-    }
-    for (const auto& o : info["data_offsets"]) {
-      if (!o.is_number_unsigned()) bad(fmt::format("tensor '{}': data_offsets must be non-negative integers", key));
-    }
-    e.begin = info["data_offsets"][0].get<uint64_t>();
-    e.end = info["data_offsets"][1].get<uint64_t>();
-    int64_t numel;
-    try {
-      numel = shape_numel(e.shape);
-    } catch (const Error&) {
-      bad(fmt::format("tensor '{}': element count of shape {} overflows", key, shape_str(e.shape)));
-    }
-    uint64_t nbytes;
-    if (__builtin_mul_overflow(static_cast<uint64_t>(numel), stored_size(e.dtype), &nbytes)) {
-      bad(fmt::format("tensor '{}': byte size of shape {} overflows", key, shape_str(e.shape)));
-    }
-    if (e.begin > e.end || e.end > data_size) {
-      bad(fmt::format("tensor '{}': data_offsets [{}, {}] outside the data section ({} bytes)", key, e.begin, e.end,
-                      data_size));
-    }
-    if (e.end - e.begin != nbytes) {
-      bad(fmt::format("tensor '{}': {} {} needs {} bytes but data_offsets span {}", key, e.dtype, shape_str(e.shape),
-                      nbytes, e.end - e.begin));
-    }
-    entries.push_back(std::move(e));
+// __metadata__: string values only; the header's hash when it holds a checksum.
+void read_metadata(const nlohmann::json& header, const nlohmann::json& metadata, WeightsFile& file) {
+  if (!metadata.is_object()) bad(file.path, "__metadata__ is not an object");
+  for (auto m = metadata.begin(); m != metadata.end(); ++m) {
+    if (!m->is_string()) bad(file.path, fmt::format("__metadata__ value '{}' is not a string", m.key()));
+    file.metadata[m.key()] = m->get<std::string>();
   }
+  if (metadata.contains(kChecksumKey)) file.header_hash = header_hash(header);
+}
+
+struct Entry {
+  std::string key, dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+// One tensor's entry: a known dtype, a shape whose byte size does not overflow, and data offsets
+// inside the data section spanning exactly that size.
+Entry read_entry(const std::string& key, const nlohmann::json& info, uint64_t data_size, const std::string& name) {
+  auto bad_entry = [&](const std::string& what) { bad(name, fmt::format("tensor '{}': {}", key, what)); };
+  if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets") ||
+      !info["dtype"].is_string() || !info["shape"].is_array() || !info["data_offsets"].is_array() ||
+      info["data_offsets"].size() != 2) {
+    bad_entry("entry needs dtype (string), shape (array), data_offsets ([begin, end])");
+  }
+  Entry e{key, info["dtype"].get<std::string>(), {}, 0, 0};
+  if (stored_size(e.dtype) == 0) bad_entry(fmt::format("unsupported dtype {}", e.dtype));
+  for (const auto& d : info["shape"]) {
+    if (!d.is_number_unsigned()) bad_entry("shape entries must be non-negative integers");
+    const uint64_t v = d.get<uint64_t>();
+    if (v > static_cast<uint64_t>(INT64_MAX)) bad_entry(fmt::format("dimension {} too large", v));
+    e.shape.push_back(static_cast<int64_t>(v));
+  }
+  for (const auto& o : info["data_offsets"]) {
+    if (!o.is_number_unsigned()) bad_entry("data_offsets must be non-negative integers");
+  }
+  e.begin = info["data_offsets"][0].get<uint64_t>();
+  e.end = info["data_offsets"][1].get<uint64_t>();
+  int64_t numel = 0;
+  try {
+    numel = shape_numel(e.shape);
+  } catch (const Error&) {
+    bad_entry(fmt::format("element count of shape {} overflows", shape_str(e.shape)));
+  }
+  uint64_t nbytes;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), stored_size(e.dtype), &nbytes)) {
+    bad_entry(fmt::format("byte size of shape {} overflows", shape_str(e.shape)));
+  }
+  if (e.begin > e.end || e.end > data_size) {
+    bad_entry(fmt::format("data_offsets [{}, {}] outside the data section ({} bytes)", e.begin, e.end, data_size));
+  }
+  if (e.end - e.begin != nbytes) {
+    bad_entry(fmt::format("{} {} needs {} bytes but data_offsets span {}", e.dtype, shape_str(e.shape), nbytes,
+                          e.end - e.begin));
+  }
+  return e;
+}
+
+// The entries in the order of their data, none overlapping another.
+void sort_without_overlap(std::vector<Entry>& entries, const std::string& name) {
   std::sort(entries.begin(), entries.end(),
             [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   for (size_t i = 1; i < entries.size(); ++i) {
     if (entries[i].begin < entries[i - 1].end) {
-      bad(fmt::format("tensors '{}' and '{}' overlap in the data section", entries[i - 1].key, entries[i].key));
+      bad(name, fmt::format("tensors '{}' and '{}' overlap in the data section", entries[i - 1].key, entries[i].key));
     }
   }
+}
+
+WeightsFile parse(const char* base, uint64_t size, std::shared_ptr<void> owner, const std::string& name,
+                  bool file_mapped) {
+  const uint64_t header_len = read_header_length(base, size, name);
+  const nlohmann::json header = parse_header(base + 8, header_len, name);
+  WeightsFile file;
+  file.path = name;
+  file.bytes = owner;
+  file.data = base + 8 + header_len;
+  file.data_size = size - 8 - header_len;
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      read_metadata(header, *it, file);
+    } else {
+      entries.push_back(read_entry(it.key(), *it, file.data_size, name));
+    }
+  }
+  sort_without_overlap(entries, name);
   for (const Entry& e : entries) {
-    file.tensors.emplace_back(e.key, make_tensor(e.dtype, e.shape, data + e.begin, owner, file_mapped));
+    file.tensors.emplace_back(e.key, make_tensor(e.dtype, e.shape, file.data + e.begin, owner, file_mapped));
     file.spans.push_back({e.key, e.dtype, e.begin, e.end});
   }
   return file;

@@ -2,8 +2,8 @@
 // the format), told apart by content, never by extension:
 //   - safetensors (io/safetensors.h);
 //   - torch.save files (.pth, .pt, Hugging Face's pytorch_model.bin): the zip format of PyTorch
-//     >= 1.6 (<archive>/data.pkl, <archive>/data/<key>, <archive>/version), read with the
-//     restricted unpickler (io/torch_pickle.h) and the zip reader (io/zip.h). Storages become
+//     >= 1.6 (<archive>/data.pkl, <archive>/data/<key>, <archive>/version), read by torch_zip.cpp
+//     with the restricted unpickler (io/torch_pickle.h) and the zip reader (io/zip.h). Storages become
 //     tensors by their offset, size and stride (non-contiguous views gathered, storages shared by
 //     several tensors copied so no two weights alias); float32 is borrowed from the file mapping
 //     where aligned, float16 / bfloat16 widened to float32, integer types read as int64.
@@ -14,7 +14,7 @@
 //     Refused by name: the legacy pre-1.6 format (a bare pickle stream), TorchScript archives,
 //     big-endian files, and any global outside the unpickler's allow-list.
 //   - NumPy .npz (np.savez / savez_compressed): a zip of <key>.npy arrays, stored or deflated;
-//     the original ViT / big_vision JAX checkpoints are such files (model/checkpoint_layout.h
+//     the original ViT / big_vision JAX checkpoints are such files (model/layouts/layout.h
 //     maps their names).
 #pragma once
 

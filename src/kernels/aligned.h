@@ -1,5 +1,5 @@
 // 64-byte aligned heap arrays for packed GEMM operands (cache-line and AVX-512 aligned), freed by
-// one deleter: the packed float32 weights (packed_gemm.h) and the int8 ones (int8_gemm.h).
+// one deleter: the packed float32 weights (gemm/packed_gemm.h) and the int8 ones (gemm/int8_gemm.h).
 #pragma once
 
 #include <algorithm>

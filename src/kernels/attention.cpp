@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "kernels/attention_small.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/small_gemm.h"
 #include "kernels/isa_target.h"
-#include "kernels/small_gemm.h"
 #include "kernels/softmax.h"
 #include "kernels/threads.h"
 

@@ -6,7 +6,7 @@
 //   dP' = dout v^T; dv += P'^T dout; dP = dP' * mask; dS = P * (dP - rowsum(dP * P));
 //   dq += scale dS k; dk += scale dS^T q.
 // (B, NH) pairs run in parallel; each uses single-threaded GEMM calls on strided sub-matrices
-// (float: kernels/small_gemm.h; float without dropout for up to 16 tokens and heads of up to 16:
+// (float: kernels/gemm/small_gemm.h; float without dropout for up to 16 tokens and heads of up to 16:
 // whole pairs in tiles, kernels/attention_small.h), and the first head of an image asks for the
 // next image's rows.
 #pragma once

@@ -2,7 +2,7 @@
 // S^T, P^T, dP^T, dS^T are 16 vectors (one per key j) whose lanes are the queries i, so the
 // softmax and its backward are elementwise across them (a first version on rows spent its time
 // in the horizontal max/sum chains). Every product is vector += broadcast scalar * vector; q, dO,
-// P and the results go through 16 x 16 register transposes (small_gemm.h), lanes past N or HD
+// P and the results go through 16 x 16 register transposes (gemm/small_gemm.h), lanes past N or HD
 // zero. exp is vmath.h's exp_fast, the same polynomial on 16 lanes.
 #include "kernels/attention_small.h"
 
@@ -11,8 +11,8 @@
 #include <limits>
 
 #include "kernels/cpu_features.h"
+#include "kernels/gemm/small_gemm.h"
 #include "kernels/isa_target.h"
-#include "kernels/small_gemm.h"
 
 namespace vit::kernels {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "core/check.h"
-#include "kernels/packed_gemm.h"
+#include "kernels/gemm/packed_gemm.h"
 
 namespace vit::kernels {
 namespace {
@@ -84,7 +84,7 @@ void set_isa_limit(Isa limit) { g_limit.store(static_cast<int>(limit), std::memo
 Isa isa_limit() { return static_cast<Isa>(g_limit.load(std::memory_order_relaxed)); }
 
 std::string kernels_summary() {
-  // The int8 kernel's own table lives in int8_gemm.cpp; its levels: VNNI, AVX2, plain.
+  // The int8 kernel's own table lives in gemm/int8_gemm.cpp; its levels: VNNI, AVX2, plain.
   const Isa isa = active_isa();
   const char* int8 = isa >= Isa::Avx512Vnni ? "avx512-vnni" : isa >= Isa::Avx2 ? "avx2" : "scalar";
   std::string s = isa_name(isa);

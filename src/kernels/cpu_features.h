@@ -8,7 +8,7 @@
 //   Avx512      AVX-512 F + BW + VL: the float32 8 x 32 micro-kernel
 //   Avx512Vnni  + AVX-512 VNNI: the int8 vpdpbusd micro-kernel
 // A new ISA (AVX-512 bf16, ...) is one flag here, one level, and one entry in each dispatch
-// table that gains a micro-kernel for it (packed_gemm.cpp, int8_gemm.cpp).
+// table that gains a micro-kernel for it (gemm/packed_gemm.cpp, gemm/int8_gemm.cpp).
 //
 // The library is built for baseline x86-64 (the VIT_NATIVE CMake option aside): each ISA's
 // kernels carry their own target attributes and are picked at run time from this probe, so one

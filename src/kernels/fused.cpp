@@ -7,8 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/gemm.h"
-#include "kernels/packed_gemm.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "kernels/softmax.h"
 #include "kernels/threads.h"
 #include "kernels/vmath.h"

@@ -5,8 +5,8 @@
 #include <type_traits>
 
 #include "core/check.h"
-#include "kernels/gemm.h"
-#include "kernels/packed_gemm.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "kernels/threads.h"
 
 namespace vit::kernels {

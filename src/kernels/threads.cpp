@@ -4,7 +4,7 @@
 #include <omp.h>
 
 #include "core/check.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 namespace vit::kernels {
 

@@ -14,7 +14,7 @@ class Linear : public Module {
   Variable forward(const Variable& x) override;
   int64_t in_features, out_features;
   Variable weight, bias;  // bias undefined when bias=false
-  // An int8 Linear (`vit quantize`, kernels/int8_gemm.h): `weight` holds the int8 values (out, in)
+  // An int8 Linear (`vit quantize`, kernels/gemm/int8_gemm.h): `weight` holds the int8 values (out, in)
   // and weight_scale (out) their per-channel scales. The inference session runs the int8 kernel
   // on them; forward() here (the autograd graph: attention maps, --graph) uses the dequantised
   // weights, without gradients. Undefined for a float32 Linear. weight_bits: 8 (values in

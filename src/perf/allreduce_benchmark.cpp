@@ -6,7 +6,7 @@
 
 namespace vit::perf {
 
-std::vector<AllreduceTiming> time_allreduce(dist::Comm& comm, const std::vector<int64_t>& sizes, int iters) {
+std::vector<AllreduceTiming> time_allreduce(distributed::Comm& comm, const std::vector<int64_t>& sizes, int iters) {
   VIT_CHECK(iters >= 1, "bench", "--iters must be >= 1, got {}", iters);
   std::vector<AllreduceTiming> out;
   for (const int64_t bytes : sizes) {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dist/comm.h"
+#include "distributed/comm.h"
 
 namespace vit::perf {
 
@@ -19,6 +19,6 @@ struct AllreduceTiming {
 
 // Each size summed `iters` times (after 3 untimed) in float32; the median over iterations of the
 // slowest rank's time. Every rank must call it with the same arguments.
-std::vector<AllreduceTiming> time_allreduce(dist::Comm& comm, const std::vector<int64_t>& bytes, int iters);
+std::vector<AllreduceTiming> time_allreduce(distributed::Comm& comm, const std::vector<int64_t>& bytes, int iters);
 
 }  // namespace vit::perf

@@ -10,8 +10,8 @@
 
 #include "core/random.h"
 #include "infer/session_gemms.h"
-#include "kernels/bf16_gemm.h"
 #include "kernels/cpu_features.h"
+#include "kernels/gemm/bf16_gemm.h"
 
 namespace vit::perf {
 namespace {

@@ -45,7 +45,7 @@ Variable slice_loss(model::VisionTransformer& model, const data::Batch& batch, i
 
 }  // namespace
 
-DataParallel::DataParallel(model::VisionTransformer& master, int replicas, dist::Comm& comm)
+DataParallel::DataParallel(model::VisionTransformer& master, int replicas, distributed::Comm& comm)
     : master_(master), comm_(comm) {
   const auto master_params = master.named_parameters();
   // Only the parameters that train (all but a frozen backbone's) have gradients to reduce.

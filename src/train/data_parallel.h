@@ -5,7 +5,7 @@
 // on one slice with single-threaded kernels. Their gradients are then added into the master's in
 // replica order (deterministic for a given R), giving exactly the full-batch mean gradient.
 //
-// Across processes (an MPI job, dist::Comm), each rank holds its slice of the global batch
+// Across processes (an MPI job, distributed::Comm), each rank holds its slice of the global batch
 // (data::Batch::first/global_size) and splits it again over its threads; one GradientReducer sums
 // the gradients over threads and ranks, overlapped with the backward pass. Dropout and drop-path
 // masks are drawn per sample, keyed by (seed, step, position in the global batch), so N ranks x R
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "data/loader.h"
-#include "dist/comm.h"
+#include "distributed/comm.h"
 #include "model/vision_transformer.h"
 #include "train/distillation.h"
 #include "train/gradient_reducer.h"
@@ -27,7 +27,7 @@ class DataParallel {
  public:
   // replicas <= 1: every step runs on the master alone (ops use all threads). comm: the job's
   // processes (a single process: no communication).
-  DataParallel(model::VisionTransformer& master, int replicas, dist::Comm& comm = dist::Comm::world());
+  DataParallel(model::VisionTransformer& master, int replicas, distributed::Comm& comm = distributed::Comm::world());
   int replicas() const { return static_cast<int>(replicas_.size()) + 1; }
 
   // The dropout key of a step, from (seed, step): a run resumed at any step draws the same masks
@@ -59,7 +59,7 @@ class DataParallel {
  private:
   model::VisionTransformer& master_;
   std::vector<std::unique_ptr<model::VisionTransformer>> replicas_;  // replicas 1..R-1
-  dist::Comm& comm_;
+  distributed::Comm& comm_;
   std::unique_ptr<GradientReducer> reducer_;  // when there is more than one replica or rank
   uint64_t key_ = 0;
   Teacher* teacher_ = nullptr;

@@ -7,7 +7,7 @@
 
 namespace vit::train {
 
-GradientReducer::GradientReducer(std::vector<Parameters> replicas, dist::Comm& comm, int64_t bucket_bytes)
+GradientReducer::GradientReducer(std::vector<Parameters> replicas, distributed::Comm& comm, int64_t bucket_bytes)
     : replicas_(std::move(replicas)), comm_(comm) {
   VIT_CHECK(!replicas_.empty(), "reducer", "no replicas");
   const Parameters& master = replicas_[0];

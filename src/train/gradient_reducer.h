@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
-#include "dist/comm.h"
+#include "distributed/comm.h"
 
 namespace vit::train {
 
@@ -28,7 +28,7 @@ class GradientReducer {
   using Parameters = std::vector<std::pair<std::string, Variable>>;
   // replicas[0] are the master's parameters, replicas[r] replica r's (same names, same order).
   // bucket_bytes <= 0: about an eighth of the gradient, between 64 KiB and 4 MiB.
-  GradientReducer(std::vector<Parameters> replicas, dist::Comm& comm, int64_t bucket_bytes = 0);
+  GradientReducer(std::vector<Parameters> replicas, distributed::Comm& comm, int64_t bucket_bytes = 0);
 
   // Before a step: the first `active` replicas will run backward.
   void begin(int active);
@@ -65,7 +65,7 @@ class GradientReducer {
   void pack(Bucket& bucket);
 
   std::vector<Parameters> replicas_;
-  dist::Comm& comm_;
+  distributed::Comm& comm_;
   std::vector<std::unordered_map<const Node*, size_t>> index_;  // per replica: leaf -> parameter
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<size_t> bucket_of_;

@@ -9,7 +9,7 @@
 
 namespace vit::train {
 
-void agree_on_start(Run* run, const std::exception_ptr& failed, dist::Comm& comm) {
+void agree_on_start(Run* run, const std::exception_ptr& failed, distributed::Comm& comm) {
   std::vector<double> failures = {failed ? 1.0 : 0.0};
   comm.sum(failures);
   if (failed) std::rethrow_exception(failed);
@@ -71,7 +71,7 @@ void check_replicas_agree(const Run& run, int64_t epoch) {
   }
 }
 
-void print_overlap(DataParallel& parallel, dist::Comm& comm) {
+void print_overlap(DataParallel& parallel, distributed::Comm& comm) {
   GradientReducer* reducer = parallel.reducer();
   if (!reducer || !comm.distributed() || reducer->steps() <= 0) return;
   // How much of the communication the backward pass hid. Each rank waits after its backward

@@ -14,7 +14,7 @@
 #include "checkpoint/checkpoint.h"
 #include "data/dataset.h"
 #include "data/loader.h"
-#include "dist/comm.h"
+#include "distributed/comm.h"
 #include "model/vision_transformer.h"
 #include "optim/optimizer.h"
 #include "train/benchmark_table.h"
@@ -74,7 +74,7 @@ struct Run {
   RunFiles files;
   // The job's processes (one without mpirun). Rank 0 leads: it alone prints, holds the folder's
   // lock and writes checkpoints, metrics.jsonl and report.html.
-  dist::Comm& comm = dist::Comm::world();
+  distributed::Comm& comm = distributed::Comm::world();
   bool lead() const { return comm.rank() == 0; }
   int threads = 1;
   bool bar = false;      // a redrawn progress bar (terminal) instead of plain lines

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "kernels/bf16_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
 #include "kernels/threads.h"
 #include "train/budget.h"
 #include "train/init_from.h"

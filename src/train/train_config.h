@@ -77,7 +77,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;                  // > 0: also save last.safetensors every this many steps (mid-epoch)
   int64_t max_pixels = data::kDefaultMaxPixels;  // image folders: refuse larger images (decompression bombs)
   // Under mpirun: seconds a rank waits for the others without progress before it stops the job
-  // (a lost rank or host; dist/comm.h).
+  // (a lost rank or host; distributed/comm.h).
   double comm_timeout = 120.0;
   // DeiT's distillation (train/distillation.h): a student with a distillation token trains its
   // second head against this teacher checkpoint's predictions. Empty: no teacher (a distilled

@@ -122,7 +122,7 @@ EpochResult train_epoch(Run& run, DataParallel& parallel, const StopSignals& sig
   return e;
 }
 
-TrainResult train_job(TrainConfig config, dist::Comm& comm) {
+TrainResult train_job(TrainConfig config, distributed::Comm& comm) {
   std::exception_ptr failed;
   std::unique_ptr<Run> started;
   try {
@@ -183,8 +183,8 @@ TrainResult train_job(TrainConfig config, dist::Comm& comm) {
         return run.result;
       }
     }
-  } catch (const dist::PeerLost& e) {
-    throw dist::PeerLost(
+  } catch (const distributed::PeerLost& e) {
+    throw distributed::PeerLost(
         fmt::format("{}; stopping at step {}. The last good checkpoint is {} (nothing newer was "
                     "written); continue with: vit train --resume {}",
                     e.what(), run.step, run.files.last_good(), c.out_dir));
@@ -205,7 +205,7 @@ TrainResult train_job(TrainConfig config, dist::Comm& comm) {
 }  // namespace
 
 TrainResult train(TrainConfig config) {
-  dist::Comm& comm = dist::Comm::world();
+  distributed::Comm& comm = distributed::Comm::world();
   // Rank 0 alone prints (errors, on stderr, come from any rank).
   if (comm.rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) {
     std::fprintf(stderr, "warning: %s could not silence its output\n", comm.describe(comm.rank()).c_str());

@@ -6,7 +6,7 @@
 
 #include "autograd/ops.h"
 #include "core/random.h"
-#include "kernels/bf16_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
 #include "support/golden.h"
 
 namespace vit {

@@ -14,7 +14,7 @@
 #include "infer/load_model.h"
 #include "infer/quantize.h"
 #include "io/safetensors.h"
-#include "kernels/bf16_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
 #include "support/files.h"
 
 namespace vit::checkpoint {

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/bf16_gemm.h"
 #include "kernels/cpu_features.h"
+#include "kernels/gemm/bf16_gemm.h"
 #include "support/files.h"
 #include "support/run_vit.h"
 #include "support/tiny_checkpoint.h"

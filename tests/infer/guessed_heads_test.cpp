@@ -8,6 +8,7 @@
 #include "checkpoint/checkpoint.h"
 #include "infer/load_model.h"
 #include "io/safetensors.h"
+#include "model/layouts/config_from_shapes.h"
 #include "support/errors.h"
 #include "support/files.h"
 

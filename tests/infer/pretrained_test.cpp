@@ -11,6 +11,8 @@
 
 #include "infer/load_model.h"
 #include "io/safetensors.h"
+#include "model/layouts/config_from_shapes.h"
+#include "model/pos_embed.h"
 #include "support/files.h"
 #include "support/golden.h"
 

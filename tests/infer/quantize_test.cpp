@@ -16,7 +16,7 @@
 #include "infer/load_model.h"
 #include "io/safetensors.h"
 #include "kernels/cpu_features.h"
-#include "kernels/int8_gemm.h"
+#include "kernels/gemm/int8_gemm.h"
 #include "nn/layers.h"
 #include "support/files.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 namespace vit::kernels {
 namespace {

@@ -8,7 +8,8 @@
 #include <cmath>
 #include <set>
 
-#include "model/checkpoint_layout.h"
+#include "model/layouts/config_from_shapes.h"
+#include "model/layouts/layout.h"
 #include "model/vision_transformer.h"
 #include "support/variants.h"
 

@@ -8,7 +8,7 @@ Requirements: Debian's python3-torch (1.13). Run with the system interpreter:
         # compares a float checkpoint (timm layout) quantized here with vit quantize's file
         # (7- or 8-bit: the file's scheme says which)
 
-The schemes (src/kernels/int8_gemm.h says the same): vit-int8-2 (8-bit weights, Q = 127, what
+The schemes (src/kernels/gemm/int8_gemm.h says the same): vit-int8-2 (8-bit weights, Q = 127, what
 vit quantize writes by default) and vit-int8-1 (7-bit weights, Q = 63, vit quantize --bits 7):
   weights, per output channel, symmetric:
       scale[n] = max_k |W[n,k]| / Q (float32; 1 for a row of zeros),

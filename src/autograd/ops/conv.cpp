@@ -5,7 +5,7 @@
 #include "autograd/ops.h"
 #include "autograd/tensor_math.h"
 #include "kernels/binary.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/im2row.h"
 
 namespace vit {

@@ -1,13 +1,13 @@
 // matmul (PyTorch semantics, batch broadcasting) and bmm through kernels::gemm; linear's forward
 // through kernels/linear.h (bias included), its backward through kernels::gemm; with
-// MatmulPrecision::BF16, all three through the bf16 training GEMMs (kernels/bf16_train_gemm.h).
+// MatmulPrecision::BF16, all three through the bf16 training GEMMs (kernels/gemm/bf16_train_gemm.h).
 // Strided operands are passed to BLAS as (possibly transposed) matrices without copies when a
 // unit stride exists; a broadcast operand's gradient accumulates over its batch copies.
 #include "autograd/ops.h"
 #include "autograd/tensor_math.h"
 #include "core/strided.h"
 #include "kernels/binary.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/linear.h"
 
 namespace vit {

@@ -1,5 +1,5 @@
 // The converters of foreign checkpoints, one per source (inside the model room; the public face
-// is checkpoint_layout.h's to_timm). A source is a layout and the model family its marker keys
+// is layout.h's to_timm). A source is a layout and the model family its marker keys
 // tell (timm's checkpoint_filter_fn picks _convert_openai_clip / _convert_dinov2 so): to_timm
 // picks one source once, by its markers, and that source's converter renames the keys into
 // timm's, with a table of rules where renaming is all it takes (rename.cpp applies the tables).
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/checkpoint_layout.h"
+#include "model/layouts/layout.h"
 
 namespace vit::model::layouts {
 
