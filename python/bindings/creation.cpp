@@ -31,13 +31,26 @@ void bind_makers(py::module_& m) {
       py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1.0);
 }
 
+// A list or tuple of tensors, each element checked by name (pybind's own message lists overloads).
+std::vector<Variable> tensors_of(const py::handle& xs, const char* op) {
+  VIT_CHECK(py::isinstance<py::list>(xs) || py::isinstance<py::tuple>(xs), op,
+            "tensors must be a list or tuple of vit.Tensor, got {}", type_name(xs));
+  std::vector<Variable> out;
+  for (const py::handle& x : xs) {
+    VIT_CHECK(py::isinstance<Variable>(x), op, "element {} of tensors is {}, not a vit.Tensor", out.size(),
+              type_name(x));
+    out.push_back(x.cast<Variable>());
+  }
+  return out;
+}
+
 void bind_combiners(py::module_& m) {
   m.def(
-      "cat", [](const std::vector<Variable>& xs, int64_t dim) { return vit::cat(xs, dim); }, py::arg("tensors"),
+      "cat", [](const py::handle& xs, int64_t dim) { return vit::cat(tensors_of(xs, "cat"), dim); }, py::arg("tensors"),
       py::arg("dim") = 0);
   m.def(
-      "stack", [](const std::vector<Variable>& xs, int64_t dim) { return vit::stack(xs, dim); }, py::arg("tensors"),
-      py::arg("dim") = 0);
+      "stack", [](const py::handle& xs, int64_t dim) { return vit::stack(tensors_of(xs, "stack"), dim); },
+      py::arg("tensors"), py::arg("dim") = 0);
   m.def("matmul", [](const Variable& a, const Variable& b) { return vit::matmul(a, b); });
   m.def(
       "softmax", [](const Variable& x, int64_t dim) { return vit::softmax(x, dim); }, py::arg("input"), py::arg("dim"));

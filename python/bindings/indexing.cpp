@@ -38,6 +38,13 @@ Kind kind_of(const py::handle& k) {
   if (k.is_none()) return Kind::NewAxis;
   if (k.ptr() == Py_Ellipsis) return Kind::Ellipsis;
   if (py::isinstance<py::slice>(k)) return Kind::Slice;
+  const bool array =
+      py::isinstance(k, py::module_::import("numpy").attr("ndarray")) && py::cast<py::ssize_t>(k.attr("ndim")) > 0;
+  if (py::isinstance<py::list>(k) || py::isinstance<Variable>(k) || array)
+    fail("index",
+         "indexing by a list, array or tensor of indices (advanced indexing) is not supported, got {}: select "
+         "with integers and slices, or gather with vit.cat of the rows",
+         type_name(k));
   if (PyIndex_Check(k.ptr())) return Kind::Integer;
   fail("index",
        "indices are integers and slices (a[1], a[:, 0:2]), or None, ... and True/False (a[None], a[..., 0]), got {}",
@@ -53,6 +60,8 @@ Variable index(const Variable& v, const py::object& key) {
     named += items.back().first == Kind::Integer || items.back().first == Kind::Slice;
     ellipses += items.back().first == Kind::Ellipsis;
   }
+  VIT_CHECK(named == 0 || v.dim() > 0, "index",
+            "a 0-dimensional tensor takes no integer or slice index: its value is .item() (t[None] and t[...] work)");
   VIT_CHECK(named <= v.dim(), "index", "{} indices for a tensor of {} dimensions (shape {})", named, v.dim(),
             shape_str(v.shape()));
   VIT_CHECK(ellipses <= 1, "index", "an index can only have a single ellipsis ('...'), got {}", ellipses);

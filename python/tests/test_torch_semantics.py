@@ -230,6 +230,12 @@ def test_boolean_scalars_add_a_dimension_as_numpy_and_torch():
         t[0, 0, 0]
     with pytest.raises(vit.Error, match=r"integers and slices .*, or None, \.\.\. and True/False .*got float"):
         t[1.0]
+    with pytest.raises(vit.Error, match=r"a 0-dimensional tensor takes no integer or slice index: .*\.item\(\)"):
+        vit.tensor(5.0)[np.int64(0)]
+    assert vit.tensor(5.0)[None].shape == (1,)
+    for key in ([0, 1], np.array([0, 1]), vit.tensor([0.0])):
+        with pytest.raises(vit.Error, match=r"a list, array or tensor of indices \(advanced indexing\) is not"):
+            t[key]
 
 
 # ---- numpy values mix with tensors; wrong arguments are named ----
@@ -265,6 +271,10 @@ def test_wrong_arguments_are_vit_errors_naming_them():
         nn.LayerNorm(["a"])
     with pytest.raises(vit.Error, match=r"\[optimizer\] params must be tensors, got int at position 1"):
         vit.optim.SGD([vit.tensor([1.0], requires_grad=True), 3], lr=0.1)
+    with pytest.raises(vit.Error, match=r"\[cat\] element 1 of tensors is int, not a vit.Tensor"):
+        vit.cat([vit.zeros(2), 3])  # once pybind's "incompatible function arguments" with its overloads
+    with pytest.raises(vit.Error, match=r"\[stack\] tensors must be a list or tuple of vit.Tensor, got Tensor"):
+        vit.stack(vit.zeros(2))
     with pytest.raises(vit.Error, match=r"\[optimizer\] parameter groups \(dicts\) are not supported"):
         vit.optim.AdamW([{"params": []}])
     with pytest.raises(vit.Error, match=r"\[tensor\] data must be numbers .*got NoneType"):

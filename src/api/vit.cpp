@@ -154,7 +154,7 @@ int64_t Model::embed_dim() const { return handle().embed_dim(); }
 int64_t Model::num_tokens() const { return handle().config().num_tokens(); }
 const std::vector<std::string>& Model::class_names() const { return handle().loaded().class_names; }
 std::string Model::layout() const { return handle().loaded().layout; }
-std::string Model::family() const { return handle().loaded().family; }
+std::string Model::family() const { return model::family_name(handle().loaded().family); }
 std::string Model::config_json() const { return handle().config().to_json(); }
 std::string Model::weights() const {
   const infer::LoadedModel& m = handle().loaded();

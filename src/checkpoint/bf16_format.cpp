@@ -46,6 +46,11 @@ io::Bf16Bits bf16_weight_bits(const model::VisionTransformer& model) {
     std::vector<uint16_t>& b = bits[name];
     b.resize(static_cast<size_t>(w.numel()));
     const float* p = w.data<float>();
+    const int64_t big = kernels::bf16_overflow_index(p, w.numel());
+    VIT_CHECK(big < 0, "checkpoint",
+              "weight '{}' holds {:g} (element {}), past bfloat16's largest finite value 3.3895e38: stored as "
+              "bfloat16 it would become infinity, which no load accepts; keep this model in float32",
+              name, p[big < 0 ? 0 : big], big);
     for (int64_t i = 0; i < w.numel(); ++i) b[static_cast<size_t>(i)] = kernels::to_bf16(p[i]);
   }
   return bits;

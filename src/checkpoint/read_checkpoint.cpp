@@ -114,10 +114,7 @@ void read_optional_fields(const io::WeightsFile& file, const Metadata& meta, Che
   if (meta.has("preprocess")) info.preprocess_json = meta["preprocess"];
   if (meta.has("source_family")) {
     info.source_family = meta["source_family"];
-    VIT_CHECK(info.source_family == "vit" || info.source_family == "deit" || info.source_family == "dinov2" ||
-                  info.source_family == "clip",
-              "checkpoint", "{}: metadata 'source_family' is '{}' (vit, deit, dinov2 or clip)", file.path,
-              info.source_family);
+    (void)model::parse_family(info.source_family, file.path + ": metadata 'source_family'");
   }
   if (meta.has("source_layout")) {
     info.source_layout = meta["source_layout"];

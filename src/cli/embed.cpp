@@ -56,7 +56,7 @@ void add_embed_command(CLI::App& app) {
     check_output("embed", out_file, inputs, o->overwrite);  // again, just before writing
     io::save_npy(o->out, out, o->overwrite ? Existing::Replace : Existing::Refuse);
     std::printf("wrote %s: %s float32 (%s; %s, %s layout)\n", o->out.c_str(), shape_str(out.shape()).c_str(),
-                model.describe(pool).c_str(), model.loaded().family.c_str(), model.loaded().layout.c_str());
+                model.describe(pool).c_str(), model::family_name(model.loaded().family), model.loaded().layout.c_str());
     if (!model.loaded().weights_note.empty()) std::printf("weights: %s\n", model.loaded().weights_note.c_str());
   });
 }

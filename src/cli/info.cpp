@@ -97,7 +97,9 @@ void add_info_command(CLI::App& app) {
       OptionArgs heads;
       if (model_flags->heads_given() > 0) heads.set("heads", {std::to_string(model_flags->heads_given())});
       infer::LoadedModel loaded = infer::load_model(*checkpoint, infer::make_load_settings(heads));
-      origin = fmt::format("  {} layout{}", loaded.layout, loaded.family != "vit" ? " (" + loaded.family + ")" : "");
+      origin = fmt::format(
+          "  {} layout{}", loaded.layout,
+          loaded.family != model::Family::Vit ? fmt::format(" ({})", model::family_name(loaded.family)) : "");
       if (!loaded.source_note.empty()) origin += "; " + loaded.source_note;  // a .pth's says which state dict
       if (!loaded.weights_note.empty() && loaded.source_note.empty()) origin += "; " + loaded.weights_note;
       if (!loaded.ignored_keys.empty())

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "checkpoint/int8_format.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "core/parse.h"
@@ -64,9 +65,11 @@ void add_model_flags(CLI::App* cmd, LoadFlags& flags, bool require_checkpoint) {
 
 void note_precision(infer::Precision precision) {
   if (precision == infer::Precision::BF16 && !kernels::bf16_gemm_native()) {
-    std::fprintf(stderr,
-                 "note: no AVX512_BF16 here (the CPU lacks it, or VIT_ISA caps the kernels below AVX-512): --precision "
-                 "bf16 runs a plain C++ emulation (same numbers, much slower than fp32)\n");
+    std::fprintf(
+        stderr,
+        "note: no AVX512_BF16 here (the CPU lacks it, or VIT_ISA caps the kernels below AVX-512): --precision "
+        "bf16 runs a plain C++ emulation (the same bfloat16 rounding of weights and inputs, float32 sums in another "
+        "order: outputs agree with AVX512_BF16 to about 1e-3, not bit for bit; much slower than fp32)\n");
   }
 }
 
@@ -108,7 +111,15 @@ infer::LoadedModel load_model(const LoadFlags& flags) {
 infer::Predictor load_predictor(const LoadFlags& flags, infer::Predictor::WeightPages pages) {
   const infer::Precision precision = flags.settings().precision;
   note_precision(precision);
-  return infer::Predictor(load_model(flags), pages, precision);
+  infer::LoadedModel m = load_model(flags);
+  if (precision == infer::Precision::BF16 && checkpoint::is_quantized(*m.model)) {
+    std::fprintf(
+        stderr,
+        "note: %s is an int8 model: its int8 Linear layers run as int8 whatever --precision says, and "
+        "bf16 applies to its float32 layers (the patch embedding), so its outputs differ slightly from fp32's\n",
+        flags.checkpoint.c_str());
+  }
+  return infer::Predictor(std::move(m), pages, precision);
 }
 
 }  // namespace vit::cli

@@ -105,8 +105,8 @@ void add_serve_command(CLI::App& app) {
     for (const serve::NamedModel& m : models) {
       const model::ViTConfig& c = m.model.config();
       lines.push_back(fmt::format("  {}: {} ({}, {} layout, {}x{}, {}) from {}", m.name, c.name,
-                                  m.model.loaded().family, m.model.loaded().layout, c.image_size, c.image_size,
-                                  infer::precision_name(m.model.precision()), m.file));
+                                  model::family_name(m.model.loaded().family), m.model.loaded().layout, c.image_size,
+                                  c.image_size, infer::precision_name(m.model.precision()), m.file));
     }
     o->server.max_pixels = o->max_pixels;
     serve::Server server(std::move(models), o->server);

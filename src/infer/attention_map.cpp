@@ -81,7 +81,7 @@ AttentionMaps attention_maps(model::VisionTransformer& model, const data::Image&
     maps.predicted_class = std::max_element(p, p + c.num_classes) - p;
     maps.probability = p[maps.predicted_class];
   }
-  const bool cls = c.pool == "cls";
+  const bool cls = c.pool_kind() == model::PoolKind::Cls;
   const int64_t N = c.num_tokens();
   std::vector<double> rollout(static_cast<size_t>(N * N), 0.0);
   for (int64_t i = 0; i < N; ++i) rollout[i * N + i] = 1.0;

@@ -17,15 +17,15 @@ const std::vector<double> kImagenetMean = {0.485, 0.456, 0.406}, kImagenetStd = 
 // A descendant's transform (timm's configs, Hugging Face's processors): OpenAI CLIP resizes the
 // short side bicubically to the size with CLIP's statistics; DINOv2 (crop_pct 1.0) and DeiT (0.875;
 // Hugging Face's 256 -> 224) resize bicubically with ImageNet's.
-void family_preprocess(Preprocess& p, model::Layout layout, const std::string& family, const model::ViTConfig& c) {
-  if (family == "clip") {
+void family_preprocess(Preprocess& p, model::Layout layout, model::Family family, const model::ViTConfig& c) {
+  if (family == model::Family::Clip) {
     p.filter = Filter::Bicubic;
     p.resize = c.image_size;
     p.mean = {0.48145466, 0.4578275, 0.40821073};
     p.std = {0.26862954, 0.26130258, 0.27577711};
-  } else if (family == "dinov2" || family == "deit") {
+  } else if (family == model::Family::Dinov2 || family == model::Family::Deit) {
     p.filter = Filter::Bicubic;
-    const double crop_pct = family == "deit" || layout == model::Layout::HuggingFace ? 0.875 : 1.0;
+    const double crop_pct = family == model::Family::Deit || layout == model::Layout::HuggingFace ? 0.875 : 1.0;
     p.resize = static_cast<int64_t>(std::floor(static_cast<double>(c.image_size) / crop_pct));
     p.mean = kImagenetMean;
     p.std = kImagenetStd;
@@ -55,10 +55,10 @@ void layout_preprocess(Preprocess& p, model::Layout layout, const model::ViTConf
   }
 }
 
-Preprocess default_preprocess(model::Layout layout, const std::string& family, const model::ViTConfig& c) {
+Preprocess default_preprocess(model::Layout layout, model::Family family, const model::ViTConfig& c) {
   Preprocess p;
   p.crop = c.image_size;
-  if (family != "vit") {
+  if (family != model::Family::Vit) {
     family_preprocess(p, layout, family, c);
   } else {
     layout_preprocess(p, layout, c);
@@ -164,7 +164,8 @@ ModelSource foreign_source(const io::WeightsFile& file, const LoadSettings& opti
   s.config.eps = converted.eps;
   s.config.act = converted.act;
   s.config.projection = converted.projection;
-  if (converted.family != "vit") s.config.name = fmt::format("{}-{}-checkpoint", converted.family, d.layout);
+  if (converted.family != model::Family::Vit)
+    s.config.name = fmt::format("{}-{}-checkpoint", model::family_name(d.family), d.layout);
   d.preprocess = default_preprocess(layout, converted.family, s.config);
   s.align_corners = layout == model::Layout::Torchvision;
   s.source_keys = std::move(converted.source_keys);

@@ -9,7 +9,7 @@ namespace vit::infer {
 
 InferenceSession::InferenceSession(const model::VisionTransformer& model, WeightPages pages, Precision precision)
     : model_(model),
-      model_pool_(model.config().pool == "cls" ? Pool::Cls : Pool::Avg),
+      model_pool_(model.config().pool_kind() == model::PoolKind::Cls ? Pool::Cls : Pool::Avg),
       activations_(std::make_unique<Activations>()) {
   VIT_CHECK(supports(model), "inference",
             "the inference path needs float32 (or int8 Linear) parameters with contiguous storage");

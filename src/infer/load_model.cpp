@@ -71,7 +71,7 @@ checkpoint::CheckpointInfo checkpoint_info(const LoadedModel& m) {
     info.normalization.mean = m.preprocess.mean;
     info.normalization.std = m.preprocess.std;
     info.preprocess_json = preprocess_json(m.preprocess);
-    info.source_family = m.family;
+    info.source_family = model::family_name(m.family);
     info.source_layout = m.layout;
   }
   info.model = m.model->config();
@@ -201,6 +201,7 @@ LoadedModel load_model(const std::string& path, const LoadSettings& options) {
   resample(s, options);
   build(s, options, path);
   LoadedModel out = std::move(s.described);
+  out.nonfinite_allowed = options.allow_nonfinite;
   name_classes(out, s.config.num_classes);
   apply_preprocess_overrides(out.preprocess, options, s.config.in_channels);
   return out;

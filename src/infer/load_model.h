@@ -33,19 +33,22 @@ struct LoadedModel {
   // head; false when every name is its row's number (a foreign head of another size).
   bool named_classes = false;
   std::vector<std::string> missing_keys, unexpected_keys;  // with strict = false
-  std::vector<std::string> ignored_keys;  // known keys inference does not use (DINOv2's mask_token, ...)
-  std::string family = "vit";             // vit, deit, dinov2, clip: what the keys say (our checkpoints: "vit")
-  std::string checksum;                   // our checkpoints: the verified checksum ("" for an older file without one)
-  checkpoint::CheckpointInfo recorded;    // our checkpoints: what the run recorded (data, progress, config)
-  int64_t file_image_size = 0;            // the resolution the file's position table is for (before image_size)
-  bool ema = false;                       // our checkpoints: the EMA weights were loaded
-  bool recorded_ema = false;              // our checkpoints: the run evaluated its EMA weights
+  std::vector<std::string> ignored_keys;      // known keys inference does not use (DINOv2's mask_token, ...)
+  model::Family family = model::Family::Vit;  // what the keys say (model::family_name; our checkpoints: vit)
+  std::string checksum;                 // our checkpoints: the verified checksum ("" for an older file without one)
+  checkpoint::CheckpointInfo recorded;  // our checkpoints: what the run recorded (data, progress, config)
+  int64_t file_image_size = 0;          // the resolution the file's position table is for (before image_size)
+  bool ema = false;                     // our checkpoints: the EMA weights were loaded
+  bool recorded_ema = false;            // our checkpoints: the run evaluated its EMA weights
   // Our checkpoints holding two weight sets: which was loaded, for output lines ("EMA weights, as
   // the run evaluated (--raw: the raw weights)", checkpoint::weights_note); "" otherwise.
   std::string weights_note;
   // The file format and, for torch.save and .npz files, where the weights came from: "PyTorch
   // (torch.save) file, state dict 'model'; skipped: epoch (int), args (argparse.Namespace, never run)".
   io::WeightsFormat format = io::WeightsFormat::Safetensors;
+  // Loaded with --allow-nonfinite (NaN/Inf weights asked for): its outputs may be NaN too, and are
+  // answered as they are (otherwise a non-finite output is an error).
+  bool nonfinite_allowed = false;
   std::string source_note;
 };
 

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/parse.h"
+#include "nn/activation_kind.h"
 
 namespace vit::infer {
 namespace {
@@ -16,9 +17,9 @@ using Values = std::vector<std::string>;
 using Setter = std::function<void(vit::LoadOptions&, const Values&, const std::string&)>;
 
 const std::vector<std::string> kLayouts = {"timm", "torchvision", "huggingface", "jax"};
-const std::vector<std::string> kActivations = {"gelu", "gelu_tanh", "quick_gelu", "relu"};
+const std::vector<std::string> kActivations = nn::activation_names();
 const std::vector<std::string> kInterpolations = {"bilinear", "bicubic"};
-const std::vector<std::string> kPrecisions = {"fp32", "bf16"};
+const std::vector<std::string> kPrecisions = precision_names();
 
 const std::string& one(const Values& values, const std::string& what) {
   VIT_CHECK(values.size() == 1, kOp, "{}: takes one value, got {}", what, values.size());

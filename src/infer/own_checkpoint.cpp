@@ -78,7 +78,9 @@ ModelSource own_checkpoint_source(const io::WeightsFile& file, const LoadSetting
   d.class_names = checkpoint.info.class_names;
   d.preprocess = recorded_preprocess(checkpoint.info, path);
   s.scales = std::move(checkpoint.scales);
-  if (!checkpoint.info.source_family.empty()) d.family = checkpoint.info.source_family;  // a foreign model's copy
+  if (!checkpoint.info.source_family.empty()) {  // a foreign model's copy
+    d.family = model::parse_family(checkpoint.info.source_family, checkpoint.path);
+  }
   d.recorded = std::move(checkpoint.info);
   return s;
 }

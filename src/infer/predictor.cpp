@@ -1,6 +1,8 @@
 // The model handle every door wraps (see predictor.h).
 #include "infer/predictor.h"
 
+#include <cmath>
+
 #include "core/check.h"
 #include "infer/preprocess.h"
 #include "io/npy.h"
@@ -33,7 +35,7 @@ const std::string& Predictor::label(int64_t index) const {
   return loaded_.class_names[static_cast<size_t>(index)];
 }
 
-Pool Predictor::default_pool() const { return config().pool == "cls" ? Pool::Cls : Pool::Avg; }
+Pool Predictor::default_pool() const { return config().pool_kind() == model::PoolKind::Cls ? Pool::Cls : Pool::Avg; }
 
 void Predictor::check_pool(Pool pool, const char* op) const {
   VIT_CHECK(pool != Pool::Cls || config().class_token(), op,
@@ -141,21 +143,37 @@ void Predictor::prepare() {
   session();
 }
 
+// Finite inputs and weights can still overflow on the way (a weight near float32's or bfloat16's
+// largest value): such outputs are refused, never answered (unless non-finite weights were asked for).
+Tensor Predictor::checked_output(Tensor out, const char* op) const {
+  if (loaded_.nonfinite_allowed) return out;
+  const Tensor x = out.contiguous();
+  const float* v = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    VIT_CHECK(std::isfinite(v[i]), op,
+              "the model's output holds {} (element {} of {}): its activations overflowed in {}{}", v[i], i, x.numel(),
+              precision_name(precision_),
+              precision_ == Precision::BF16 ? " (bfloat16's largest finite value is 3.3895e38): try float32" : "");
+  }
+  return out;
+}
+
 Tensor Predictor::predict(const Tensor& images, const char* op, const std::string& hint) {
   require_classifier(op, "", hint);
   std::lock_guard lock(*mutex_);
-  return session().forward(images);
+  return checked_output(session().forward(images), op);
 }
 
 Tensor Predictor::embed(const Tensor& images, Pool pool, const char* op) {
   check_pool(pool, op);
   std::lock_guard lock(*mutex_);
-  return session().embed(images, pool);
+  return checked_output(session().embed(images, pool), op);
 }
 
 Tensor Predictor::run(const Request& request, const Tensor& images) {
   std::lock_guard lock(*mutex_);
-  return request.output == Output::Logits ? session().forward(images) : session().embed(images, request.pool);
+  return checked_output(
+      request.output == Output::Logits ? session().forward(images) : session().embed(images, request.pool), "infer");
 }
 
 std::vector<std::vector<ClassScore>> Predictor::top_k(const Tensor& logits, int64_t k) const {

@@ -88,6 +88,7 @@ class Predictor {
   std::vector<std::vector<ClassScore>> top_k(const Tensor& logits, int64_t k) const;
 
  private:
+  Tensor checked_output(Tensor out, const char* op) const;
   InferenceSession& session();  // created on first use; the caller holds mutex_
   LoadedModel loaded_;
   WeightPages pages_;

@@ -25,12 +25,24 @@ const char* pool_name(Pool pool) {
 }
 
 Precision parse_precision(const std::string& name, const char* op) {
-  if (name == "fp32" || name == "float32") return Precision::F32;
-  if (name == "bf16" || name == "bfloat16") return Precision::BF16;
+  for (const PrecisionName& p : kPrecisionNames) {
+    if (name == p.name || name == p.alias) return p.precision;
+  }
   fail(op, "precision must be fp32 or bf16, got '{}'", name);
 }
 
-const char* precision_name(Precision precision) { return precision == Precision::BF16 ? "bf16" : "fp32"; }
+const char* precision_name(Precision precision) {
+  for (const PrecisionName& p : kPrecisionNames) {
+    if (precision == p.precision) return p.name;
+  }
+  return "?";
+}
+
+std::vector<std::string> precision_names() {
+  std::vector<std::string> names;
+  for (const PrecisionName& p : kPrecisionNames) names.emplace_back(p.name);
+  return names;
+}
 
 std::string request_name(const Request& request) {
   if (request.output == Output::Logits) return "logits";

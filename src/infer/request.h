@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace vit::infer {
 
@@ -18,9 +19,18 @@ const char* pool_name(Pool pool);
 // The arithmetic of the Linear layers: float32, or bfloat16 inputs with float32 accumulation
 // (kernels/gemm/bf16_gemm.h; LayerNorm, softmax, attention and the residual stream stay float32).
 enum class Precision { F32, BF16 };
-// "fp32" / "float32" | "bf16" / "bfloat16" -> Precision; throws "[op] precision must be fp32 or bf16, got 'x'".
+// Named once: each precision's name (what flags, files and answers say) and the alias it accepts.
+struct PrecisionName {
+  Precision precision;
+  const char* name;
+  const char* alias;
+};
+inline constexpr PrecisionName kPrecisionNames[] = {{Precision::F32, "fp32", "float32"},
+                                                    {Precision::BF16, "bf16", "bfloat16"}};
+// A name or alias -> Precision; throws "[op] precision must be fp32 or bf16, got 'x'".
 Precision parse_precision(const std::string& name, const char* op = "precision");
 const char* precision_name(Precision precision);
+std::vector<std::string> precision_names();  // {"fp32", "bf16"}
 
 // What a batch is run for: logits of the classifier, or an embedding with its pooling.
 enum class Output { Logits, Embedding };

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 
+#include "kernels/gemm/bf16_gemm.h"
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
 
@@ -49,6 +50,12 @@ class Packer {
     l.out = out;
     l.bias = ptr(bias);
     if (bf16_) {  // converted once; the float32 original is then not read again
+      const float* w = weight.data().data<float>();
+      const int64_t big = kernels::bf16_overflow_index(w, out * in);
+      VIT_CHECK(big < 0, "inference",
+                "a ({}, {}) weight holds {:g} at ({}, {}), past bfloat16's largest finite value 3.3895e38: in bf16 "
+                "it would become infinity; run this model in float32",
+                out, in, w[big < 0 ? 0 : big], big / in, big % in);
       l.bf16 = pack_once(bf16_matrices_, weight, out, in);
       return l;
     }
@@ -112,12 +119,17 @@ NormWeights norm_of(const std::shared_ptr<nn::LayerNorm>& ln, Packer& packer) {
 }
 
 MlpActivation mlp_activation(const nn::Mlp& mlp) {
-  const std::string& name = mlp.act_name;
-  if (name == "gelu") return MlpActivation::Gelu;
-  if (name == "gelu_tanh") return MlpActivation::GeluTanh;
-  if (name == "quick_gelu") return MlpActivation::QuickGelu;
-  if (name == "relu") return MlpActivation::Relu;
-  fail("inference", "MLP activation '{}' (gelu, gelu_tanh, quick_gelu, relu)", name);
+  switch (mlp.activation) {
+    case nn::ActivationKind::Gelu:
+      return MlpActivation::Gelu;
+    case nn::ActivationKind::GeluTanh:
+      return MlpActivation::GeluTanh;
+    case nn::ActivationKind::QuickGelu:
+      return MlpActivation::QuickGelu;
+    case nn::ActivationKind::Relu:
+      return MlpActivation::Relu;
+  }
+  fail("inference", "MLP activation kind {}", static_cast<int>(mlp.activation));
 }
 
 LayerWeights layer(const std::string& name, const nn::Module& module, Packer& packer) {

@@ -90,7 +90,7 @@ ArchitectureSpec architecture_spec(const ViTConfig& c) {
   // Pooling (class row after norm, or patch mean then fc_norm) -> [pre_logits] -> head [+ head_dist]:
   // one row each (the distillation head reads the distillation token's row).
   if (c.final_norm) {
-    const std::string final_norm = c.pool == "cls" ? "norm" : "fc_norm";
+    const std::string final_norm = c.pool_kind() == PoolKind::Cls ? "norm" : "fc_norm";
     s.after_blocks.push_back({final_norm + ".weight", {D}});
     s.after_blocks.push_back({final_norm + ".bias", {D}});
   }

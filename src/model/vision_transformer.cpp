@@ -62,9 +62,9 @@ VisionTransformer::VisionTransformer(const ViTConfig& config, nn::GeneratorPtr g
     blocks->push_back(block);
   }
   if (c.final_norm) {
-    auto& final_norm = c.pool == "cls" ? norm : fc_norm;
-    final_norm =
-        register_module(c.pool == "cls" ? "norm" : "fc_norm", std::make_shared<nn::LayerNorm>(Shape{c.dim}, c.eps));
+    const bool cls = c.pool_kind() == PoolKind::Cls;
+    auto& final_norm = cls ? norm : fc_norm;
+    final_norm = register_module(cls ? "norm" : "fc_norm", std::make_shared<nn::LayerNorm>(Shape{c.dim}, c.eps));
   }
   int64_t features = c.dim;
   if (c.representation_size > 0) {
@@ -111,9 +111,9 @@ Variable VisionTransformer::forward_tokens(const Variable& images) {
   return norm ? norm->forward(x) : x;  // (B, N, D)
 }
 
-Variable VisionTransformer::pool_tokens(const Variable& tokens, const std::string& pool) const {
+Variable VisionTransformer::pool_tokens(const Variable& tokens, PoolKind pool) const {
   const ViTConfig& c = config_;
-  if (pool == "cls") {
+  if (pool == PoolKind::Cls) {
     VIT_CHECK(c.class_token(), "vit", "pool 'cls': this model has no class token (pool it with avg)");
     const Variable first = tokens.select(1, 0);  // (B, D)
     if (dist_token.defined()) return (first + tokens.select(1, 1)) * 0.5;
@@ -121,14 +121,14 @@ Variable VisionTransformer::pool_tokens(const Variable& tokens, const std::strin
     // as timm's forward_head(pre_logits=True) pools then normalises.
     return fc_norm ? fc_norm->forward(first) : first;
   }
-  VIT_CHECK(pool == "avg" || pool == "mean", "vit", "unknown pool '{}' (cls, avg)", pool);
+  // Avg and Mean alike: the patch tokens' mean (Mean's model has no class token to leave out).
   const Variable mean_patches = tokens.slice(1, c.prefix_tokens(), tokens.size(1)).mean({1});  // (B, D)
   return fc_norm ? fc_norm->forward(mean_patches) : mean_patches;
 }
 
 Variable VisionTransformer::forward_features(const Variable& images) {
-  Variable pooled = pool_tokens(forward_tokens(images), config_.pool);  // (B, D)
-  if (pre_logits) pooled = pre_logits->forward(pooled);                 // (B, R)
+  Variable pooled = pool_tokens(forward_tokens(images), config_.pool_kind());  // (B, D)
+  if (pre_logits) pooled = pre_logits->forward(pooled);                        // (B, R)
   return pooled;
 }
 

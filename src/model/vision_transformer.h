@@ -42,7 +42,7 @@ class VisionTransformer : public nn::Module {
   Variable forward_tokens(const Variable& images);
   // Pooling of forward_tokens' output: "cls" (the class row; distilled: mean of class and
   // distillation rows), "avg" (the mean of the patch tokens, then fc_norm if the model has one).
-  Variable pool_tokens(const Variable& tokens, const std::string& pool) const;
+  Variable pool_tokens(const Variable& tokens, PoolKind pool) const;
   // Pooled features before the head (B, D) (or (B, representation_size)).
   Variable forward_features(const Variable& images);
   // A distilled model in training (DeiT): the class head's and the distillation head's logits.

@@ -6,8 +6,23 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "nn/activation_kind.h"
 
 namespace vit::model {
+
+PoolKind parse_pool_kind(const std::string& name, const char* op) {
+  for (const PoolName& p : kPoolNames) {
+    if (name == p.name) return p.kind;
+  }
+  fail(op, "pool must be 'cls', 'avg' (class token kept, patch mean) or 'mean' (no class token), got '{}'", name);
+}
+
+const char* pool_kind_name(PoolKind kind) {
+  for (const PoolName& p : kPoolNames) {
+    if (kind == p.kind) return p.name;
+  }
+  return "?";
+}
 
 int64_t ViTConfig::hidden_dim() const {
   return mlp_dim > 0 ? mlp_dim : static_cast<int64_t>(std::llround(static_cast<double>(dim) * mlp_ratio));
@@ -32,15 +47,13 @@ void ViTConfig::validate() const {
   for (auto [field, p] : {std::pair{"dropout", dropout}, {"attn_dropout", attn_dropout}, {"drop_path", drop_path}}) {
     VIT_CHECK(p >= 0.0 && p < 1.0, op, "{} must be in [0, 1), got {}", field, p);
   }
-  VIT_CHECK(pool == "cls" || pool == "avg" || pool == "mean", op,
-            "pool must be 'cls', 'avg' (class token kept, patch mean) or 'mean' (no class token), got '{}'", pool);
+  const PoolKind pooling = parse_pool_kind(pool, op);
   VIT_CHECK(reg_tokens >= 0 && reg_tokens <= 256, op, "reg_tokens must be in [0, 256], got {}", reg_tokens);
-  VIT_CHECK(!dist_token || pool == "cls", op,
+  VIT_CHECK(!dist_token || pooling == PoolKind::Cls, op,
             "a distillation token needs pool 'cls' (DeiT pools both tokens), got '{}'", pool);
   VIT_CHECK(!dist_token || (num_classes > 0 && representation_size == 0), op,
             "a distillation token needs a classifier head (num_classes > 0) and no representation layer");
-  VIT_CHECK(act == "gelu" || act == "gelu_tanh" || act == "quick_gelu" || act == "relu", op,
-            "act must be gelu, gelu_tanh, quick_gelu or relu, got '{}'", act);
+  (void)nn::parse_activation(act, op);
   VIT_CHECK(std::isfinite(layer_scale) && layer_scale >= 0.0, op, "layer_scale must be a finite number >= 0, got {}",
             layer_scale);
   VIT_CHECK(mlp_layers == 1 || mlp_layers == 2, op,

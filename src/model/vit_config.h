@@ -11,6 +11,21 @@
 
 namespace vit::model {
 
+// How a model pools its tokens into features, named once (kPoolNames; the config, checkpoint
+// metadata and --pool carry the names, the engine compares the enum): "cls" the class token's row
+// after the final norm; "avg" a class token is kept (and trained) but the features are fc_norm(mean
+// of the patch tokens) (timm's global_pool="avg", MAE-style fine-tunes); "mean" no class token,
+// fc_norm(mean of the patch tokens). Prefix tokens (class, distillation, registers) never enter a mean.
+enum class PoolKind { Cls, Avg, Mean };
+struct PoolName {
+  PoolKind kind;
+  const char* name;
+};
+inline constexpr PoolName kPoolNames[] = {{PoolKind::Cls, "cls"}, {PoolKind::Avg, "avg"}, {PoolKind::Mean, "mean"}};
+// "[op] pool must be 'cls', 'avg' (class token kept, patch mean) or 'mean' (no class token), got 'x'".
+PoolKind parse_pool_kind(const std::string& name, const char* op = "vit_config");
+const char* pool_kind_name(PoolKind kind);
+
 struct ViTConfig {
   std::string name = "custom";
   int64_t image_size = 224;
@@ -23,14 +38,10 @@ struct ViTConfig {
   double mlp_ratio = 4.0;
   int64_t mlp_dim = 0;  // hidden size of the MLP; 0 means round(dim * mlp_ratio)
   bool qkv_bias = true;
-  double dropout = 0.0;       // after position embedding, in the MLP, after the attention projection
-  double attn_dropout = 0.0;  // on attention probabilities
-  double drop_path = 0.0;     // stochastic depth rate of the last block (linear decay from 0)
-  // "cls": the class token's row after the final norm; "avg": a class token is kept (and trained)
-  // but the features are fc_norm(mean of the patch tokens) (timm's global_pool="avg", MAE-style
-  // fine-tunes); "mean": no class token, fc_norm(mean of the patch tokens). Prefix tokens (class,
-  // distillation, registers) never enter a mean.
-  std::string pool = "cls";
+  double dropout = 0.0;             // after position embedding, in the MLP, after the attention projection
+  double attn_dropout = 0.0;        // on attention probabilities
+  double drop_path = 0.0;           // stochastic depth rate of the last block (linear decay from 0)
+  std::string pool = "cls";         // a PoolKind's name (pool_kind())
   double eps = 1e-6;                // LayerNorm eps
   int64_t representation_size = 0;  // > 0: a pre-logits Linear(dim, size) + Tanh before the head
   // A convolutional stem in front of the patch embedding (the original paper's "hybrid" ViT, small):
@@ -44,7 +55,7 @@ struct ViTConfig {
   bool no_embed_class = false;  // pos_embed covers the patch tokens only (DeiT III, DINOv2 reg)
   bool pre_norm = false;        // CLIP: norm_pre after the position embedding; no patch-embedding bias
   bool final_norm = true;       // the final norm (or fc_norm); false: none (the ViT notebook)
-  std::string act = "gelu";     // MLP activation: gelu (erf), gelu_tanh, quick_gelu (x sigmoid(1.702x)), relu
+  std::string act = "gelu";     // MLP activation, an nn::ActivationKind's name (nn/activation_kind.h)
   double layer_scale = 0.0;     // > 0: LayerScale (ls1.gamma, ls2.gamma) initialised to this value
   bool qk_norm = false;         // LayerNorm over each head's q and k (attn.q_norm, attn.k_norm)
   int64_t dim_head = 0;         // width of one attention head; 0: dim / num_heads
@@ -58,7 +69,8 @@ struct ViTConfig {
 
   int64_t grid() const { return image_size / patch_size; }
   int64_t num_patches() const { return grid() * grid(); }
-  bool class_token() const { return pool != "mean"; }
+  PoolKind pool_kind() const { return parse_pool_kind(pool); }
+  bool class_token() const { return pool_kind() != PoolKind::Mean; }
   // Tokens in front of the patches: [cls] [dist] [reg x R], in that order.
   int64_t prefix_tokens() const { return (class_token() ? 1 : 0) + (dist_token ? 1 : 0) + reg_tokens; }
   int64_t num_tokens() const { return num_patches() + prefix_tokens(); }

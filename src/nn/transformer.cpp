@@ -1,6 +1,8 @@
 // ViT building blocks (see transformer.h).
 #include "nn/transformer.h"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 
 namespace vit::nn {
@@ -57,20 +59,46 @@ Variable MultiHeadSelfAttention::forward(const Variable& x) {
   return proj_drop->forward(proj->forward(heads));                              // (B, N, D)
 }
 
-std::shared_ptr<Module> make_activation(const std::string& name) {
-  if (name == "gelu") return std::make_shared<GELU>(false);
-  if (name == "gelu_tanh") return std::make_shared<GELU>(true);
-  if (name == "quick_gelu") return std::make_shared<QuickGELU>();
-  if (name == "relu") return std::make_shared<ReLU>();
-  fail("mlp", "unknown activation '{}' (gelu, gelu_tanh, quick_gelu, relu)", name);
+ActivationKind parse_activation(const std::string& name, const char* op) {
+  for (const ActivationName& a : kActivationNames) {
+    if (name == a.name) return a.kind;
+  }
+  fail(op, "act must be one of {}, got '{}'", fmt::join(activation_names(), ", "), name);
+}
+
+const char* activation_name(ActivationKind kind) {
+  for (const ActivationName& a : kActivationNames) {
+    if (kind == a.kind) return a.name;
+  }
+  return "?";
+}
+
+std::vector<std::string> activation_names() {
+  std::vector<std::string> names;
+  for (const ActivationName& a : kActivationNames) names.emplace_back(a.name);
+  return names;
+}
+
+std::shared_ptr<Module> make_activation(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::Gelu:
+      return std::make_shared<GELU>(false);
+    case ActivationKind::GeluTanh:
+      return std::make_shared<GELU>(true);
+    case ActivationKind::QuickGelu:
+      return std::make_shared<QuickGELU>();
+    case ActivationKind::Relu:
+      return std::make_shared<ReLU>();
+  }
+  fail("mlp", "unknown activation kind {}", static_cast<int>(kind));
 }
 
 Mlp::Mlp(int64_t in_features, int64_t hidden_features, int64_t out_features, double drop, GeneratorPtr gen,
          const std::string& act_)
-    : act_name(act_) {
+    : activation(parse_activation(act_)) {
   VIT_CHECK(gen != nullptr, "mlp", "a Generator is required");
   fc1 = register_module("fc1", std::make_shared<Linear>(in_features, hidden_features, true, *gen));
-  act = register_module("act", make_activation(act_name));
+  act = register_module("act", make_activation(activation));
   drop1 = register_module("drop1", std::make_shared<Dropout>(drop, gen));
   fc2 = register_module("fc2", std::make_shared<Linear>(hidden_features, out_features, true, *gen));
   drop2 = register_module("drop2", std::make_shared<Dropout>(drop, gen));

@@ -8,6 +8,7 @@
 //   EncoderBlock          x + DropPath(ls1(attn(norm1(x))));  x + DropPath(ls2(mlp(norm2(x))))  (pre-norm)
 #pragma once
 
+#include "nn/activation_kind.h"
 #include "nn/layers.h"
 
 namespace vit::nn {
@@ -40,8 +41,8 @@ class MultiHeadSelfAttention : public Module {
   GeneratorPtr gen_;
 };
 
-// The activations an MLP can use, by name: "gelu" (erf), "gelu_tanh", "quick_gelu", "relu".
-std::shared_ptr<Module> make_activation(const std::string& name);
+// An MLP activation module of that kind (nn/activation_kind.h names them).
+std::shared_ptr<Module> make_activation(ActivationKind kind);
 
 class Mlp : public Module {
  public:
@@ -52,7 +53,7 @@ class Mlp : public Module {
   Variable forward(const Variable& x) override;
   std::shared_ptr<Linear> fc1, fc2;  // fc2 null for a one-layer MLP
   std::shared_ptr<Module> act;       // null for a one-layer MLP
-  std::string act_name;
+  ActivationKind activation = ActivationKind::Gelu;
   std::shared_ptr<Dropout> drop1, drop2;
 };
 

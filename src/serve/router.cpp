@@ -48,8 +48,10 @@ bool method_fits(const std::string& route, const std::string& asked) {
   return asked == route || (asked == "HEAD" && route == "GET");
 }
 
-// Unknown or repeated query parameters are refused, naming the known ones.
+// Unknown or repeated query parameters are refused, naming the known ones. A GET route that takes
+// none (health, metrics, metadata, the page) ignores any: probes and caches add cache-busters.
 void check_query(const Route& route, const http::Request& request) {
+  if (route.method == "GET" && route.query.empty()) return;
   std::vector<std::string> seen;
   for (const auto& [key, value] : request.query) {
     if (std::find(route.query.begin(), route.query.end(), key) == route.query.end()) {

@@ -127,7 +127,13 @@ InitSource read_init(TrainConfig& c) {
   }
   infer::LoadSettings options;
   if (c.model_field_given("num_heads")) options.num_heads = c.model.num_heads;
-  if (c.model_field_given("image_size")) options.image_size = c.model.image_size;  // pos_embed resampled
+  if (c.model_field_given("image_size")) {  // pos_embed resampled
+    VIT_CHECK(c.model.image_size >= 1, kOp,
+              "--image-size {} with --init {}: give a resolution >= 1 (a multiple of the file's patch size), or leave "
+              "it out to keep the file's",
+              c.model.image_size, c.init);
+    options.image_size = c.model.image_size;
+  }
   src.loaded = infer::load_model(c.init, options);
   VIT_CHECK(src.loaded.recorded.quantization_json.empty(), kOp,
             "--init {}: an int8 model (vit quantize) is for inference only; fine-tune from the float checkpoint it "
@@ -141,7 +147,8 @@ InitSource read_init(TrainConfig& c) {
   std::vector<std::string>& notes = c.init_notes;
   notes.clear();
   notes.push_back(fmt::format("initialised from {} ({} layout, {} family; {}, {}x{}x{} images)", c.init,
-                              src.loaded.layout, src.loaded.family, m.name, f.in_channels, f.image_size, f.image_size));
+                              src.loaded.layout, model::family_name(src.loaded.family), m.name, f.in_channels,
+                              f.image_size, f.image_size));
   if (resample) {
     notes.push_back(fmt::format(
         "resolution {} -> {}: the position embedding resampled from {}x{} to {}x{} patches (prefix tokens kept)",

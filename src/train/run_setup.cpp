@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "infer/request.h"
 #include "kernels/gemm/bf16_gemm.h"
 #include "kernels/threads.h"
 #include "train/budget.h"
@@ -37,6 +38,19 @@ void hold_out(Run& run) {
   run.data.train = data::subset(all, train, fmt::format("{} ({} images left to train on)", all.source, size - n));
   run.data.test = data::subset(all, val, fmt::format("{} ({} held-out validation images)", all.source, n));
   std::printf("validation: %ld of the %ld training images held out (--val-split); the test set is not used\n", n, size);
+}
+
+// Images of one class teach a classifier nothing (it scores 100% by answering that class): refused.
+void refuse_one_class(const data::Dataset& train) {
+  if (train.size() == 0) return;  // an empty split has its own message
+  const int64_t first = train.labels.front();
+  const bool one = std::all_of(train.labels.begin(), train.labels.end(), [&](int64_t l) { return l == first; });
+  VIT_CHECK(!one, "train",
+            "{}: every training image is of one class ('{}'): a classifier needs images of at least 2 classes to "
+            "learn anything (with one it scores 100% by always answering it)",
+            train.source,
+            first >= 0 && first < train.num_classes() ? train.class_names[static_cast<size_t>(first)]
+                                                      : std::to_string(first));
 }
 
 // A new run's head: one output per class of the training data, unless --num-classes set it (a
@@ -87,6 +101,7 @@ void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed, InitSource
     const std::vector<std::string> missing = data::map_classes(*d, known, whose);
     if (!missing.empty()) fmt::print(stderr, "note: {} has no images of: {}\n", d->source, fmt::join(missing, ", "));
   }
+  refuse_one_class(run.data.train);
   if (!resumed && !init) size_head(run);
   // A resumed run continues on the data it was trained on: refused otherwise, moved is fine.
   run.data.fingerprint = dataset_fingerprint(run.data.train, run.data.test);
@@ -188,7 +203,7 @@ void plan(Run& run) {
     std::printf("training %ld epochs x %ld steps (batch %ld, %s lr %g, %s) -> %s\n", c.epochs, run.steps_per_epoch,
                 c.batch_size, c.optimizer.c_str(), c.lr, workers_str(run).c_str(), c.out_dir.c_str());
   }
-  if (c.precision == "bf16") {
+  if (infer::parse_precision(c.precision) == infer::Precision::BF16) {
     const bool native = kernels::bf16_gemm_native();
     std::printf(
         "mixed precision: bf16 inputs, float32 accumulation for the Linear and convolution GEMMs (%s); float32 "
@@ -198,7 +213,8 @@ void plan(Run& run) {
       std::fprintf(
           stderr,
           "note: no AVX512_BF16 here (the CPU lacks it, or VIT_ISA caps the kernels below AVX-512): --precision "
-          "bf16 trains with a plain C++ emulation (same numbers, much slower than fp32)\n");
+          "bf16 trains with a plain C++ emulation (the same bfloat16 rounding, float32 sums in another order: close to "
+          "AVX512_BF16, not bit for bit; much slower than fp32)\n");
     }
   }
   for (const std::string& note : c.init_notes) std::printf("fine-tuning: %s\n", note.c_str());

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "infer/request.h"
 #include "model/vit_config.h"
 #include "train/utf8.h"
 
@@ -74,7 +75,9 @@ void TrainConfig::validate() const {
             "--layer-decay must be in (0, 1] (1: off), got {}", layer_decay);
   VIT_CHECK(std::isfinite(head_lr) && head_lr >= 0, op, "--head-lr must be >= 0 (0: the --lr), got {}", head_lr);
   VIT_CHECK(freeze == "none" || freeze == "backbone", op, "--freeze must be none or backbone, got '{}'", freeze);
-  VIT_CHECK(precision == "fp32" || precision == "bf16", op, "--precision must be fp32 or bf16, got '{}'", precision);
+  const std::vector<std::string> precisions = infer::precision_names();  // the names, not the aliases
+  VIT_CHECK(std::find(precisions.begin(), precisions.end(), precision) != precisions.end(), op,
+            "--precision must be fp32 or bf16, got '{}'", precision);
   VIT_CHECK(distillation == "hard" || distillation == "soft", op, "--distillation must be hard or soft, got '{}'",
             distillation);
   VIT_CHECK(std::isfinite(distill_alpha) && distill_alpha >= 0 && distill_alpha <= 1, op,

@@ -281,9 +281,10 @@ TrainConfig make_train_config(const TrainArgs& args) {
               args.what("data"));
   }
   exclude(args, "new_head", "keep_head");
+  // (With --resume they are the run's to match: a fine-tuning run resumes with its own, others refuse them.)
   for (const char* o : {"new_head", "keep_head", "freeze"}) {
-    VIT_CHECK(init_given || !args.has(o), kOp, "{} applies to fine-tuning: give the model to start from with {}",
-              args.what(o), args.what("init"));
+    VIT_CHECK(init_given || args.has("resume") || !args.has(o), kOp,
+              "{} applies to fine-tuning: give the model to start from with {}", args.what(o), args.what("init"));
   }
   // A preset brings its own recipe (vit_digits the digits'); the options given apply over it.
   const bool preset_given = args.has("preset");

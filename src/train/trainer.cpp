@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "infer/request.h"
 #include "train/data_parallel.h"
 #include "train/epoch_end.h"
 #include "train/health.h"
@@ -137,7 +138,8 @@ TrainResult train_job(TrainConfig config, distributed::Comm& comm) {
   plan(run);
   const TrainConfig& c = run.config;
   DataParallel parallel(*run.model, run.threads, comm);
-  parallel.set_matmul_precision(c.precision == "bf16" ? MatmulPrecision::BF16 : MatmulPrecision::F32);
+  parallel.set_matmul_precision(infer::parse_precision(c.precision) == infer::Precision::BF16 ? MatmulPrecision::BF16
+                                                                                              : MatmulPrecision::F32);
   if (run.teacher) {
     parallel.set_teacher(run.teacher.get(), {c.distillation, c.distill_alpha, c.distill_tau});
     if (run.lead()) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint.h"
 #include "core/random.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
@@ -71,6 +72,9 @@ TEST_F(Bf16Cli, EvalRunsInBf16) {
       vit("eval --checkpoint " + f32() + " --data " + dir_->file("data") + " --precision bf16 --json", "VIT_ISA=avx2");
   ASSERT_EQ(emulated.exit_code, 0) << emulated.out;
   EXPECT_NE(emulated.out.find("note: no AVX512_BF16 here"), std::string::npos) << emulated.out;
+  // ... and does not claim the native kernels' numbers: it sums in another order.
+  EXPECT_EQ(emulated.out.find("same numbers"), std::string::npos) << emulated.out;
+  EXPECT_NE(emulated.out.find("not bit for bit"), std::string::npos) << emulated.out;
   const auto j = nlohmann::json::parse(emulated.out.substr(emulated.out.find('{')));
   EXPECT_NEAR(j["loss"].get<double>(), e16["loss"].get<double>(), 1e-4);
   const CommandResult bad = vit("eval --checkpoint " + f32() + " --data " + dir_->file("data") + " --precision fp16");
@@ -164,6 +168,47 @@ TEST_F(Bf16Cli, TrainBf16LowersTheLossAndWritesAFloat32Checkpoint) {
   const CommandResult bad = vit("train --data " + dir_->file("data") + " --out " + dir_->file("run_bad") + model +
                                 " --steps 2 --precision fp16");
   expect_error(bad, "[train] --precision: must be one of fp32, bf16, got 'fp16'");
+}
+
+// A finite float32 weight past bfloat16's range (>= 3.3895e38 rounds to infinity): running it in
+// bf16 or storing it as bf16 is refused, naming why, never answered with infinite logits or
+// written as a file no load accepts.
+TEST_F(Bf16Cli, AWeightPastBfloat16sRangeIsRefusedNotMadeInfinite) {
+  checkpoint::LoadedCheckpoint c = checkpoint::load_checkpoint(f32());
+  auto model = checkpoint::model_from_checkpoint(c);
+  bool set = false;
+  for (auto& [name, p] : model->named_parameters()) {
+    if (name == "head.weight") {
+      p.data().data<float>()[0] = 3.3970e38f;
+      set = true;
+    }
+  }
+  ASSERT_TRUE(set);
+  const std::string big = dir_->file("big.safetensors");
+  c.info.evaluated = "";  // the loaded set alone is saved
+  checkpoint::save_checkpoint(big, *model, c.info);
+  const CommandResult run = vit("predict --checkpoint " + big + " --tensor " + dir_->file("x.npy") + " --out " +
+                                dir_->file("big.npy") + " --overwrite --precision bf16");
+  EXPECT_NE(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("past bfloat16's largest finite value"), std::string::npos) << run.out;
+  EXPECT_FALSE(std::filesystem::exists(dir_->file("big.npy")));
+  const CommandResult q =
+      vit("quantize --checkpoint " + big + " --out " + dir_->file("big16.safetensors") + " --dtype bf16");
+  EXPECT_NE(q.exit_code, 0) << q.out;
+  EXPECT_NE(q.out.find("weight 'head.weight' holds 3.397e+38"), std::string::npos) << q.out;
+  EXPECT_FALSE(std::filesystem::exists(dir_->file("big16.safetensors")));
+}
+
+// --precision bf16 on an int8 file changes its float32 layers' numbers: said, not silent.
+TEST_F(Bf16Cli, Bf16OnAnInt8ModelSaysWhatItChanges) {
+  const std::string q8 = dir_->file("note8.safetensors");
+  ASSERT_EQ(vit("quantize --checkpoint " + f32() + " --out " + q8).exit_code, 0);
+  const std::string args = "predict --checkpoint " + q8 + " --tensor " + dir_->file("x.npy") + " --out " +
+                           dir_->file("note8.npy") + " --overwrite --precision ";
+  const CommandResult b16 = vit(args + "bf16"), f32run = vit(args + "fp32");
+  ASSERT_EQ(b16.exit_code, 0) << b16.out;
+  EXPECT_NE(b16.out.find("is an int8 model: its int8 Linear layers run as int8"), std::string::npos) << b16.out;
+  EXPECT_EQ(f32run.out.find("is an int8 model"), std::string::npos) << f32run.out;
 }
 
 }  // namespace

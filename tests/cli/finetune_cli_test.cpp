@@ -121,6 +121,15 @@ TEST_F(Finetune, OtherClassesGetAFreshZeroHeadAndAFrozenBackboneStaysAsTheFileHa
   // No optimiser state for what does not train.
   EXPECT_FALSE(io::load_safetensors(probe).contains("optimizer.exp_avg.blocks.0.attn.qkv.weight"));
   EXPECT_TRUE(io::load_safetensors(probe).contains("optimizer.exp_avg.head.weight"));
+  // Resumed with its own --freeze: accepted (it once said to give --init, which --resume excludes);
+  // with another, refused naming the run's.
+  const CommandResult same_freeze =
+      vit("train --resume " + dir_.file("probe") + " --freeze backbone --epochs 2 --threads 1 --plain");
+  EXPECT_EQ(same_freeze.exit_code, 0) << same_freeze.out;
+  EXPECT_EQ(same_freeze.out.find("give the model to start from"), std::string::npos) << same_freeze.out;
+  const CommandResult other = vit("train --resume " + dir_.file("probe") + " --freeze none --epochs 3 --plain");
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.out.find("--freeze none (the run's backbone)"), std::string::npos) << other.out;
 }
 
 TEST_F(Finetune, PartlyKnownClassesAreRefusedByNameUnlessANewHeadIsAsked) {
@@ -190,6 +199,9 @@ TEST_F(Finetune, BadInitsAreRefusedAndNothingIsWritten) {
   refused("--freeze backbone" + digits, "--freeze applies to fine-tuning");
   refused("--init " + pre() + " --freeze all" + digits, "--freeze");
   refused("--init " + pre() + " --layer-decay 1.5" + digits, "--layer-decay must be in (0, 1]");
+  // A resolution that is no resolution: refused with --init as without it (it once meant "the file's").
+  refused("--init " + pre() + " --image-size 0" + digits, "--image-size 0 with --init");
+  refused("--init " + pre() + " --image-size=-28" + digits, "--image-size -28 with --init");
   // Not a model: an image, a pickle-ish file, an empty file.
   data::write_png(dir_.file("img.png"), data::Image{1, 4, 4, std::vector<uint8_t>(16, 7)});
   refused("--init " + dir_.file("img.png") + digits, "img.png");

@@ -184,5 +184,16 @@ TEST(HostileCli, EmptySplitsAreRefused) {
       "[data] " + dir.file("no_train/train-images-idx3-ubyte") + ": no images: the train split is empty");
 }
 
+// Training images of one class: a 1-way head that "reaches 100%" was trained silently; refused.
+TEST(HostileCli, OneClassOfTrainingImagesIsRefused) {
+  TempDir dir;
+  write_folders(dir.file("one"), "train", {"a"}, 4);
+  write_folders(dir.file("one"), "test", {"a"}, 2);
+  expect_error(vit("train --data " + dir.file("one") + " --out " + dir.file("run") + " --depth 1" + kModel),
+               "[train] " + dir.file("one/train") +
+                   ": every training image is of one class ('a'): a classifier needs images of at least 2 classes");
+  EXPECT_FALSE(fs::exists(dir.file("run")));
+}
+
 }  // namespace
 }  // namespace vit

@@ -123,7 +123,7 @@ TEST(InferenceSession, MatchesTheGraphForEveryDescendant) {
         EXPECT_THROW(session.embed(images, infer::parse_pool(pool)), Error);
         continue;
       }
-      Variable e = model.pool_tokens(tokens, pool);
+      Variable e = model.pool_tokens(tokens, pool == "cls" ? model::PoolKind::Cls : model::PoolKind::Avg);
       if (model.pre_logits) e = model.pre_logits->forward(e);
       if (c.projection) e = model.head->forward(e);
       expect_close(session.embed(images, infer::parse_pool(pool)), e.data(), "embed " + pool);

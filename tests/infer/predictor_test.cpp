@@ -183,7 +183,7 @@ TEST(Predictor, TheClassTokenOfAnFcNormModelGoesThroughFcNorm) {
   NoGradGuard no_grad;
   const Variable tokens = m.forward_tokens(Variable(x));                   // (B, N, D)
   const Tensor expected = m.fc_norm->forward(tokens.select(1, 0)).data();  // (B, D)
-  const Tensor graph = m.pool_tokens(tokens, "cls").data();
+  const Tensor graph = m.pool_tokens(tokens, model::PoolKind::Cls).data();
   const Tensor session = p.embed(x, Pool::Cls);
   ASSERT_EQ(session.shape(), expected.shape());
   for (int64_t i = 0; i < expected.numel(); ++i) {

@@ -90,8 +90,17 @@ TEST(Router, QueryParametersAreCheckedAgainstTheRoute) {
   EXPECT_NE(a.body.find("unknown query parameter 'topk' for POST /v1/predict (known: top_k)"), std::string::npos);
   const http::Request twice = request("POST", "/v1/predict", {{"top_k", "3"}, {"top_k", "4"}});
   EXPECT_NE(router.run(router.match(twice), twice).body.find("given twice"), std::string::npos);
-  const http::Request v2 = request("GET", "/v2/models/m", {{"x", "1"}});
+  const http::Request v2 = request("POST", "/v2/models/m/infer", {{"x", "1"}});
   EXPECT_NE(router.run(router.match(v2), v2).body.find("it takes none"), std::string::npos);
+}
+
+// A GET route that takes no parameters answers whatever query a probe or cache adds.
+TEST(Router, ParameterlessGetRoutesIgnoreCacheBusters) {
+  const Router router = table();
+  const http::Request probe = request("GET", "/v2/models/m", {{"_", "1712345678"}, {"_", "again"}});
+  const http::Response a = router.run(router.match(probe), probe);
+  EXPECT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.body, "m|");
 }
 
 TEST(Router, HandlerFailuresBecomeJsonErrorsWithTheirStatus) {

@@ -28,6 +28,18 @@ uint16_t to_bf16(float x) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+int64_t bf16_overflow_index(const float* values, int64_t n) {
+  constexpr uint32_t kFirstToInf = 0x7F7F8000u;  // bfloat16 max 0x7F7F plus half a step: rounds up to 0x7F80
+  constexpr uint32_t kInf = 0x7F800000u;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, values + i, sizeof(bits));
+    const uint32_t magnitude = bits & 0x7FFFFFFFu;
+    if (magnitude >= kFirstToInf && magnitude < kInf) return i;
+  }
+  return -1;
+}
+
 float from_bf16(uint16_t b) {
   const uint32_t bits = static_cast<uint32_t>(b) << 16;
   float x = 0.0f;

@@ -22,6 +22,9 @@ namespace vit::kernels {
 // float32 -> bfloat16 bits (round to nearest even; NaN kept a quiet NaN) and back.
 uint16_t to_bf16(float x);
 float from_bf16(uint16_t b);
+// The first of n values that is finite but rounds to bfloat16 infinity (|x| >= 3.3962e38, past
+// bfloat16's largest finite 3.3895e38 by half a step), or -1 when none does.
+int64_t bf16_overflow_index(const float* values, int64_t n);
 
 // W (N, K) row-major as bf16 pairs: panel p holds columns [16p, 16p + 16) as
 // [ceil(K / 2)][16][2] bf16 (zero-padded past K and N).

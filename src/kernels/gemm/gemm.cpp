@@ -19,15 +19,26 @@ static void check_dims(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb
             "gemm", "sizes M={} N={} K={} (lda={} ldb={} ldc={}) out of BLAS range", M, N, K, lda, ldb, ldc);
 }
 
+// C = beta * C, the whole answer when alpha is 0 or K is 0: A and B are never read (NaN there is
+// ignored) and beta 0 clears C (NaN there too). Done here, before any BLAS, because whether a BLAS
+// skips the operands for alpha 0 depends on the kernel it picks for the CPU (OpenBLAS 0.3.21's
+// Cooper Lake and Skylake-X kernels multiply them, its Haswell ones do not).
+template <typename T>
+static void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    T* row = C + i * ldc;
+    for (int64_t j = 0; j < N; ++j) row[j] = beta == T(0) ? T(0) : beta * row[j];
+  }
+}
+
 template <>
 void gemm<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   check_dims(M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
+  if (alpha == 0.0f || K == 0) return scale_c(M, N, beta, C, ldc);
   if (isa_enabled(Isa::Avx512)) {
-    // alpha 0 reads neither A nor B (NaN there is ignored, as BLAS does): the empty product.
-    gemm_packed(trans_a, trans_b, M, N, alpha == 0.0f ? 0 : K, A, lda, B, ldb, C, ldc, nullptr,
-                Epilogue{alpha, beta, Activation::None});
+    gemm_packed(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, nullptr, Epilogue{alpha, beta, Activation::None});
     return;
   }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
@@ -40,6 +51,7 @@ void gemm<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, d
                   int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   check_dims(M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
+  if (alpha == 0.0 || K == 0) return scale_c(M, N, beta, C, ldc);
   cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B,
               static_cast<int>(ldb), beta, C, static_cast<int>(ldc));

@@ -48,7 +48,7 @@ bool any_key(const NamedTensors& tensors, bool (*marks)(const std::string& key))
   return false;
 }
 
-Converted renamed(const NamedTensors& tensors, const Rules& rules, const std::string& source, const char* family,
+Converted renamed(const NamedTensors& tensors, const Rules& rules, const std::string& source, Family family,
                   double eps) {
   Converted out;
   out.family = family;
@@ -70,7 +70,7 @@ const Rules& vit_rules() {
 }
 
 Converted convert_vit(const NamedTensors& tensors, const std::string& source) {
-  return renamed(tensors, vit_rules(), source, "vit", 1e-12);
+  return renamed(tensors, vit_rules(), source, Family::Vit, 1e-12);
 }
 
 // ---- DeiT: ViT's, with the distillation token and the two classifiers ----
@@ -93,7 +93,7 @@ const Rules& deit_rules() {
 }
 
 Converted convert_deit(const NamedTensors& tensors, const std::string& source) {
-  return renamed(tensors, deit_rules(), source, "deit", 1e-12);
+  return renamed(tensors, deit_rules(), source, Family::Deit, 1e-12);
 }
 
 // ---- DINOv2: registers, timm-like block names, LayerScale ----
@@ -141,7 +141,7 @@ void fold_class_position(NamedTensors& weights) {
 }
 
 Converted convert_dinov2(const NamedTensors& tensors, const std::string& source) {
-  Converted out = renamed(tensors, dinov2_rules(), source, "dinov2", 1e-6);
+  Converted out = renamed(tensors, dinov2_rules(), source, Family::Dinov2, 1e-6);
   fold_class_position(out.weights);
   return out;
 }
@@ -178,7 +178,7 @@ const Rules& clip_rules() {
 // QuickGELU, eps 1e-5; a visual_projection is the head. CLIP keeps its class embedding as (D) and
 // its position table as (N, D).
 Converted convert_clip(const NamedTensors& tensors, const std::string& source) {
-  Converted out = renamed(tensors, clip_rules(), source, "clip", 1e-5);
+  Converted out = renamed(tensors, clip_rules(), source, Family::Clip, 1e-5);
   out.act = "quick_gelu";
   out.projection = find(out.weights, "head.weight") != nullptr;
   if (Tensor* cls = find(out.weights, "cls_token"); cls != nullptr && cls->dim() == 1)

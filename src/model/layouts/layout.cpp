@@ -47,6 +47,20 @@ const std::vector<KeyNames>& block_keys() {
   return keys;
 }
 
+const char* family_name(Family family) {
+  for (const FamilyName& f : kFamilyNames) {
+    if (family == f.family) return f.name;
+  }
+  return "?";
+}
+
+Family parse_family(const std::string& name, const std::string& source, const char* op) {
+  for (const FamilyName& f : kFamilyNames) {
+    if (name == f.name) return f.family;
+  }
+  fail(op, "{}: family '{}' is not one of vit, deit, dinov2, clip", source, name);
+}
+
 const char* layout_name(Layout layout) {
   switch (layout) {
     case Layout::Timm:

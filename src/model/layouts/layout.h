@@ -38,6 +38,19 @@ enum class Layout { Timm, Torchvision, HuggingFace, Jax };
 const char* layout_name(Layout layout);
 Layout parse_layout(const std::string& name);  // "timm", "torchvision", "huggingface" (or "hf"), "jax"
 
+// Which model family a file's keys say it is, named once: the name is what info, serve and the
+// checkpoint's "source_family" metadata carry; the loaders compare the enum.
+enum class Family { Vit, Deit, Dinov2, Clip };
+struct FamilyName {
+  Family family;
+  const char* name;
+};
+inline constexpr FamilyName kFamilyNames[] = {
+    {Family::Vit, "vit"}, {Family::Deit, "deit"}, {Family::Dinov2, "dinov2"}, {Family::Clip, "clip"}};
+const char* family_name(Family family);
+// Throws "[op] SOURCE: family 'x' is not one of vit, deit, dinov2, clip".
+Family parse_family(const std::string& name, const std::string& source, const char* op = "checkpoint");
+
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // Which layout these keys are in; throws "[checkpoint] ..." if none fits, or if the file mixes
@@ -57,7 +70,7 @@ struct Converted {
   std::map<std::string, std::string> source_keys;
   // What the key names tell beyond shapes: the family ("vit", "deit", "dinov2", "clip") with its
   // LayerNorm eps and MLP activation, and whether the head is CLIP's image projection.
-  std::string family = "vit";
+  Family family = Family::Vit;
   double eps = 1e-6;
   std::string act = "gelu";
   bool projection = false;

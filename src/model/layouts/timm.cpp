@@ -15,7 +15,7 @@ bool all_zero(const Tensor& t) {
   return true;
 }
 
-Converted as_is(const NamedTensors& tensors, const char* family) {
+Converted as_is(const NamedTensors& tensors, Family family) {
   Converted out;
   out.weights = tensors;
   out.family = family;
@@ -29,7 +29,7 @@ bool openai_clip(const NamedTensors& t) {
 // QuickGELU, eps 1e-5; the head, when its bias is all zero (timm writes the projection so), is the
 // image projection.
 Converted convert_openai_clip(const NamedTensors& tensors, const std::string&) {
-  Converted out = as_is(tensors, "clip");
+  Converted out = as_is(tensors, Family::Clip);
   out.eps = 1e-5;
   out.act = "quick_gelu";
   const Tensor* head_bias = find(tensors, "head.bias");
@@ -38,12 +38,12 @@ Converted convert_openai_clip(const NamedTensors& tensors, const std::string&) {
 }
 
 bool deit(const NamedTensors& t) { return find(t, "dist_token") != nullptr; }
-Converted convert_deit(const NamedTensors& tensors, const std::string&) { return as_is(tensors, "deit"); }
+Converted convert_deit(const NamedTensors& tensors, const std::string&) { return as_is(tensors, Family::Deit); }
 
 bool dinov2(const NamedTensors& t) { return find(t, "blocks.0.ls1.gamma") != nullptr; }
-Converted convert_dinov2(const NamedTensors& tensors, const std::string&) { return as_is(tensors, "dinov2"); }
+Converted convert_dinov2(const NamedTensors& tensors, const std::string&) { return as_is(tensors, Family::Dinov2); }
 
-Converted convert_vit(const NamedTensors& tensors, const std::string&) { return as_is(tensors, "vit"); }
+Converted convert_vit(const NamedTensors& tensors, const std::string&) { return as_is(tensors, Family::Vit); }
 
 }  // namespace
 

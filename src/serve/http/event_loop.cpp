@@ -6,7 +6,6 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -477,12 +476,7 @@ EventLoop::~EventLoop() = default;
 
 int EventLoop::bind() {
   Loop& l = *loop_;
-  // Room for every connection (the soft descriptor limit is often 1024).
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &files);
-  }
+  raise_descriptor_limit();
   int port = l.options.port;
   l.listen_fd = listen_socket(l.options.host, port);
   epoll_event e{};

@@ -65,5 +65,8 @@ class EventLoop {
 // SOMAXCONN); port 0 picks a free one, and `port` is set to the bound port. Throws
 // "[serve] cannot listen on HOST:PORT (...)".
 int listen_socket(const std::string& host, int& port);
+// Raises the soft limit of open descriptors to the hard one: room for every connection (the soft
+// limit is often 1024).
+void raise_descriptor_limit();
 
 }  // namespace vit::serve::http

@@ -1,6 +1,7 @@
 // The listening socket of `vit serve`'s HTTP server (see serve/http/event_loop.h).
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +12,14 @@
 #include "serve/http/event_loop.h"
 
 namespace vit::serve::http {
+
+void raise_descriptor_limit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
 
 int listen_socket(const std::string& host, int& port) {
   int listening = -1;

@@ -43,7 +43,7 @@ json model_json(const ServedModel& m) {
           {"file", m.file},
           {"model", c.name},
           {"layout", loaded.layout},
-          {"family", loaded.family},
+          {"family", model::family_name(loaded.family)},
           {"weights", loaded.weights_note.empty() ? "" : (loaded.ema ? "ema" : "raw")},
           {"precision", infer::precision_name(m.model.precision())},
           {"image_size", c.image_size},

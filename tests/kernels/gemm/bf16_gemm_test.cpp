@@ -109,6 +109,21 @@ TEST(Bf16, ActivationsAreRoundedToNearestEvenOnBothPaths) {
   }
 }
 
+// The first finite float that rounds to bfloat16 infinity is 0x7F7F8000 (3.3962e38: the largest
+// bfloat16, 0x7F7F, plus half a step, a tie that goes to the even 0x7F80); infinity itself and NaN
+// are no overflow.
+TEST(Bf16, OverflowIndexFindsTheFirstFiniteValueThatRoundsToInfinity) {
+  const std::vector<float> fine = {float_of(0x7F7F7FFF), float_of(0xFF7F7FFF), float_of(0x7F800000),
+                                   float_of(0x7FC00000), 1.0f};
+  EXPECT_EQ(bf16_overflow_index(fine.data(), static_cast<int64_t>(fine.size())), -1);
+  for (const uint32_t bits : {0x7F7F8000u, 0xFF7F8000u, 0x7F7FFFFFu}) {
+    const std::vector<float> v = {1.0f, float_of(bits), float_of(0x7F7F8000)};
+    EXPECT_EQ(bf16_overflow_index(v.data(), 3), 1) << std::hex << bits;
+    EXPECT_TRUE(std::isinf(from_bf16(to_bf16(v[1])))) << std::hex << bits;
+  }
+  EXPECT_FALSE(std::isinf(from_bf16(to_bf16(float_of(0x7F7F7FFF)))));
+}
+
 TEST(Bf16, WeightsRoundTripThroughThePacking) {
   std::vector<float> w(5 * 7);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.37f * static_cast<float>(i) - 3.0f;

@@ -4,6 +4,8 @@
 #include "kernels/gemm/gemm.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <limits>
@@ -125,6 +127,25 @@ TYPED_TEST(Gemm, AlphaZeroReadsNeitherOperand) {
     EXPECT_TRUE(close(C, {2, 4, 6, 8, 10, 12, 14, 16}, test::kExactTol, "gemm alpha=0 beta=2"))
         << isa_name(active_isa());
   }
+}
+
+// alpha 0 must not read A or B at all, whichever BLAS kernel the CPU gets (OpenBLAS 0.3.21's
+// Cooper Lake and Skylake-X small-matrix kernels read and multiply them): operands on a page that
+// cannot be read fault on any read.
+TYPED_TEST(Gemm, AlphaZeroTouchesNoOperandPage) {
+  using T = TypeParam;
+  const long page = sysconf(_SC_PAGESIZE);
+  void* mem = mmap(nullptr, static_cast<size_t>(page), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  const T* guarded = static_cast<const T*>(mem);
+  for (const Isa path : test::kIsaPaths) {
+    const ScopedIsaLimit limit(path);
+    std::vector<T> C = {1, 2, 3, 4, 5, 6, 7, 8};
+    gemm<T>(false, true, 2, 4, 3, T(0), guarded, 3, guarded, 3, T(-1), C.data(), 4);
+    EXPECT_TRUE(close(C, {-1, -2, -3, -4, -5, -6, -7, -8}, test::kExactTol, "alpha=0 beta=-1"))
+        << isa_name(active_isa());
+  }
+  munmap(mem, static_cast<size_t>(page));
 }
 
 // K = 0: the product is empty, so C = beta * C (and beta 0 still clears NaN).
