@@ -23,10 +23,10 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)"
 # The BLAS-using suites again under the OpenBLAS kernels of another CPU class (the Release tests
 # above ran the ones OpenBLAS picks here): what our kernels promise must not depend on them.
 core_of() { sed -n 's/^Core: //p' | head -n 1; }
-native=$(OPENBLAS_VERBOSE=2 "$BUILD_DIR/tests/test_optim" --gtest_list_tests 2>&1 | core_of)
+native=$(OPENBLAS_VERBOSE=2 "$BUILD_DIR/tests/test_kernels" --gtest_list_tests 2>&1 | core_of)
 alt=$(./scripts/blas_coretype.sh "$native")
 if [ -n "$alt" ]; then
-  got=$(OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE="$alt" "$BUILD_DIR/tests/test_optim" --gtest_list_tests 2>&1 | core_of)
+  got=$(OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE="$alt" "$BUILD_DIR/tests/test_kernels" --gtest_list_tests 2>&1 | core_of)
   mark "BLAS-using tests with OPENBLAS_CORETYPE=$alt (OpenBLAS runs $got kernels; native: $native)"
   for t in kernels autograd nn optim model infer; do
     OPENBLAS_CORETYPE="$alt" "$BUILD_DIR/tests/test_$t" --gtest_brief=1
