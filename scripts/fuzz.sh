@@ -5,7 +5,9 @@
 # committed seeds in tests/fuzz/corpus/<target>/ and grows a working corpus in
 # build-fuzz/corpus/<target>/. Every libFuzzer artifact (crash-, leak-, timeout-, oom-<sha1>), from the
 # fuzzing run and from the merge alike, is written to tests/fuzz/corpus/<target>/ (-artifact_prefix),
-# never to the current directory (commit it with the fix: ctest replays the whole corpus). With
+# never to the current directory (commit it with the fix: ctest replays the whole corpus). Memory is
+# bounded: 2 GB resident (-rss_limit_mb) and no single allocation over 2 GB (-malloc_limit_mb), so
+# an input that makes a reader allocate out of proportion to its size is an oom- artifact. With
 # MERGE=1 the inputs that add coverage are merged back into the committed corpus at the end.
 # Installs clang, libFuzzer and clang's OpenMP from Debian when missing. Not part of CI, which
 # only replays the corpus (ctest -R fuzz).
@@ -41,7 +43,8 @@ for t in "${TARGETS[@]}"; do
   artifacts="$PWD/$seeds/"   # absolute, so the prefix holds whatever libFuzzer's working directory is
   echo "=== fuzz_$t: ${SECONDS_EACH}s ==="
   set +e
-  "$BUILD/tests/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=2560 -print_final_stats=1 \
+  "$BUILD/tests/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
+      -print_final_stats=1 \
       -artifact_prefix="$artifacts" "$work" "$seeds" >"$BUILD/fuzz_$t.log" 2>&1
   rc=$?
   set -e

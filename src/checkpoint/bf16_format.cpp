@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/printable.h"
 #include "kernels/gemm/bf16_gemm.h"
 #include "nn/layers.h"
 
@@ -82,22 +83,24 @@ std::vector<std::string> check_bf16_storage(const io::WeightsFile& file, const s
          e.what());
   }
   VIT_CHECK(scheme == kBf16Scheme, "checkpoint", "{}: metadata '{}' scheme is '{}'; this vit reads '{}'", path,
-            kStorageKey, scheme, kBf16Scheme);
+            kStorageKey, printable(scheme), kBf16Scheme);
   std::map<std::string, std::string> stored;  // tensor name -> dtype as stored
   for (const auto& span : file.spans) stored[span.name] = span.dtype;
   std::set<std::string> listed;
   for (const std::string& name : names) {
     const auto it = stored.find(name);
     VIT_CHECK(it != stored.end(), "checkpoint", "{}: metadata '{}' lists '{}', which the file does not hold", path,
-              kStorageKey, name);
+              kStorageKey, printable(name));
     VIT_CHECK(it->second == "BF16" && name.rfind("optimizer.", 0) != 0 && name.rfind("ema.", 0) != 0, "checkpoint",
               "{}: metadata '{}' lists '{}', stored as {} (a weight stored as BF16 is expected)", path, kStorageKey,
-              name, it->second);
-    VIT_CHECK(listed.insert(name).second, "checkpoint", "{}: metadata '{}' lists '{}' twice", path, kStorageKey, name);
+              printable(name), it->second);
+    VIT_CHECK(listed.insert(name).second, "checkpoint", "{}: metadata '{}' lists '{}' twice", path, kStorageKey,
+              printable(name));
   }
   for (const auto& [name, dtype] : stored) {
     VIT_CHECK(dtype != "BF16" || listed.count(name), "checkpoint",
-              "{}: tensor '{}' is stored as BF16 but metadata '{}' does not list it", path, name, kStorageKey);
+              "{}: tensor '{}' is stored as BF16 but metadata '{}' does not list it", path, printable(name),
+              kStorageKey);
   }
   return names;
 }

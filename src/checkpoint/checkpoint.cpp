@@ -8,6 +8,7 @@
 
 #include "checkpoint/bf16_format.h"
 #include "checkpoint/int8_format.h"
+#include "core/printable.h"
 
 namespace vit::checkpoint {
 namespace {
@@ -56,7 +57,7 @@ void validate_checkpoint_info(const CheckpointInfo& info, const std::string& pat
     const std::string& name = info.class_names[k];
     VIT_CHECK(!name.empty(), "checkpoint", "{}: class_names[{}] is empty", path, k);
     VIT_CHECK(seen.insert(name).second, "checkpoint", "{}: class_names[{}] '{}' repeats an earlier class name", path, k,
-              name);
+              printable(name));
   }
   // Progress: every finished epoch trained at least one batch, each batch is one step.
   VIT_CHECK(info.epoch >= 0 && info.step >= 0 && info.batch >= 0, "checkpoint",

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/printable.h"
 #include "kernels/gemm/int8_gemm.h"
 
 namespace vit::checkpoint {
@@ -54,7 +55,7 @@ int quantization_bits(const std::string& metadata, const std::string& path) {
   if (scheme == kQuantizationScheme8) return 8;
   VIT_CHECK(scheme == kQuantizationScheme7, "checkpoint",
             "{}: metadata 'quantization' scheme is '{}'; this vit reads '{}' (8-bit weights) and '{}' (7-bit)", path,
-            scheme, kQuantizationScheme8, kQuantizationScheme7);
+            printable(scheme), kQuantizationScheme8, kQuantizationScheme7);
   return 7;
 }
 
@@ -99,7 +100,8 @@ model::NamedTensors split_quantization(model::NamedTensors& weights, const std::
       const auto names = j.at("tensors").get<std::vector<std::string>>();
       VIT_CHECK(!names.empty(), "checkpoint", "{}: metadata 'quantization' lists no tensors", path);
       for (const auto& n : names) {
-        VIT_CHECK(listed.insert(n).second, "checkpoint", "{}: metadata 'quantization' lists '{}' twice", path, n);
+        VIT_CHECK(listed.insert(n).second, "checkpoint", "{}: metadata 'quantization' lists '{}' twice", path,
+                  printable(n));
       }
     } catch (const nlohmann::json::exception& e) {
       fail("checkpoint", "{}: metadata 'quantization' is not {{\"scheme\": ..., \"tensors\": [names]}} ({})", path,
@@ -112,22 +114,23 @@ model::NamedTensors split_quantization(model::NamedTensors& weights, const std::
     if (ends_with(name, kScaleSuffix)) {
       const std::string weight = name.substr(0, name.size() - std::string(kScaleSuffix).size());
       VIT_CHECK(listed.count(weight), "checkpoint", "{}: tensor '{}' is a scale, but '{}' is not a quantized tensor{}",
-                path, name, weight, metadata.empty() ? " (the file has no 'quantization' metadata)" : "");
+                path, printable(name), printable(weight),
+                metadata.empty() ? " (the file has no 'quantization' metadata)" : "");
       scales.emplace_back(name, t);
       continue;
     }
     if (t.dtype() == DType::I8) {
-      VIT_CHECK(listed.count(name), "checkpoint", "{}: tensor '{}' is int8 but {}", path, name,
+      VIT_CHECK(listed.count(name), "checkpoint", "{}: tensor '{}' is int8 but {}", path, printable(name),
                 metadata.empty() ? "the file has no 'quantization' metadata" : "not listed as quantized");
       int8[name] = t;
     } else {
       VIT_CHECK(!listed.count(name), "checkpoint", "{}: tensor '{}' is listed as quantized but is {}, not int8", path,
-                name, dtype_name(t.dtype()));
+                printable(name), dtype_name(t.dtype()));
     }
     kept.emplace_back(name, t);
   }
   for (const auto& name : listed) {
-    VIT_CHECK(int8.count(name), "checkpoint", "{}: quantized tensor '{}' is missing", path, name);
+    VIT_CHECK(int8.count(name), "checkpoint", "{}: quantized tensor '{}' is missing", path, printable(name));
   }
   std::set<std::string> scaled;
   for (const auto& [name, s] : scales) {

@@ -8,6 +8,7 @@
 #include "checkpoint/bf16_format.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/int8_format.h"
+#include "core/printable.h"
 #include "model/layouts/config_from_shapes.h"
 
 namespace vit::checkpoint {
@@ -19,7 +20,7 @@ int64_t parse_count(const std::string& path, const std::string& key, const std::
   bool ok = !text.empty() && text.size() <= 18;
   for (char ch : text) ok = ok && ch >= '0' && ch <= '9';
   if (ok) v = std::stoll(text);
-  VIT_CHECK(ok, "checkpoint", "{}: metadata '{}' is '{}', not a non-negative integer", path, key, text);
+  VIT_CHECK(ok, "checkpoint", "{}: metadata '{}' is '{}', not a non-negative integer", path, key, printable(text));
   return v;
 }
 
@@ -32,7 +33,7 @@ double parse_seconds(const std::string& path, const std::string& text) {
   } catch (const std::exception&) {
   }
   VIT_CHECK(std::isfinite(v) && v >= 0, "checkpoint",
-            "{}: metadata 'elapsed_seconds' is '{}', not a finite number >= 0", path, text);
+            "{}: metadata 'elapsed_seconds' is '{}', not a finite number >= 0", path, printable(text));
   return v;
 }
 
@@ -60,7 +61,7 @@ void check_config_fits_weights(const std::string& path, const model::ViTConfig& 
               field, values.first, values.second);
   }
   VIT_CHECK(c.pool == w.pool, "checkpoint", "{}: model_config pool is '{}', but the weights are of a '{}'-pooled model",
-            path, c.pool, w.pool);
+            path, printable(c.pool), w.pool);
   // Every other shape follows; the count bounds what building the model allocates by the file's size.
   double held = 0;
   for (const auto& [name, t] : weights) held += static_cast<double>(t.numel());
@@ -77,9 +78,9 @@ void check_ema(const std::string& path, const model::NamedTensors& weights, cons
   for (size_t i = 0; i < ema.size(); ++i) {
     VIT_CHECK(ema[i].first == weights[i].first && ema[i].second.shape() == weights[i].second.shape() &&
                   ema[i].second.dtype() == DType::F32,
-              "checkpoint", "{}: EMA tensor 'ema.{}' {} {} does not mirror weight '{}' {} float32", path, ema[i].first,
-              dtype_name(ema[i].second.dtype()), shape_str(ema[i].second.shape()), weights[i].first,
-              shape_str(weights[i].second.shape()));
+              "checkpoint", "{}: EMA tensor 'ema.{}' {} {} does not mirror weight '{}' {} float32", path,
+              printable(ema[i].first), dtype_name(ema[i].second.dtype()), shape_str(ema[i].second.shape()),
+              printable(weights[i].first), shape_str(weights[i].second.shape()));
   }
 }
 
@@ -121,7 +122,7 @@ void read_optional_fields(const io::WeightsFile& file, const Metadata& meta, Che
     VIT_CHECK(info.source_layout == "timm" || info.source_layout == "torchvision" ||
                   info.source_layout == "huggingface" || info.source_layout == "jax",
               "checkpoint", "{}: metadata 'source_layout' is '{}' (timm, torchvision, huggingface or jax)", file.path,
-              info.source_layout);
+              printable(info.source_layout));
   }
   if (meta.has("evaluated")) info.evaluated = meta["evaluated"];
 }
@@ -167,7 +168,7 @@ CheckpointInfo read_info(const io::WeightsFile& file, const Metadata& meta) {
 std::string read_optimizer(const Metadata& meta, const std::string& path) {
   const std::string optimizer = meta.has("optimizer") ? meta["optimizer"] : "";
   VIT_CHECK(optimizer.empty() || optimizer == "adamw" || optimizer == "sgd" || optimizer == "none", "checkpoint",
-            "{}: metadata 'optimizer' is '{}' (adamw, sgd or none)", path, optimizer);
+            "{}: metadata 'optimizer' is '{}' (adamw, sgd or none)", path, printable(optimizer));
   return optimizer;
 }
 
@@ -181,7 +182,7 @@ void split_tensors(const io::WeightsFile& file, LoadedCheckpoint& c) {
       c.ema.emplace_back(name.substr(4), t);
     } else {
       VIT_CHECK(t.dtype() == DType::F32 || (t.dtype() == DType::I8 && !c.info.quantization_json.empty()), "checkpoint",
-                "{}: weight '{}' is {}, expected float32", file.path, name, dtype_name(t.dtype()));
+                "{}: weight '{}' is {}, expected float32", file.path, printable(name), dtype_name(t.dtype()));
       c.weights.emplace_back(name, t);
     }
   }
@@ -199,7 +200,7 @@ void check_tensors_fit(const LoadedCheckpoint& c, const std::string& optimizer) 
   check_config_fits_weights(path, info.model, c.weights);
   check_ema(path, c.weights, c.ema);
   VIT_CHECK(info.evaluated.empty() || info.evaluated == "raw" || (info.evaluated == "ema" && !c.ema.empty()),
-            "checkpoint", "{}: metadata 'evaluated' is '{}' ({})", path, info.evaluated,
+            "checkpoint", "{}: metadata 'evaluated' is '{}' ({})", path, printable(info.evaluated),
             info.evaluated == "ema" ? "but the file holds no EMA weights" : "ema or raw");
 }
 
@@ -214,7 +215,7 @@ std::string verify_integrity(const io::WeightsFile& file, const CheckpointInfo& 
     bool ok = s.size() == 22 && s.rfind("xxh64:", 0) == 0;
     for (size_t i = 6; ok && i < s.size(); ++i) ok = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
     VIT_CHECK(ok, "checkpoint", "{}: metadata 'checksum' is '{}', not an xxh64 checksum (xxh64: and 16 hex digits)",
-              path, s);
+              path, printable(s));
   }
   // Checksums came before int8 files: every int8 file was written with one, so one without it was
   // edited (its scales then say nothing true).
@@ -260,7 +261,7 @@ io::ContentScan scan_checkpoint_file(const io::WeightsFile& file, bool checksum,
   VIT_CHECK(scan.nonfinite_count == 0, "checkpoint",
             "{}: tensor '{}' holds {} at index {} ({} non-finite value{} in the file); refusing to load it "
             "(--allow-nonfinite loads it anyway)",
-            file.path, scan.nonfinite_tensor,
+            file.path, printable(scan.nonfinite_tensor),
             std::isnan(scan.nonfinite_value) ? "NaN" : (scan.nonfinite_value > 0 ? "Inf" : "-Inf"),
             scan.nonfinite_index, scan.nonfinite_count, scan.nonfinite_count == 1 ? "" : "s");
   return scan;
@@ -269,7 +270,7 @@ io::ContentScan scan_checkpoint_file(const io::WeightsFile& file, bool checksum,
 LoadedCheckpoint parse_checkpoint(const io::WeightsFile& file, const ReadOptions& options) {
   const Metadata meta(file);
   VIT_CHECK(meta["format"] == kCheckpointFormat, "checkpoint", "{}: unknown checkpoint format '{}'", file.path,
-            meta["format"]);
+            printable(meta["format"]));
   LoadedCheckpoint c;
   c.path = file.path;
   c.info = read_info(file, meta);

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/load_flags.h"
 #include "core/output_file.h"
+#include "core/printable.h"
 #include "infer/attention_map.h"
 
 namespace vit::cli {
@@ -41,7 +42,7 @@ void add_attention_command(CLI::App& app) {
     const model::ViTConfig& c = m.model->config();
     const std::string seen =
         maps.predicted_class >= 0
-            ? fmt::format("predicted {} ({:.2f}%)", m.class_names[static_cast<size_t>(maps.predicted_class)],
+            ? fmt::format("predicted {} ({:.2f}%)", printable(m.class_names[static_cast<size_t>(maps.predicted_class)]),
                           100.0 * maps.probability)
             : fmt::format("{} has no classifier head ({}): the maps only", c.name,
                           c.projection ? "its head is CLIP's image projection" : "a feature extractor");

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/load_flags.h"
 #include "cli/validators.h"
+#include "core/printable.h"
 #include "infer/load_model.h"
 #include "train/evaluate.h"
 #include "train/utf8.h"
@@ -129,13 +130,13 @@ void print_text(const EvalReport& e) {
   }
   std::printf("per-class accuracy:\n");
   for (size_t k = 0; k < r.per_class_accuracy.size(); ++k) {
-    std::printf("  %-12s %6.2f%%\n", e.class_name(k).c_str(), 100 * r.per_class_accuracy[k]);
+    std::printf("  %-12s %6.2f%%\n", printable(e.class_name(k)).c_str(), 100 * r.per_class_accuracy[k]);
   }
   std::printf("confusion matrix (rows: true, columns: predicted):\n      ");
-  for (size_t k = 0; k < r.confusion.size(); ++k) std::printf("%6.6s", e.class_name(k).c_str());
+  for (size_t k = 0; k < r.confusion.size(); ++k) std::printf("%6.6s", printable(e.class_name(k)).c_str());
   std::printf("\n");
   for (size_t i = 0; i < r.confusion.size(); ++i) {
-    std::printf("%6.6s", e.class_name(i).c_str());
+    std::printf("%6.6s", printable(e.class_name(i)).c_str());
     for (int64_t v : r.confusion[i]) std::printf("%6ld", v);
     std::printf("\n");
   }

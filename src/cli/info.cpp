@@ -11,6 +11,7 @@
 #include "checkpoint/int8_format.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "core/printable.h"
 #include "infer/load_model.h"
 #include "infer/load_options.h"
 #include "kernels/cpu_features.h"
@@ -103,7 +104,7 @@ void add_info_command(CLI::App& app) {
       if (!loaded.source_note.empty()) origin += "; " + loaded.source_note;  // a .pth's says which state dict
       if (!loaded.weights_note.empty() && loaded.source_note.empty()) origin += "; " + loaded.weights_note;
       if (!loaded.ignored_keys.empty())
-        origin += fmt::format("; not used for inference: {}", fmt::join(loaded.ignored_keys, ", "));
+        origin += fmt::format("; not used for inference: {}", printable_list(loaded.ignored_keys));
       storage_json = loaded.recorded.storage_json;
       model = std::move(loaded.model);
     } else {
@@ -112,7 +113,7 @@ void add_info_command(CLI::App& app) {
       model = std::make_unique<model::VisionTransformer>(config, std::make_shared<Generator>(0));
     }
     const model::ViTConfig& m = model->config();
-    std::printf("%s\n", m.name.c_str());
+    std::printf("%s\n", printable(m.name).c_str());  // a checkpoint's own name
     std::printf("  image %ldx%ldx%ld, patch %ld -> %ld patches, %ld tokens\n", m.in_channels, m.image_size,
                 m.image_size, m.patch_size, m.num_patches(), m.num_tokens());
     if (m.stem_layers > 0) {

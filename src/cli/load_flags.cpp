@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "core/parse.h"
+#include "core/printable.h"
 #include "data/image.h"
 #include "kernels/gemm/bf16_gemm.h"
 
@@ -81,14 +82,19 @@ void warn_no_checksum(const std::string& path) {
 namespace {
 
 // What --no-strict left out or set aside, on stderr.
+// (Keys as core/printable.h shows them, the first kListShown of each kind.)
 void print_skipped_keys(const infer::LoadedModel& m, const std::string& path) {
-  for (const auto& k : m.missing_keys)
-    std::fprintf(stderr, "warning: %s: missing key '%s' (left at its initial value)\n", path.c_str(), k.c_str());
-  for (const auto& k : m.unexpected_keys)
-    std::fprintf(stderr, "warning: %s: unexpected key '%s' (ignored)\n", path.c_str(), k.c_str());
+  const auto warn = [&path](const std::vector<std::string>& keys, const char* what, const char* done) {
+    for (size_t k = 0; k < keys.size() && k < kListShown; ++k) {
+      fmt::print(stderr, "warning: {}: {} key '{}' ({})\n", path, what, printable(keys[k]), done);
+    }
+    if (keys.size() > kListShown)
+      fmt::print(stderr, "warning: {}: ... and {} more {} keys\n", path, keys.size() - kListShown, what);
+  };
+  warn(m.missing_keys, "missing", "left at its initial value");
+  warn(m.unexpected_keys, "unexpected", "ignored");
   if (!m.ignored_keys.empty()) {  // known keys inference has no use for: DINOv2's mask_token, CLIP's position_ids
-    std::fprintf(stderr, "note: %s: not used for inference: %s\n", path.c_str(),
-                 fmt::format("{}", fmt::join(m.ignored_keys, ", ")).c_str());
+    fmt::print(stderr, "note: {}: not used for inference: {}\n", path, printable_list(m.ignored_keys));
   }
 }
 

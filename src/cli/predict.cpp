@@ -9,6 +9,7 @@
 #include "cli/load_flags.h"
 #include "cli/validators.h"
 #include "core/output_file.h"
+#include "core/printable.h"
 #include "io/npy.h"
 
 namespace vit::cli {
@@ -97,7 +98,7 @@ void predict_images(infer::Predictor& model, const PredictOptions& o) {
     for (size_t j = 0; j < ok.size(); ++j) {
       std::printf("%s\n", o.images[ok[j]].c_str());
       for (const infer::ClassScore& s : top[j]) {
-        std::printf("  %6.2f%%  %s\n", 100.0 * s.probability, model.label(s.index).c_str());
+        std::printf("  %6.2f%%  %s\n", 100.0 * s.probability, printable(model.label(s.index)).c_str());
       }
     }
     std::fflush(stdout);

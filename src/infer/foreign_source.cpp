@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "checkpoint/checkpoint.h"
+#include "core/printable.h"
 #include "infer/model_source.h"
 #include "model/layouts/config_from_shapes.h"
 
@@ -80,7 +81,7 @@ std::string torch_note(const io::TorchCheckpoint& t, bool use_ema) {
       t.ema.empty() ? ""
       : use_ema     ? fmt::format(" (--raw: '{}')", t.weights_key)
                     : fmt::format(", EMA state dict '{}' (--ema)", t.ema_key),
-      t.skipped.empty() ? "" : fmt::format("; skipped: {}", fmt::join(t.skipped, ", ")));
+      t.skipped.empty() ? "" : fmt::format("; skipped: {}", short_list(t.skipped)));
 }
 
 // The weights as float32, known keys inference does not use set aside (an old CLIP file's int64
@@ -93,11 +94,12 @@ model::NamedTensors float_weights(const model::NamedTensors& tensors, model::Lay
       ignored.push_back(name);
       continue;
     }
-    VIT_CHECK(t.dtype() != DType::I64, "checkpoint", "{}: tensor '{}' is an integer tensor, not a weight", path, name);
+    VIT_CHECK(t.dtype() != DType::I64, "checkpoint", "{}: tensor '{}' is an integer tensor, not a weight", path,
+              printable(name));
     VIT_CHECK(t.dtype() != DType::I8, "checkpoint",
               "{}: tensor '{}' is int8, but the file is not an int8 model written by vit quantize (its metadata "
               "says nothing of its scales)",
-              path, name);
+              path, printable(name));
     f32.emplace_back(name, t.to(DType::F32));
   }
   return f32;

@@ -9,9 +9,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
+#include <unordered_set>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/int8_format.h"
+#include "core/printable.h"
 #include "infer/model_source.h"
 #include "io/weights_file.h"
 #include "model/pos_embed.h"
@@ -25,18 +28,19 @@ namespace {
 // LayerScale is all or nothing: a file with some blocks' gammas and not others is damaged.
 void check_layer_scale(const model::NamedTensors& weights, const model::ViTConfig& c, const std::string& path) {
   if (c.layer_scale <= 0) return;
+  std::unordered_set<std::string_view> names;
+  for (const auto& [name, _] : weights) names.insert(name);
   std::vector<std::string> missing;
   for (int64_t i = 0; i < c.depth; ++i) {
     for (const char* gamma : {"ls1.gamma", "ls2.gamma"}) {
       const std::string key = fmt::format("blocks.{}.{}", i, gamma);
-      if (std::none_of(weights.begin(), weights.end(), [&](const auto& kv) { return kv.first == key; }))
-        missing.push_back(key);
+      if (!names.count(key)) missing.push_back(key);
     }
   }
   VIT_CHECK(missing.empty(), "checkpoint",
             "{}: LayerScale gammas missing for some blocks: [{}] (blocks.0.ls1.gamma says the model has LayerScale; "
             "--no-strict leaves them at 1)",
-            path, fmt::join(missing, ", "));
+            path, short_list(missing));
 }
 
 // An error about timm-named weights, with the foreign file's own key beside each name it quotes.
@@ -45,7 +49,7 @@ std::string with_source_keys(std::string message, const std::map<std::string, st
     if (timm == key) continue;
     const std::string quoted = "'" + timm + "'";
     const size_t at = message.find(quoted);
-    if (at != std::string::npos) message.insert(at + quoted.size(), " (the file's '" + key + "')");
+    if (at != std::string::npos) message.insert(at + quoted.size(), " (the file's '" + printable(key) + "')");
   }
   return message;
 }
@@ -175,7 +179,7 @@ void build(ModelSource& s, const LoadSettings& options, const std::string& path)
   }
   if (options.strict && !out.unexpected_keys.empty()) {
     fail("checkpoint", "{}: unexpected keys [{}] (use --no-strict to ignore them)", path,
-         fmt::join(out.unexpected_keys, ", "));
+         printable_list(out.unexpected_keys));
   }
   out.model->eval();
 }

@@ -1,4 +1,4 @@
-// map_file (see mapped_file.h).
+// open_regular_file, map_file (see mapped_file.h).
 #include "io/mapped_file.h"
 
 #include <fcntl.h>
@@ -12,14 +12,40 @@
 #include "core/check.h"
 
 namespace vit::io {
+namespace {
 
-MappedFile map_file(const std::string& path, const char* op) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(op, "{}: cannot open ({})", path, std::strerror(errno));
+const char* file_type(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+}  // namespace
+
+int open_regular_file(const std::string& path, const char* op) {
   struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(op, "{}: cannot open ({})", path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(op, "{}: not a regular file ({})", path, file_type(st.st_mode));
+  // O_NONBLOCK: should the path become a FIFO after the stat, opening it still returns at once.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) fail(op, "{}: cannot open ({})", path, std::strerror(errno));
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail(op, "{}: not a regular file", path);
+    fail(op, "{}: not a regular file ({})", path, file_type(st.st_mode));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+MappedFile map_file(const std::string& path, const char* op) {
+  const int fd = open_regular_file(path, op);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    fail(op, "{}: cannot open ({})", path, std::strerror(errno));
   }
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size == 0) {

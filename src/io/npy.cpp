@@ -1,12 +1,15 @@
 // .npy reader and writer (see npy.h).
 #include "io/npy.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <vector>
+
+#include "core/printable.h"
+#include "io/mapped_file.h"
 
 namespace vit::io {
 
@@ -42,7 +45,7 @@ class HeaderParser {
         f.shape = tuple();
         f.have_shape = true;
       } else {
-        bad(fmt::format("unexpected header key '{}'", key));
+        bad(fmt::format("unexpected header key '{}'", printable(key)));
       }
       skip_space();
       if (peek() == ',') {
@@ -147,7 +150,7 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
   if (!f.have_shape) bad("header has no 'shape'");
   const std::string& d = f.descr;
   if (d.size() < 3 || std::string("<>|=").find(d[0]) == std::string::npos) {
-    bad(fmt::format("header has no valid 'descr' ('{}')", d));
+    bad(fmt::format("header has no valid 'descr' ('{}')", printable(d)));
   }
   if (d[0] == '>') bad("big-endian data is not supported");
   const std::string type = d.substr(1);
@@ -159,7 +162,7 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
   else if (type == "i8")
     dtype = DType::I64;
   else
-    bad(fmt::format("unsupported dtype '{}' (float32, float64 or int64)", type));
+    bad(fmt::format("unsupported dtype '{}' (float32, float64 or int64)", printable(type)));
   if (f.fortran) bad("Fortran-order arrays are not supported (save with np.ascontiguousarray)");
   int64_t numel = 0;
   try {
@@ -182,11 +185,20 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
 }
 
 Tensor load_npy(const std::string& path) {
-  std::error_code ec;
-  VIT_CHECK(!std::filesystem::is_directory(path, ec), "npy", "{}: is a directory", path);
-  std::ifstream in(path, std::ios::binary);
-  VIT_CHECK(in.good(), "npy", "{}: cannot open", path);
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int fd = open_regular_file(path, "npy");  // never a FIFO (--tensor): it would block
+  std::vector<uint8_t> bytes;
+  uint8_t buffer[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : 0;
+      ::close(fd);
+      VIT_CHECK(error == 0, "npy", "{}: cannot read ({})", path, std::strerror(error));
+      break;
+    }
+    bytes.insert(bytes.end(), buffer, buffer + n);
+  }
   return parse_npy(bytes.data(), bytes.size(), path);
 }
 

@@ -7,17 +7,15 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <unordered_set>
 
+#include "core/printable.h"
 #include "io/checksum.h"
 #include "io/float16.h"
 #include "io/mapped_file.h"
 
 namespace vit::io {
-namespace {
 
-constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
-
-// What a file whose first bytes are `base` plainly is, by its magic number ("" when unknown).
 std::string known_format(const char* base, uint64_t size) {
   auto starts = [&](std::string_view magic) {
     return size >= magic.size() && std::memcmp(base, magic.data(), magic.size()) == 0;
@@ -37,6 +35,10 @@ std::string known_format(const char* base, uint64_t size) {
   if (starts("\x1f\x8b")) return "gzip-compressed data";
   return "";
 }
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
 
 // The header as the checksum covers it: without __metadata__.checksum, keys sorted, no spaces.
 uint64_t header_hash(nlohmann::json header) {
@@ -129,7 +131,7 @@ nlohmann::json parse_header(const char* text, uint64_t length, const std::string
 void read_metadata(const nlohmann::json& header, const nlohmann::json& metadata, WeightsFile& file) {
   if (!metadata.is_object()) bad(file.path, "__metadata__ is not an object");
   for (auto m = metadata.begin(); m != metadata.end(); ++m) {
-    if (!m->is_string()) bad(file.path, fmt::format("__metadata__ value '{}' is not a string", m.key()));
+    if (!m->is_string()) bad(file.path, fmt::format("__metadata__ value '{}' is not a string", printable(m.key())));
     file.metadata[m.key()] = m->get<std::string>();
   }
   if (metadata.contains(kChecksumKey)) file.header_hash = header_hash(header);
@@ -144,14 +146,14 @@ struct Entry {
 // One tensor's entry: a known dtype, a shape whose byte size does not overflow, and data offsets
 // inside the data section spanning exactly that size.
 Entry read_entry(const std::string& key, const nlohmann::json& info, uint64_t data_size, const std::string& name) {
-  auto bad_entry = [&](const std::string& what) { bad(name, fmt::format("tensor '{}': {}", key, what)); };
+  auto bad_entry = [&](const std::string& what) { bad(name, fmt::format("tensor '{}': {}", printable(key), what)); };
   if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets") ||
       !info["dtype"].is_string() || !info["shape"].is_array() || !info["data_offsets"].is_array() ||
       info["data_offsets"].size() != 2) {
     bad_entry("entry needs dtype (string), shape (array), data_offsets ([begin, end])");
   }
   Entry e{key, info["dtype"].get<std::string>(), {}, 0, 0};
-  if (stored_size(e.dtype) == 0) bad_entry(fmt::format("unsupported dtype {}", e.dtype));
+  if (stored_size(e.dtype) == 0) bad_entry(fmt::format("unsupported dtype {}", printable(e.dtype)));
   for (const auto& d : info["shape"]) {
     if (!d.is_number_unsigned()) bad_entry("shape entries must be non-negative integers");
     const uint64_t v = d.get<uint64_t>();
@@ -189,7 +191,8 @@ void sort_without_overlap(std::vector<Entry>& entries, const std::string& name) 
             [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   for (size_t i = 1; i < entries.size(); ++i) {
     if (entries[i].begin < entries[i - 1].end) {
-      bad(name, fmt::format("tensors '{}' and '{}' overlap in the data section", entries[i - 1].key, entries[i].key));
+      bad(name, fmt::format("tensors '{}' and '{}' overlap in the data section", printable(entries[i - 1].key),
+                            printable(entries[i].key)));
     }
   }
 }
@@ -237,15 +240,17 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   VIT_CHECK(!checksum || !metadata.count(kChecksumKey), "safetensors",
             "{}: metadata key '{}' is reserved for the checksum", path, kChecksumKey);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  auto& entries = header.get_ref<nlohmann::ordered_json::object_t&>();
+  std::unordered_set<std::string> names;
   if (!metadata.empty() || checksum) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   std::vector<Tensor> contiguous;
   std::vector<std::pair<const void*, size_t>> data;  // each tensor's bytes as stored
   size_t bf16_used = 0;
   for (const auto& [name, t] : tensors) {
-    VIT_CHECK(t.defined(), "safetensors", "{}: tensor '{}' is undefined", path, name);
+    VIT_CHECK(t.defined(), "safetensors", "{}: tensor '{}' is undefined", path, printable(name));
     VIT_CHECK(name != "__metadata__", "safetensors", "{}: '__metadata__' is reserved and cannot name a tensor", path);
-    VIT_CHECK(!header.contains(name), "safetensors", "{}: tensor name '{}' repeated", path, name);
+    VIT_CHECK(names.insert(name).second, "safetensors", "{}: tensor name '{}' repeated", path, printable(name));
     const auto bits = bf16.find(name);
     const char* dtype = bits != bf16.end()        ? "BF16"
                         : t.dtype() == DType::F32 ? "F32"
@@ -264,7 +269,10 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     } else {
       data.emplace_back(contiguous.back().raw_data(), nbytes);
     }
-    header[name] = {{"dtype", dtype}, {"shape", t.shape()}, {"data_offsets", {offset, offset + nbytes}}};
+    // Appended to the ordered object as it is (its own insert looks for the key first: quadratic).
+    entries.emplace_back(
+        name,
+        nlohmann::ordered_json{{"dtype", dtype}, {"shape", t.shape()}, {"data_offsets", {offset, offset + nbytes}}});
     offset += nbytes;
   }
   VIT_CHECK(bf16_used == bf16.size(), "safetensors", "{}: {} bfloat16 tensors given, {} of them among the tensors",

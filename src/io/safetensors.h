@@ -27,6 +27,10 @@ namespace vit::io {
 
 inline constexpr const char* kChecksumKey = "checksum";
 
+// What a file whose first bytes are `data` plainly is, by its magic number ("a PNG image", "a
+// GGUF model", ...), or "" when they tell nothing.
+std::string known_format(const char* data, uint64_t size);
+
 ContentScan scan_contents(const WeightsFile& file, bool checksum, bool finite);
 // The NaN/Inf search over tensors in memory (float32 / float64; the others are always finite).
 ContentScan scan_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors);

@@ -283,6 +283,8 @@ const char* kind_name(Kind kind) {
   return "?";
 }
 
-Pickle parse(const char* data, size_t size, const std::string& name) { return detail::Machine(data, size, name).run(); }
+Pickle parse(const char* data, size_t size, const std::string& name, uint64_t file_bytes) {
+  return detail::Machine(data, size, name, file_bytes == 0 ? size : file_bytes).run();
+}
 
 }  // namespace vit::io::pickle

@@ -18,7 +18,13 @@
 //     torch.torch_version.TorchVersion, numpy.core.multiarray.scalar / _reconstruct,
 //     numpy.ndarray, numpy.dtype, _codecs.encode (numpy scalars' bytes under protocol 2)
 //
-// Limits (each a clear error): 512 MiB of pickle, 4M values, nesting 1000 deep, 64-bit integers.
+// Limits (each a clear error): 512 MiB of pickle, 4M values, nesting 1000 deep, 64-bit integers,
+// and a memory budget for everything the pickle builds (values, their items and strings, memo
+// entries): kMemoryFloor + kMemoryRatio x the size of the file the pickle came from. What costs
+// memory is counted where it is built, so no opcode amplifies: REDUCE of torch.Size / set /
+// frozenset / OrderedDict copies a list's items and is charged for each, and a 4 KB file whose
+// deflated pickle rebuilds a big list again and again stops at the budget. torch.save stores its
+// pickle uncompressed, so a real file's pickle is never larger than the file.
 // Values live in one arena, referred to by index, so memo references, shared and even cyclic
 // containers cost nothing and nothing is freed recursively.
 #pragma once
@@ -56,8 +62,12 @@ struct Pickle {
   const Value& at(uint32_t index) const { return values[index]; }
 };
 
+inline constexpr uint64_t kMemoryFloor = 64ull << 20;  // 64 MiB
+inline constexpr uint64_t kMemoryRatio = 128;          // x the file's bytes
+
 // Reads a pickle. Throws vit::Error "[pickle] NAME: ..." (the opcode, byte offset and reason).
-Pickle parse(const char* data, size_t size, const std::string& name);
+// file_bytes: the size of the file it came from, for the memory budget (0: the pickle's own size).
+Pickle parse(const char* data, size_t size, const std::string& name, uint64_t file_bytes = 0);
 
 // The element type and bytes per element of a torch storage type name (e.g. "HalfStorage": F16, 2).
 // Known: Float, Half, BFloat16, Double, Long, Int, Short, Char, Byte, Bool; false otherwise.

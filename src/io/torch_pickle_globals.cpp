@@ -49,7 +49,7 @@ uint32_t Machine::global(const std::string& module, const std::string& qualified
   if (!allowed_globals().count(full)) {
     bad("global '{}' is refused: a checkpoint needs only tensors, containers and a few known data classes, and vit "
         "never runs code from a file",
-        full);
+        printable(full));
   }
   Value v;
   v.kind = Kind::Global;
@@ -61,33 +61,38 @@ Role Machine::role(uint32_t callable) {
   return allowed_globals().at(val(callable).s);
 }
 
-// REDUCE / NEWOBJ: what calling an allowed global yields, without calling anything.
+// REDUCE / NEWOBJ: what calling an allowed global yields, without calling anything. Every item
+// copied out of an argument (a list's items into a tuple, a set, a dict) is charged by contain(),
+// so calling a global again and again on one big memoized list stops at the memory budget.
 uint32_t Machine::call(uint32_t callable, uint32_t args) {
   const Role r = role(callable);
   const std::string name = val(callable).s;  // a copy: make() below may move the arena
   if (kind(args) != Kind::Tuple) bad("arguments of {} must be a tuple, got {}", name, kind_name(kind(args)));
-  const std::vector<uint32_t> a = val(args).items;
+  if (r == Role::Opaque) {  // its arguments are never read
+    Value v;
+    v.kind = Kind::Object;
+    v.s = name;
+    return make(std::move(v));
+  }
+  if (val(args).items.size() > kMaxArguments) bad("{} called with {} arguments", name, val(args).items.size());
+  const std::vector<uint32_t> a = val(args).items;  // a copy (at most kMaxArguments): make() may move the arena
   switch (r) {
-    case Role::Opaque: {
-      Value v;
-      v.kind = Kind::Object;
-      v.s = name;
-      return make(std::move(v));
-    }
+    case Role::Opaque:
+      break;
     case Role::Dict: {
       const uint32_t d = make(Kind::Dict);
       if (a.empty()) return d;
       if (a.size() != 1 || (kind(a[0]) != Kind::List && kind(a[0]) != Kind::Tuple)) {
         bad("{} takes no argument or a list of (key, value) pairs", name);
       }
-      const std::vector<uint32_t> pairs = val(a[0]).items;
-      for (uint32_t pair : pairs) {
+      for (size_t k = 0; k < val(a[0]).items.size(); ++k) {  // by index: contain(d) never moves a[0]'s items
+        const uint32_t pair = val(a[0]).items[k];
         if ((kind(pair) != Kind::Tuple && kind(pair) != Kind::List) || val(pair).items.size() != 2) {
           bad("{} takes (key, value) pairs", name);
         }
-        const std::vector<uint32_t> kv = val(pair).items;
-        contain(d, kv[0]);
-        contain(d, kv[1]);
+        const uint32_t key = val(pair).items[0], value = val(pair).items[1];
+        contain(d, key);
+        contain(d, value);
       }
       return d;
     }
@@ -96,7 +101,9 @@ uint32_t Machine::call(uint32_t callable, uint32_t args) {
       if (a.size() > 1) bad("{} takes at most one argument, got {}", name, a.size());
       if (a.empty()) return make(r == Role::Tuple ? Kind::Tuple : Kind::List);
       if (kind(a[0]) != Kind::Tuple && kind(a[0]) != Kind::List) bad("{} takes a tuple or a list", name);
-      return container(r == Role::Tuple ? Kind::Tuple : Kind::List, val(a[0]).items);
+      const uint32_t c = make(r == Role::Tuple ? Kind::Tuple : Kind::List);
+      for (size_t k = 0; k < val(a[0]).items.size(); ++k) contain(c, val(a[0]).items[k]);
+      return c;
     }
     case Role::Parameter:
       if (a.size() < 3 || a.size() > 4 || kind(a[0]) != Kind::Tensor) {
@@ -120,14 +127,15 @@ uint32_t Machine::call(uint32_t callable, uint32_t args) {
     case Role::Storage:
       break;
   }
-  bad("{} is a storage type: it appears only inside a persistent id, never called", name);
+  bad("{} is a storage type: it appears only inside a persistent id, never called", printable(name));
 }
 
 // BINPERSID: torch.save's ('storage', storage_type, key, location, numel).
 uint32_t Machine::persistent(uint32_t pid) {
   if (kind(pid) != Kind::Tuple) bad("persistent id must be a tuple, got {}", kind_name(kind(pid)));
+  if (val(pid).items.size() != 5) bad("persistent id is not ('storage', type, key, location, numel)");
   const std::vector<uint32_t> t = val(pid).items;
-  if (t.size() != 5 || kind(t[0]) != Kind::String || val(t[0]).s != "storage") {
+  if (kind(t[0]) != Kind::String || val(t[0]).s != "storage") {
     bad("persistent id is not ('storage', type, key, location, numel)");
   }
   if (kind(t[1]) != Kind::Global || role(t[1]) != Role::Storage) bad("persistent id's storage type is not a storage");
@@ -137,7 +145,7 @@ uint32_t Machine::persistent(uint32_t pid) {
   s.s = text(t[2], "storage key");
   text(t[3], "storage location");
   s.numel = integer(t[4], "storage numel");
-  if (s.numel < 0) bad("storage '{}' has a negative size {}", s.s, s.numel);
+  if (s.numel < 0) bad("storage '{}' has a negative size {}", printable(s.s), s.numel);
   return make(std::move(s));
 }
 

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/printable.h"
 #include "io/torch_pickle.h"
 
 namespace vit::io::pickle::detail {
@@ -17,13 +19,19 @@ inline constexpr size_t kMaxPickleBytes = 512ull << 20;
 inline constexpr size_t kMaxValues = 4'000'000;
 inline constexpr uint16_t kMaxDepth = 1000;
 inline constexpr size_t kMaxDims = 16;
+inline constexpr uint64_t kMemoEntryBytes = 64;  // a memo entry: a hash node and its bucket
+inline constexpr size_t kMaxArguments = 7;       // the most a call of an allowed global takes
 
 // What an allowed global is (the allow-list is in torch_pickle_globals.cpp).
 enum class Role { Dict, Tensor, Parameter, Tuple, List, Storage, Opaque };
 
 class Machine {
  public:
-  Machine(const char* data, size_t size, const std::string& name) : p_(data), size_(size), name_(name) {}
+  Machine(const char* data, size_t size, const std::string& name, uint64_t file_bytes)
+      : p_(data), size_(size), name_(name), file_bytes_(file_bytes) {
+    budget_ =
+        file_bytes > (UINT64_MAX - kMemoryFloor) / kMemoryRatio ? UINT64_MAX : kMemoryFloor + kMemoryRatio * file_bytes;
+  }
 
   Pickle run();
 
@@ -67,8 +75,19 @@ class Machine {
     return std::string(start, n);
   }
 
+  // Counts `bytes` more of what the pickle builds against the budget (see torch_pickle.h).
+  void charge(uint64_t bytes) {
+    if (bytes > budget_ - spent_) {
+      bad("what the pickle builds exceeds its memory budget of {} bytes ({} MiB + {} x the {}-byte file it came "
+          "from; a state dict needs a small part of that)",
+          budget_, kMemoryFloor >> 20, kMemoryRatio, file_bytes_);
+    }
+    spent_ += bytes;
+  }
   uint32_t make(Value v) {
     if (out_.values.size() >= kMaxValues) bad("more than {} values (a state dict needs far fewer)", kMaxValues);
+    charge(sizeof(Value) + sizeof(uint16_t) + v.s.size() + v.storage_type.size() + 4 * v.items.size() +
+           8 * (v.size.size() + v.stride.size()));
     out_.values.push_back(std::move(v));
     depth_.push_back(0);
     return static_cast<uint32_t>(out_.values.size() - 1);
@@ -106,8 +125,10 @@ class Machine {
     const uint16_t d = static_cast<uint16_t>(std::min<int>(depth_[item] + 1, kMaxDepth + 1));
     if (d > kMaxDepth) bad("containers nested more than {} deep", kMaxDepth);
     depth_[c] = std::max(depth_[c], d);
+    charge(sizeof(uint32_t));
     val(c).items.push_back(item);
   }
+  // (items: a copy, never an arena value's own items, which make() may move.)
   uint32_t container(Kind kind, const std::vector<uint32_t>& items) {
     const uint32_t c = make(kind);
     for (uint32_t item : items) contain(c, item);
@@ -117,12 +138,15 @@ class Machine {
     Value v;
     v.kind = kind;
     const char* at = take(n);
+    if (n > budget_ - spent_) charge(n);  // refused before it is copied
     v.s.assign(at, n);
     return make(std::move(v));
   }
   void memo_put(uint64_t index) {
-    if (memo_.size() >= kMaxValues && !memo_.count(index)) bad("more than {} memo entries", kMaxValues);
-    memo_[index] = top();
+    const auto [it, fresh] = memo_.try_emplace(index, 0);
+    if (fresh && memo_.size() > kMaxValues) bad("more than {} memo entries", kMaxValues);
+    if (fresh) charge(kMemoEntryBytes);
+    it->second = top();
   }
   void memo_get(uint64_t index) {
     const auto it = memo_.find(index);
@@ -155,6 +179,7 @@ class Machine {
   size_t size_;
   size_t pos_ = 0, op_pos_ = 0;
   const std::string& name_;
+  uint64_t file_bytes_ = 0, budget_ = 0, spent_ = 0;
   Pickle out_;
   std::vector<uint16_t> depth_;
   std::vector<uint32_t> stack_;

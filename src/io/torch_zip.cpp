@@ -5,8 +5,11 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "core/check.h"
+#include "core/printable.h"
 #include "io/float16.h"
 #include "io/torch_pickle.h"
 #include "io/weights_file.h"
@@ -41,14 +44,27 @@ std::string describe(const Pickle& p, uint32_t index) {
   return pickle::kind_name(v.kind);
 }
 
-// Reads the storages' entries and turns tensor values into Tensors.
+// Reads the storages' entries and turns tensor values into Tensors. Each storage is made a tensor
+// once, over the elements its views reach (float32 borrowed from the archive where aligned; float16
+// / bfloat16 widened to float32, integers to int64, once), and every tensor is a view of it (offset,
+// size, stride), as torch.load gives them: forty keys naming one storage cost that storage once,
+// never forty copies. Weights that share a storage alias, as in PyTorch; a model's parameters do
+// not (nn::Module::load_state_dict shares a storage with one parameter only).
 class TensorBuilder {
  public:
   TensorBuilder(const ZipArchive& zip, const std::string& prefix, const Pickle& p)
       : zip_(zip), prefix_(prefix), p_(p) {}
 
-  // How many tensors view each storage key (those seen more than once are copied, never borrowed).
-  void count(uint32_t tensor) { ++users_[p_.at(p_.at(tensor).items[0]).s]; }
+  // Checks a tensor's view and records the elements it reaches and that it uses its storage, before
+  // any is built.
+  void plan(const std::string& name, uint32_t tensor) {
+    const View v = check_view(name, tensor);
+    Use& use = uses_[v.use_key()];
+    ++use.users;
+    if (v.numel == 0) return;
+    use.lo = std::min(use.lo, v.offset);
+    use.hi = std::max(use.hi, v.last);
+  }
 
   // name: the key as stored (for messages); scanned_as: when not empty, a float32 tensor that is its
   // whole storage is searched for NaN/Inf under this name while its bytes are read for their CRC
@@ -56,21 +72,20 @@ class TensorBuilder {
   Tensor build(const std::string& name, uint32_t tensor, const std::string& scanned_as = "",
                ContentScan* prescan = nullptr, std::vector<std::string>* prescanned = nullptr) {
     const View v = check_view(name, tensor);
+    const Use& use = uses_.at(v.use_key());
+    if (v.numel == 0) return Tensor::empty(v.shape, widened(v.dtype));
     ZipArchive::BlockVisitor visit;
     std::mutex found;
     const bool whole = v.dtype == "F32" && v.contiguous && v.offset == 0 && v.numel == v.storage_numel &&
-                       users_[v.storage] == 1 && !read_.count(v.entry->name) && prescan != nullptr &&
-                       !scanned_as.empty();
+                       use.users == 1 && !read_.count(v.entry->name) && prescan != nullptr && !scanned_as.empty();
     if (whole) {
-      visit = prescan_visitor(scanned_as, *prescan, found);
+      visit = prescan_visitor(scanned_as, v.numel, *prescan, found);
       prescanned->push_back(scanned_as);
     }
     const ZipBytes& bytes = entry_bytes(*v.entry, visit);
-    const char* base = bytes.data + static_cast<uint64_t>(v.offset) * v.element;
-    if (v.dtype == "F32" && v.contiguous && users_[v.storage] == 1 && reinterpret_cast<uintptr_t>(base) % 8 == 0) {
-      return Tensor::from_blob(const_cast<char*>(base), v.shape, DType::F32, bytes.owner, bytes.mapped);
-    }
-    return gather(v, bytes.data);
+    auto it = storages_.find(v.use_key());
+    if (it == storages_.end()) it = storages_.emplace(v.use_key(), storage_tensor(v, use, bytes)).first;
+    return it->second.as_strided(v.shape, v.stride, v.offset - use.lo);
   }
 
  private:
@@ -81,14 +96,43 @@ class TensorBuilder {
     size_t element = 0;          // bytes per element
     const ZipEntry* entry = nullptr;
     int64_t storage_numel = 0, offset = 0, numel = 0;
+    int64_t last = 0;  // the last element it reaches (numel > 0)
     Shape shape, stride;
     bool contiguous = true;
+    // A storage as typed by a persistent id (one key could be named with two types).
+    std::string use_key() const { return storage + '\0' + dtype; }
   };
+  // How a storage is used: by how many tensors, and the elements [lo, hi] their views reach.
+  struct Use {
+    int users = 0;
+    int64_t lo = INT64_MAX, hi = -1;
+  };
+
+  static DType widened(const std::string& dtype) {
+    if (dtype == "F32" || dtype == "F16" || dtype == "BF16") return DType::F32;
+    return dtype == "F64" ? DType::F64 : DType::I64;
+  }
+
+  // A storage's elements [use.lo, use.hi] as one tensor: borrowed from the archive (float32, where
+  // aligned), else converted once.
+  static Tensor storage_tensor(const View& v, const Use& use, const ZipBytes& bytes) {
+    const char* first = bytes.data + static_cast<uint64_t>(use.lo) * v.element;
+    const Shape elements = {use.hi - use.lo + 1};
+    if (v.dtype == "F32" && reinterpret_cast<uintptr_t>(first) % 8 == 0) {
+      return Tensor::from_blob(const_cast<char*>(first), elements, DType::F32, bytes.owner, bytes.mapped);
+    }
+    View all = v;
+    all.offset = use.lo;
+    all.shape = elements;
+    all.stride = {1};
+    all.numel = elements[0];
+    return gather(all, bytes.data);
+  }
 
   View check_view(const std::string& name, uint32_t tensor) const {
     const Value& t = p_.at(tensor);
     const Value& s = p_.at(t.items[0]);
-    const std::string where = fmt::format("{}: tensor '{}'", zip_.name(), name);
+    const std::string where = fmt::format("{}: tensor '{}'", zip_.name(), printable(name));
     View v;
     v.storage = s.s;
     v.storage_numel = s.numel;
@@ -98,13 +142,13 @@ class TensorBuilder {
     VIT_CHECK(pickle::storage_element(s.storage_type, v.dtype, v.element), "pytorch", "{}: storage type {} is not read",
               where, s.storage_type);
     v.entry = zip_.find(prefix_ + "data/" + s.s);
-    VIT_CHECK(v.entry != nullptr, "pytorch", "{}: its storage '{}' has no entry {}data/{} in the archive", where, s.s,
-              prefix_, s.s);
+    VIT_CHECK(v.entry != nullptr, "pytorch", "{}: its storage '{}' has no entry {}data/{} in the archive", where,
+              printable(s.s), printable(prefix_), printable(s.s));
     uint64_t storage_bytes = 0;
     VIT_CHECK(!__builtin_mul_overflow(static_cast<uint64_t>(s.numel), v.element, &storage_bytes) &&
                   storage_bytes <= v.entry->size,
               "pytorch", "{}: its storage '{}' claims {} elements of {} bytes, but its entry holds {} bytes", where,
-              s.s, s.numel, v.element, v.entry->size);
+              printable(s.s), s.numel, v.element, v.entry->size);
     check_bounds(where, v);
     for (int64_t d = static_cast<int64_t>(v.shape.size()) - 1, expect = 1; d >= 0; --d) {
       if (v.shape[d] != 1 && v.stride[d] != expect) v.contiguous = false;
@@ -139,16 +183,20 @@ class TensorBuilder {
     VIT_CHECK(last < static_cast<uint64_t>(v.storage_numel), "pytorch",
               "{}: the view (offset {}, size {}, stride {}) reaches element {} of a {}-element storage", where,
               v.offset, shape_str(v.shape), shape_str(v.stride), last, v.storage_numel);
+    v.last = static_cast<int64_t>(last);
   }
 
   // Searches each block of a float32 storage for NaN/Inf as the archive reads it (concurrently, for
-  // different blocks), keeping the first one found in the tensor that comes first.
-  static ZipArchive::BlockVisitor prescan_visitor(const std::string& scanned_as, ContentScan& prescan,
+  // different blocks), keeping the first one found in the tensor that comes first. Only the tensor's
+  // numel elements: bytes of the entry past them are no element of it.
+  static ZipArchive::BlockVisitor prescan_visitor(const std::string& scanned_as, int64_t numel, ContentScan& prescan,
                                                   std::mutex& found) {
-    return [&scanned_as, &prescan, &found](const char* block, uint64_t offset, uint64_t size) {
+    return [&scanned_as, numel, &prescan, &found](const char* block, uint64_t offset, uint64_t size) {
       ContentScan local;
-      scan_floats(block - offset, static_cast<int64_t>(offset / 4), static_cast<int64_t>((offset + size) / 4), "F32",
-                  scanned_as, local);
+      const auto first = static_cast<int64_t>(offset / 4);
+      const int64_t last = std::min(numel, static_cast<int64_t>((offset + size) / 4));
+      if (first >= last) return;
+      scan_floats(block - offset, first, last, "F32", scanned_as, local);
       if (local.nonfinite_count == 0) return;
       std::lock_guard lock(found);
       if (prescan.nonfinite_count == 0 ||
@@ -164,8 +212,7 @@ class TensorBuilder {
   // A copy of the view in row-major order (an odometer over the dimensions), converted to float32
   // (from float16 / bfloat16), float64 or int64.
   static Tensor gather(const View& v, const char* storage) {
-    const bool floating = v.dtype == "F32" || v.dtype == "F16" || v.dtype == "BF16";
-    Tensor out = Tensor::empty(v.shape, floating ? DType::F32 : (v.dtype == "F64" ? DType::F64 : DType::I64));
+    Tensor out = Tensor::empty(v.shape, widened(v.dtype));
     if (v.numel == 0) return out;
     const size_t nd = v.shape.size();
     std::vector<int64_t> index(nd, 0);
@@ -221,8 +268,9 @@ class TensorBuilder {
   const ZipArchive& zip_;
   std::string prefix_;
   const Pickle& p_;
-  std::map<std::string, int> users_;
-  std::map<std::string, ZipBytes> read_;
+  std::unordered_map<std::string, Use> uses_;
+  std::unordered_map<std::string, Tensor> storages_;
+  std::unordered_map<std::string, ZipBytes> read_;
 };
 
 std::string common_prefix_to_strip(const std::vector<std::pair<std::string, uint32_t>>& entries) {
@@ -237,19 +285,20 @@ std::string common_prefix_to_strip(const std::vector<std::pair<std::string, uint
   return "";
 }
 
+// A state dict's (key, tensor) entries in order; a key set again keeps its place and takes the
+// later value, as in Python (one hash lookup per key).
 std::vector<std::pair<std::string, uint32_t>> dict_entries(const Pickle& p, uint32_t dict) {
   std::vector<std::pair<std::string, uint32_t>> out;
   const Value& v = p.at(dict);
-  std::set<std::string> seen;
+  std::unordered_map<std::string_view, size_t> at;  // key -> its place in out
   for (size_t k = 0; k + 1 < v.items.size(); k += 2) {
     const std::string& key = p.at(v.items[k]).s;
-    if (!seen.insert(key).second) {  // a later SETITEM replaces the value, as in Python
-      for (auto& e : out) {
-        if (e.first == key) e.second = v.items[k + 1];
-      }
-      continue;
+    const auto [it, fresh] = at.emplace(key, out.size());
+    if (fresh) {
+      out.emplace_back(key, v.items[k + 1]);
+    } else {
+      out[it->second].second = v.items[k + 1];
     }
-    out.emplace_back(key, v.items[k + 1]);
   }
   return out;
 }
@@ -269,7 +318,8 @@ std::string find_data_pkl(const ZipArchive& zip) {
   for (const ZipEntry& e : zip.entries()) {
     const size_t slash = e.name.find('/');
     if (slash != std::string::npos && e.name.compare(slash, std::string::npos, "/data.pkl") == 0) {
-      VIT_CHECK(pkl.empty(), "pytorch", "{}: two pickles ({} and {}): not one torch.save file", name, pkl, e.name);
+      VIT_CHECK(pkl.empty(), "pytorch", "{}: two pickles ({} and {}): not one torch.save file", name, printable(pkl),
+                printable(e.name));
       pkl = e.name;
     }
   }
@@ -282,7 +332,7 @@ void check_byte_order(const ZipArchive& zip, const std::string& prefix) {
   if (const ZipEntry* order = zip.find(prefix + "byteorder")) {
     const ZipBytes b = zip.read(*order);
     VIT_CHECK(std::string(b.data, b.size) == "little", "pytorch", "{}: byte order '{}' (little-endian files are read)",
-              zip.name(), std::string(b.data, std::min<uint64_t>(b.size, 16)));
+              zip.name(), printable(std::string(b.data, std::min<uint64_t>(b.size, 16))));
   }
 }
 
@@ -315,7 +365,8 @@ StateDicts find_state_dicts(const Pickle& p, WeightsFile& file) {
       for (const auto& [k, v] : entries) {
         if (k != wanted) continue;
         VIT_CHECK(is_state_dict(p, v), "pytorch",
-                  "{}: entry '{}' is a {}, not a state dict (a dict of tensors by name)", name, k, describe(p, v));
+                  "{}: entry '{}' is a {}, not a state dict (a dict of tensors by name)", name, printable(k),
+                  describe(p, v));
         index = v;
         key = k;
         return true;
@@ -327,7 +378,7 @@ StateDicts find_state_dicts(const Pickle& p, WeightsFile& file) {
   found.have_ema = pick(kEmaKeys, found.ema, file.torch.ema_key);
   for (const auto& [k, v] : entries) {
     if (k != file.torch.weights_key && k != file.torch.ema_key)
-      file.torch.skipped.push_back(fmt::format("{} ({})", k, describe(p, v)));
+      file.torch.skipped.push_back(fmt::format("{} ({})", printable(k), describe(p, v)));
   }
   if (!have_weights && found.have_ema) {  // a file of EMA weights only: they are its weights
     found.weights = found.ema;
@@ -339,7 +390,7 @@ StateDicts find_state_dicts(const Pickle& p, WeightsFile& file) {
   VIT_CHECK(have_weights, "pytorch",
             "{}: no state dict in this file (looked at the top level and the entries state_dict, model, module, "
             "model_state_dict, model_state, state_dict_ema, model_ema; it holds {})",
-            name, entries.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(file.torch.skipped, ", ")));
+            name, entries.empty() ? std::string("nothing") : short_list(file.torch.skipped));
   return found;
 }
 
@@ -350,8 +401,8 @@ void build_tensors(const ZipArchive& zip, const std::string& prefix, const Pickl
   TensorBuilder builder(zip, prefix, p);
   const auto weight_entries = dict_entries(p, dicts.weights);
   const auto ema_entries = dicts.have_ema ? dict_entries(p, dicts.ema) : decltype(weight_entries){};
-  for (const auto& e : weight_entries) builder.count(e.second);
-  for (const auto& e : ema_entries) builder.count(e.second);
+  for (const auto& [key, tensor] : weight_entries) builder.plan(key, tensor);
+  for (const auto& [key, tensor] : ema_entries) builder.plan(key, tensor);
   file.torch.stripped_prefix = common_prefix_to_strip(weight_entries);
   for (const auto& [key, tensor] : weight_entries) {
     const std::string stripped = key.substr(file.torch.stripped_prefix.size());
@@ -371,7 +422,8 @@ WeightsFile read_torch_zip(const ZipArchive& zip) {
   const std::string prefix = pkl.substr(0, pkl.size() - 8);  // "<archive>/"
   check_byte_order(zip, prefix);
   const ZipBytes pkl_bytes = zip.read(*zip.find(pkl));
-  const Pickle p = pickle::parse(pkl_bytes.data, pkl_bytes.size, fmt::format("{}: {}", zip.name(), pkl));
+  const Pickle p = pickle::parse(pkl_bytes.data, pkl_bytes.size, fmt::format("{}: {}", zip.name(), printable(pkl)),
+                                 zip.archive_size());
   WeightsFile file;
   file.path = zip.name();
   file.format = WeightsFormat::TorchZip;

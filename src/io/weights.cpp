@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/printable.h"
 
 namespace vit::io {
 
@@ -27,7 +28,7 @@ const Tensor& WeightsFile::get(const std::string& name) const {
   for (const auto& [key, t] : tensors) {
     if (key == name) return t;
   }
-  fail("safetensors", "{}: no tensor '{}'", path, name);
+  fail("safetensors", "{}: no tensor '{}'", path, printable(name));
 }
 
 }  // namespace vit::io

@@ -2,7 +2,10 @@
 // zlib's minizip (Debian's libminizip) over memory: the archive is memory-mapped once, minizip
 // walks its central directory and checks each local header, and we add what a reader of files
 // from strangers needs on top:
-//   - entry names: no empty, absolute ("/x"), backslash or ".." names, no name twice;
+//   - entry names: no empty, absolute ("/x"), backslash or ".." names, no name twice; each
+//     entry's local header must agree with the central directory (name, method, sizes and CRC,
+//     as Python's zipfile checks the name), and no entry's bytes may overlap another's: an entry
+//     never reads another entry's bytes;
 //   - methods: stored or deflated only, no encryption;
 //   - stored entries are returned in place (a view into the mapping: no copy) once their bytes
 //     lie inside the archive and match their recorded CRC-32;
@@ -10,13 +13,15 @@
 //     (kInflateFloorBytes + kInflateRatio x the archive's size): a declared size over the budget
 //     is refused before anything is allocated, and an entry that inflates to more than it
 //     declares is refused as soon as it does (a zip bomb costs nothing but its own file size).
-// Errors: vit::Error "[zip] NAME: what is wrong" (NAME: the path, then ": entry" where it helps).
+// Errors: vit::Error "[zip] NAME: what is wrong" (NAME: the path, then ": entry" where it helps;
+// entry names as core/printable.h shows them). Finding an entry by name is a hash lookup.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace vit::io {
@@ -29,8 +34,9 @@ struct ZipEntry {
   uint64_t size = 0;             // uncompressed, as the central directory records it
   uint64_t compressed_size = 0;  // as stored
   uint32_t crc = 0;
-  bool deflated = false;     // else stored
-  uint64_t data_offset = 0;  // where the (compressed) bytes start in the archive
+  bool deflated = false;       // else stored
+  uint64_t data_offset = 0;    // where the (compressed) bytes start in the archive
+  uint64_t header_offset = 0;  // where its local header starts
 };
 
 // An entry's bytes: `data` stays valid while `owner` lives. mapped: a view into the archive's
@@ -62,13 +68,17 @@ class ZipArchive {
  private:
   ZipArchive() = default;
   void scan();
+  ZipEntry current_entry(void* zip, uint64_t index);  // zip: minizip's unzFile
+  void check_local_header(ZipEntry& e, uint64_t extra_bytes);
+  void check_no_overlap() const;
   std::string name_;
   std::shared_ptr<void> owner_;
   const char* base_ = nullptr;
   uint64_t size_ = 0;
   bool mapped_ = false;
   std::vector<ZipEntry> entries_;
-  std::shared_ptr<uint64_t> inflated_;  // bytes inflated so far (shared by copies of the archive)
+  std::unordered_map<std::string, size_t> index_;  // entry name -> its place in entries_
+  std::shared_ptr<uint64_t> inflated_;             // bytes inflated so far (shared by copies of the archive)
 };
 
 // True when the bytes start like a zip archive (a local file header, or an empty archive's end record).

@@ -2,6 +2,9 @@
 #include "nn/module.h"
 
 #include <set>
+#include <unordered_set>
+
+#include "core/printable.h"
 
 namespace vit::nn {
 
@@ -68,11 +71,20 @@ StateDict Module::state_dict() const {
   return out;
 }
 
+namespace {
+
+// Where the memory block a tensor views starts: the same for every view of one storage.
+const void* storage_start(const Tensor& t) {
+  return static_cast<const char*>(t.raw_data()) - t.offset() * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+
+}  // namespace
+
 LoadResult Module::load_state_dict(const StateDict& state, bool strict, bool share) {
   LoadResult result;
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state) {
-    VIT_CHECK(!given.count(name), "load_state_dict", "key '{}' appears twice", name);
+    VIT_CHECK(!given.count(name), "load_state_dict", "key '{}' appears twice", printable(name));
     given[name] = &t;
   }
   std::set<std::string> used;
@@ -84,27 +96,30 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict, bool sha
       continue;
     }
     used.insert(name);
-    VIT_CHECK(it->second->shape() == p.shape(), "load_state_dict", "'{}': expected shape {}, got {}", name,
+    VIT_CHECK(it->second->shape() == p.shape(), "load_state_dict", "'{}': expected shape {}, got {}", printable(name),
               shape_str(p.shape()), shape_str(it->second->shape()));
     // Values convert between float types; int8 (quantized) values mean nothing without their
     // scales, so they load only into a parameter already made int8 (checkpoint/int8_format.h).
     VIT_CHECK((it->second->dtype() == DType::I8) == (p.data().dtype() == DType::I8), "load_state_dict",
-              "'{}': a {} tensor for a {} parameter", name, dtype_name(it->second->dtype()),
+              "'{}': a {} tensor for a {} parameter", printable(name), dtype_name(it->second->dtype()),
               dtype_name(p.data().dtype()));
   }
   for (const auto& [name, _] : state) {
     if (!used.count(name)) result.unexpected_keys.push_back(name);
   }
   if (strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty())) {
-    fail("load_state_dict", "missing keys [{}]; unexpected keys [{}]", fmt::join(result.missing_keys, ", "),
-         fmt::join(result.unexpected_keys, ", "));
+    fail("load_state_dict", "missing keys [{}]; unexpected keys [{}]", printable_list(result.missing_keys),
+         printable_list(result.unexpected_keys));
   }
-  // All checks passed: only now copy, so a failed load changes nothing.
+  // All checks passed: only now copy, so a failed load changes nothing. A storage is shared with one
+  // parameter at most: tensors of a file that view one storage (torch.save keeps such views) become
+  // parameters of their own, so training one never changes another.
+  std::unordered_set<const void*> shared;
   for (const auto& [name, p] : params) {
     auto it = given.find(name);
     if (it != given.end()) {
       const Tensor& src = *it->second;
-      if (share && src.dtype() == p.data().dtype() && src.is_contiguous()) {
+      if (share && src.dtype() == p.data().dtype() && src.is_contiguous() && shared.insert(storage_start(src)).second) {
         p.node()->data = src;
       } else {
         Tensor dst = p.data();

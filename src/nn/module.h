@@ -55,8 +55,10 @@ class Module {
   // Copies values into the parameters (so optimisers holding them see the change). Shapes must
   // match exactly; strict refuses missing and unexpected keys with an error listing them.
   // share: a float32-into-float32 contiguous value becomes the parameter's storage instead of
-  // being copied (for inference on memory-mapped weights: no copy, no extra memory). Only for
-  // models nobody else holds parameter references to (no optimiser yet).
+  // being copied (for inference on memory-mapped weights: no copy, no extra memory), once per
+  // storage: values that view one storage are copied for every parameter after the first, so no
+  // two parameters alias. Only for models nobody else holds parameter references to (no optimiser
+  // yet).
   LoadResult load_state_dict(const StateDict& state, bool strict = true, bool share = false);
 
  protected:

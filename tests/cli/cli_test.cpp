@@ -147,7 +147,7 @@ TEST_F(Cli, BenchReportsLatencyThroughputAndMemory) {
   ASSERT_EQ(graph.exit_code, 0) << graph.out;
   EXPECT_EQ(nlohmann::json::parse(graph.out)["mode"], "inference-graph");
   expect_error(vit("bench --checkpoint " + dir_->file("missing.safetensors")),
-               "[safetensors] " + dir_->file("missing.safetensors") + ": cannot open");
+               "[file] " + dir_->file("missing.safetensors") + ": cannot open (No such file or directory)");
   expect_error(vit("bench --preset nope"), "[vit_config] unknown preset 'nope'");
 }
 
@@ -197,7 +197,7 @@ TEST_F(Cli, QuantizeThenPredictEvalBenchInfoAttention) {
   expect_error(vit("quantize --checkpoint " + f32 + " --out " + dir_->path() + " --overwrite"),
                "[quantize] --out " + dir_->path() + " is a directory");
   expect_error(vit("quantize --checkpoint " + dir_->file("missing.safetensors") + " --out " + dir_->file("x")),
-               "[safetensors] " + dir_->file("missing.safetensors"));
+               "[file] " + dir_->file("missing.safetensors"));
   EXPECT_FALSE(std::filesystem::exists(dir_->file("x")));
   // Training on from an int8 file is refused (it is for inference).
   std::filesystem::create_directories(dir_->file("q_run"));
@@ -225,7 +225,7 @@ TEST_F(Cli, BadInputsGiveOneClearErrorLine) {
   expect_error(vit("train --image-size 30 --patch-size 7 --data " + dir_->file("data")),
                "[vit_config] image_size 30 is not divisible by patch_size 7");
   expect_error(vit("eval --checkpoint " + dir_->file("missing.safetensors")),
-               "[safetensors] " + dir_->file("missing.safetensors") + ": cannot open");
+               "[file] " + dir_->file("missing.safetensors") + ": cannot open (No such file or directory)");
   // A corrupt IDX file names the file.
   std::filesystem::create_directories(dir_->file("bad"));
   std::filesystem::copy(dir_->file("data/t10k-labels-idx1-ubyte"), dir_->file("bad/train-labels-idx1-ubyte"));

@@ -115,8 +115,9 @@ TEST_F(HostileCheckpointCli, NonFiniteWeightsNeedAllowNonfinite) {
 
 TEST_F(HostileCheckpointCli, OtherFilesAndGuessedHeads) {
   data::write_png(dir_->file("photo.png"), data::Image{1, 28, 28, std::vector<uint8_t>(784, 128)});
-  expect_error(predict(dir_->file("photo.png")),
-               "[safetensors] " + dir_->file("photo.png") + ": not a safetensors file (it is a PNG image)");
+  expect_error(
+      predict(dir_->file("photo.png")),
+      "[file] " + dir_->file("photo.png") + ": not a file vit reads (it is a PNG image); vit reads safetensors");
   // timm weights 48 wide: no standard head count for that width.
   const std::string timm = std::string(VIT_GOLDEN_DIR) + "/layouts/timm.safetensors";
   const std::string input = dir_->file("rgb.npy");

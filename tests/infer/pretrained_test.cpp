@@ -148,7 +148,8 @@ TEST(BadCheckpoints, MissingUnexpectedWrongShapeNotAViT) {
   io::save_safetensors(dir.file("notvit.safetensors"), {{"weight", Tensor::zeros({2, 2})}});
   EXPECT_NE(error_of(dir.file("notvit.safetensors")).find("not a ViT checkpoint of a known layout"), std::string::npos);
   testing::write_bytes(dir.file("garbage.safetensors"), {1, 2, 3, 4, 5, 6, 7, 8, 9});
-  EXPECT_NE(error_of(dir.file("garbage.safetensors")).find("[safetensors] " + dir.file("garbage.safetensors")),
+  EXPECT_NE(error_of(dir.file("garbage.safetensors"))
+                .find("[file] " + dir.file("garbage.safetensors") + ": not a file vit reads"),
             std::string::npos);
   EXPECT_NE(error_of(dir.file("none.safetensors")).find("cannot open"), std::string::npos);
 }

@@ -162,6 +162,71 @@ TEST(TorchPickle, SharedAndCyclicContainersCostNothing) {
   EXPECT_EQ(list.items[0], out.root);
 }
 
+// A list of n items (memo 0), then `calls` x module.name(list): each call copies the n items.
+std::string amplifying_pickle(int n, int calls, const std::string& module, const std::string& name) {
+  Bytes p;
+  p.proto().op(']').op('q').op('\x00').op('(').i1(0);
+  p.b.append(static_cast<size_t>(n) - 1, '2');  // DUP
+  p.op('e').global(module, name).op('q').op('\x01').op('0');
+  for (int i = 0; i < calls; ++i) p.op('h').op('\x01').op('h').op('\x00').op('\x85').op('R').op('0');
+  return p.stop().b;
+}
+
+TEST(TorchPickle, CallsThatCopyAListStopAtTheMemoryBudget) {
+  // A 1M-item list made into a torch.Size, a set or a frozenset 2000 times: 8 GB of items for a
+  // pickle of 1 MB, as if from a 4 KB file (a deflated pickle). The budget (kMemoryFloor + kMemoryRatio
+  // x the file) stops it after a few calls.
+  for (const auto& [module, name] : std::vector<std::pair<std::string, std::string>>{
+           {"torch", "Size"}, {"builtins", "set"}, {"builtins", "frozenset"}}) {
+    const std::string bytes = amplifying_pickle(1 << 20, 2000, module, name);
+    std::string e;
+    try {
+      parse(bytes.data(), bytes.size(), "t.pkl", 4096);
+    } catch (const Error& error) {
+      e = error.what();
+    }
+    EXPECT_NE(e.find("[pickle] t.pkl: byte "), std::string::npos) << e;
+    EXPECT_NE(e.find("exceeds its memory budget of 67633152 bytes (64 MiB + 128 x the 4096-byte file"),
+              std::string::npos)
+        << e;
+  }
+  // OrderedDict(list of pairs): the same list of 1M (key, value) pairs, twice its items per call.
+  Bytes pairs;
+  pairs.proto().op(']').op('q').op('\x00').op('(').i1(0).i1(1).op('\x86');
+  pairs.b.append((1 << 20) - 1, '2');
+  pairs.op('e').global("collections", "OrderedDict").op('q').op('\x01').op('0');
+  for (int i = 0; i < 2000; ++i) pairs.op('h').op('\x01').op('h').op('\x00').op('\x85').op('R').op('0');
+  pairs.stop();
+  std::string e;
+  try {
+    parse(pairs.b.data(), pairs.b.size(), "t.pkl", 4096);
+  } catch (const Error& error) {
+    e = error.what();
+  }
+  EXPECT_NE(e.find("exceeds its memory budget"), std::string::npos) << e;
+  // The same pickle as its own file (1 MB: a budget of 192 MiB) still stops; a real state dict's
+  // pickle (torch.save stores it uncompressed) is far inside its budget.
+  const std::string own = amplifying_pickle(1 << 20, 2000, "torch", "Size");
+  EXPECT_NE(error_of(own).find("exceeds its memory budget"), std::string::npos);
+  const std::string small = amplifying_pickle(1000, 10, "torch", "Size");
+  EXPECT_EQ(error_of(small), "");
+}
+
+TEST(TorchPickle, ManySmallValuesStopAtTheMemoryBudget) {
+  // 3.9M Nones in a list (under the 4M-value cap; 700 MB of values), as from a 4 KB file.
+  Bytes p;
+  p.proto().op(']').op('(');
+  p.b.append(3'900'000, 'N');
+  p.op('e').stop();
+  std::string e;
+  try {
+    parse(p.b.data(), p.b.size(), "t.pkl", 4096);
+  } catch (const Error& error) {
+    e = error.what();
+  }
+  EXPECT_NE(e.find("exceeds its memory budget"), std::string::npos) << e;
+}
+
 TEST(TorchPickle, OpaqueDataClassesAreReadButNeverBuilt) {
   // args = argparse.Namespace(lr=0.1): NEWOBJ + BUILD; kept as an object naming its class.
   Bytes p;

@@ -308,7 +308,7 @@ TEST(Serve, BadFlagsAndBusyPortsAreRefusedByName) {
   testing::expect_error(testing::vit("serve --checkpoint " + kTimm + " --heads 4 --host not.an.address --port 0"),
                         "[serve] cannot listen on not.an.address");
   testing::expect_error(testing::vit("serve --checkpoint " + dir.file("none.safetensors")),
-                        "[serve] model 'none' (" + dir.file("none.safetensors") + ") does not load: [safetensors] " +
+                        "[serve] model 'none' (" + dir.file("none.safetensors") + ") does not load: [file] " +
                             dir.file("none.safetensors"));
 }
 

@@ -59,9 +59,16 @@ int64_t block_count(const NamedTensors& w, const std::string& source) {
   return depth;
 }
 
+// Whether some blocks.{i}.{key} with i < depth is there: one pass over the keys (a lookup per
+// block would scan them depth times).
 bool in_any_block(const NamedTensors& w, int64_t depth, const std::string& key) {
-  for (int64_t i = 0; i < depth; ++i) {
-    if (find(w, fmt::format("blocks.{}.{}", i, key)) != nullptr) return true;
+  for (const auto& [name, t] : w) {
+    if (name.rfind("blocks.", 0) != 0 || name.size() <= key.size() + 8) continue;
+    const size_t dot = name.size() - key.size() - 1;
+    if (name[dot] != '.' || name.compare(dot + 1, std::string::npos, key) != 0) continue;
+    const std::string digits = name.substr(7, dot - 7);
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (std::stoll(digits) < depth) return true;
   }
   return false;
 }
@@ -155,6 +162,8 @@ void read_norm_pre(const NamedTensors& w, const std::string& source, ViTConfig& 
 void read_blocks(const NamedTensors& w, const std::string& source, ViTConfig& c) {
   c.depth = block_count(w, source);
   const Tensor& fc1 = need(w, "blocks.0.mlp.fc1.weight", source);
+  VIT_CHECK(fc1.dim() == 2, "checkpoint", "{}: blocks.0.mlp.fc1.weight is {}: (mlp width, {}) is expected", source,
+            shape_str(fc1.shape()), c.dim);
   // The blocks' optional parts: any block's say the model has them, so one block without its own
   // is reported missing by name (never another block's as unexpected).
   c.mlp_layers = in_any_block(w, c.depth, "mlp.fc2.weight") ? 2 : 1;
@@ -168,8 +177,13 @@ void read_blocks(const NamedTensors& w, const std::string& source, ViTConfig& c)
 }
 
 // After the blocks: the final norm, pre-logits and the classifier head (none: a feature extractor).
-void read_head(const NamedTensors& w, ViTConfig& c) {
+void read_head(const NamedTensors& w, const std::string& source, ViTConfig& c) {
   c.final_norm = find(w, "norm.weight") != nullptr || find(w, "fc_norm.weight") != nullptr;
+  for (const char* key : {"pre_logits.fc.weight", "head.weight"}) {
+    const Tensor* t = find(w, key);
+    VIT_CHECK(t == nullptr || t->dim() == 2, "checkpoint", "{}: {} is {}: (outputs, inputs) is expected", source, key,
+              shape_str(t->shape()));
+  }
   if (const Tensor* pre = find(w, "pre_logits.fc.weight")) c.representation_size = pre->size(0);
   if (const Tensor* head = find(w, "head.weight")) {
     c.num_classes = head->size(0);
@@ -209,7 +223,7 @@ ViTConfig infer_config(const NamedTensors& w, Layout layout, int64_t num_heads, 
   read_position_table(w, source, c);
   read_norm_pre(w, source, c);
   read_blocks(w, source, c);
-  read_head(w, c);
+  read_head(w, source, c);
   read_attention_heads(w, num_heads, source, c);
   c.eps = default_eps(layout);
   c.validate();

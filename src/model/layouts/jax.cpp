@@ -24,6 +24,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "core/check.h"
 #include "model/layouts/sources.h"
@@ -33,7 +35,9 @@ namespace {
 
 class JaxReader {
  public:
-  JaxReader(const NamedTensors& tensors, const std::string& source) : tensors_(tensors), source_(source) {}
+  JaxReader(const NamedTensors& tensors, const std::string& source) : tensors_(tensors), source_(source) {
+    for (const auto& [name, t] : tensors_) index_.emplace(name, &t);  // the first of a name, as find() takes
+  }
 
   Converted convert() {
     for (const char* p : {"", "opt/target/", "params/", "params/img/"}) {
@@ -91,9 +95,14 @@ class JaxReader {
   }
 
  private:
-  bool has(const std::string& key) const { return find(tensors_, key) != nullptr; }
+  // A lookup, never a scan of the file's keys (a scan per key made 20k blocks take minutes).
+  const Tensor* find_key(const std::string& key) const {
+    const auto it = index_.find(key);
+    return it == index_.end() ? nullptr : it->second;
+  }
+  bool has(const std::string& key) const { return find_key(key) != nullptr; }
   const Tensor& get(const std::string& key) {
-    const Tensor* t = find(tensors_, key);
+    const Tensor* t = find_key(key);
     VIT_CHECK(t != nullptr, "checkpoint", "{}: a JAX checkpoint without '{}'", source_, key);
     used_.insert(key);
     return *t;
@@ -130,7 +139,12 @@ class JaxReader {
 
   void blocks() {
     if (stacked_) {
-      depth_ = get(prefix_ + "Transformer/encoderblock/LayerNorm_0/scale").size(0);
+      const std::string key = prefix_ + "Transformer/encoderblock/LayerNorm_0/scale";
+      const Tensor& scale = get(key);
+      VIT_CHECK(scale.dim() == 2, "checkpoint",
+                "{}: '{}' is {}: (depth, dim) is expected (the blocks' LayerNorm scales, stacked)", source_, key,
+                shape_str(scale.shape()));
+      depth_ = scale.size(0);
     } else {
       while (has(fmt::format("{}Transformer/encoderblock_{}/LayerNorm_0/scale", prefix_, depth_))) ++depth_;
     }
@@ -184,6 +198,7 @@ class JaxReader {
   std::string prefix_;
   bool stacked_ = false, big_vision_ = false;
   int64_t depth_ = 0;
+  std::unordered_map<std::string_view, const Tensor*> index_;
   std::set<std::string> used_;
   Converted out_;
 };

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/check.h"
+#include "core/printable.h"
 #include "model/layouts/sources.h"
 
 namespace vit::model {
@@ -58,7 +59,7 @@ Family parse_family(const std::string& name, const std::string& source, const ch
   for (const FamilyName& f : kFamilyNames) {
     if (name == f.name) return f.family;
   }
-  fail(op, "{}: family '{}' is not one of vit, deit, dinov2, clip", source, name);
+  fail(op, "{}: family '{}' is not one of vit, deit, dinov2, clip", source, printable(name));
 }
 
 const char* layout_name(Layout layout) {
@@ -115,7 +116,7 @@ Layout detect_layout(const NamedTensors& tensors, const std::string& source) {
   if (first_key.size() > 1) {
     const auto a = first_key.begin(), b = std::next(a);
     fail("checkpoint", "{}: the file mixes layouts: '{}' is a {} key, '{}' a {} key (one model, one layout)", source,
-         a->second, layout_name(a->first), b->second, layout_name(b->first));
+         printable(a->second), layout_name(a->first), printable(b->second), layout_name(b->first));
   }
   return first_key.begin()->first;
 }

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/check.h"
+#include "core/printable.h"
 #include "model/layouts/sources.h"
 
 namespace vit::model::layouts {
@@ -64,11 +65,11 @@ void stack(const Pieces& p, int64_t block, const std::string& timm, const std::s
   for (size_t i = 0; i < kPieces.size(); ++i) {
     const Tensor& part = p.tensors[i];
     VIT_CHECK(part.dim() == first.dim() && (part.dim() < 2 || part.size(1) == first.size(1)), "checkpoint",
-              "{}: '{}' {} does not fit '{}' {} (q, k and v are stacked into {})", source, p.keys[i],
-              shape_str(part.shape()), p.keys[0], shape_str(first.shape()), qkv_name);
+              "{}: '{}' {} does not fit '{}' {} (q, k and v are stacked into {})", source, printable(p.keys[i]),
+              shape_str(part.shape()), printable(p.keys[0]), shape_str(first.shape()), qkv_name);
   }
   out.weights.emplace_back(qkv_name, cat({p.tensors[0], p.tensors[1], p.tensors[2]}, 0));  // (3 x rows, ...)
-  out.source_keys[qkv_name] = fmt::format("{}", fmt::join(p.keys, " + "));
+  out.source_keys[qkv_name] = fmt::format("{}", fmt::join(p.keys, " + "));                 // printable() where quoted
 }
 
 }  // namespace
