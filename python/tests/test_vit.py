@@ -118,7 +118,7 @@ def test_images_are_decoded_and_classified_as_vit_predict_does():
 
 
 def test_errors_are_vit_errors_with_the_commands_messages():
-    with pytest.raises(vit.Error, match=r"\[file\] /nonexistent.safetensors"):
+    with pytest.raises(vit.Error, match=r"\[file\] /nonexistent.safetensors: cannot open \(No such file"):
         vit.load("/nonexistent.safetensors")
     with pytest.raises(vit.Error, match="pass --heads"):
         vit.load(TIMM)  # width 48: the head count cannot be guessed

@@ -40,10 +40,7 @@ std::string printable(std::string_view name, size_t max_bytes) {
     const size_t n = utf8_length(name, i);
     const bool c1 = n == 2 && c == 0xc2 && static_cast<unsigned char>(name[i + 1]) < 0xa0;  // U+0080..U+009F
     if (n == 0 || c < 0x20 || c == 0x7f || c1) {
-      out += fmt::format("\\x{:02x}", c);
-      ++i;
-    } else if (c == '\\') {
-      out += "\\\\";
+      out += fmt::format("\\x{:02X}", c);
       ++i;
     } else {
       out.append(name.substr(i, n));

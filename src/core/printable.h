@@ -12,9 +12,9 @@ namespace vit {
 
 // `name` with every byte a terminal could act on escaped as \xNN: control characters (NUL, ESC,
 // CR, LF, ...), DEL, the C1 controls (U+0080..U+009F) and bytes that are not valid UTF-8; valid
-// UTF-8 text passes through. A backslash is doubled, so an escape in the output is never the
-// name's own. Longer than `max_bytes` bytes: cut at a character there, "..." and the full length
-// appended ("abc... (5000 bytes)").
+// UTF-8 text passes through (as train/utf8.h writes class names that are not UTF-8: "caf\xE9").
+// Longer than `max_bytes` bytes: cut at a character there, "..." and the full length appended
+// ("abc... (5000 bytes)").
 inline constexpr size_t kPrintableMaxBytes = 200;
 std::string printable(std::string_view name, size_t max_bytes = kPrintableMaxBytes);
 

@@ -46,7 +46,7 @@ TEST(HostileFilesCli, NamesFromAFileReachTheTerminalEscaped) {
   testing::write_bytes(dir.file("evil.pth"), std::vector<uint8_t>(pth.begin(), pth.end()));
   const CommandResult r = vit("info --checkpoint " + dir.file("evil.pth"));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.out.find("global 'posix\\x1b[2J\\x0d\\x0aerror: all is well.system' is refused"), std::string::npos)
+  EXPECT_NE(r.out.find("global 'posix\\x1B[2J\\x0D\\x0Aerror: all is well.system' is refused"), std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
@@ -56,7 +56,7 @@ TEST(HostileFilesCli, NamesFromAFileReachTheTerminalEscaped) {
   io::save_safetensors(dir.file("key.safetensors"), tensors);
   const CommandResult k = vit("info --heads 4 --checkpoint " + dir.file("key.safetensors"));
   EXPECT_NE(k.exit_code, 0);
-  EXPECT_NE(k.out.find("blocks.0.\\x1b]0;pwned\\x07"), std::string::npos) << k.out;
+  EXPECT_NE(k.out.find("blocks.0.\\x1B]0;pwned\\x07"), std::string::npos) << k.out;
   EXPECT_EQ(k.out.find('\x1b'), std::string::npos) << k.out;
 }
 

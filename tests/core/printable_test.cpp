@@ -17,13 +17,13 @@ TEST(Printable, PlainAndUtf8NamesPassThrough) {
 
 TEST(Printable, ControlBytesDelAndBadUtf8AreEscaped) {
   EXPECT_EQ(printable(std::string("a\0b", 3)), "a\\x00b");
-  EXPECT_EQ(printable("\x1b[2J\r\nx\x7f"), "\\x1b[2J\\x0d\\x0ax\\x7f");
+  EXPECT_EQ(printable("\x1b[2J\r\nx\x7f"), "\\x1B[2J\\x0D\\x0Ax\\x7F");
   EXPECT_EQ(printable("\xc2\x9b"
                       "31m"),
-            "\\xc2\\x9b31m");                                                   // C1 CSI, as UTF-8
-  EXPECT_EQ(printable("\xff\xc3(\xe0\x80\x80"), "\\xff\\xc3(\\xe0\\x80\\x80");  // invalid, overlong
-  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");                      // a surrogate
-  EXPECT_EQ(printable("a\\x1b"), "a\\\\x1b");                                   // the name's own backslash
+            "\\xC2\\x9B31m");                                                   // C1 CSI, as UTF-8
+  EXPECT_EQ(printable("\xff\xc3(\xe0\x80\x80"), "\\xFF\\xC3(\\xE0\\x80\\x80");  // invalid, overlong
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xED\\xA0\\x80");                      // a surrogate
+  EXPECT_EQ(printable("caf\\xE9"), "caf\\xE9");  // a class name train/utf8.h escaped already
 }
 
 TEST(Printable, LongNamesAreCut) {
@@ -45,7 +45,7 @@ TEST(Printable, ListsShowTheFirstTen) {
   for (int i = 0; i < 100000; ++i) keys.push_back("k" + std::to_string(i));
   const std::string shown = printable_list(keys);
   EXPECT_EQ(shown, "k0, k1, k2, k3, k4, k5, k6, k7, k8, k9, ... and 99990 more");
-  EXPECT_EQ(printable_list({"a", "b\n"}), "a, b\\x0a");
+  EXPECT_EQ(printable_list({"a", "b\n"}), "a, b\\x0A");
   EXPECT_EQ(printable_list({}), "");
 }
 

@@ -66,7 +66,7 @@ TEST(HostileWeights, AHundredThousandUnexpectedKeysGiveOneShortLine) {
   io::save_safetensors(dir.file("extra.safetensors"), tensors);
   const std::string e = testing::error_of([&] { load_model(dir.file("extra.safetensors"), heads4()); });
   EXPECT_LT(e.size(), 2000u) << e.substr(0, 2000);
-  EXPECT_NE(e.find("evil\\x1b]0;pwned\\x07\\x0d\\x0a"), std::string::npos) << e.substr(0, 2000);
+  EXPECT_NE(e.find("evil\\x1B]0;pwned\\x07\\x0D\\x0A"), std::string::npos) << e.substr(0, 2000);
   EXPECT_NE(e.find("... and 99991 more"), std::string::npos) << e.substr(0, 2000);
   EXPECT_EQ(e.find('\x1b'), std::string::npos);
   EXPECT_EQ(e.find('\n'), std::string::npos);
