@@ -48,7 +48,7 @@ for t in "${TARGETS[@]}"; do
       -artifact_prefix="$artifacts" "$work" "$seeds" >"$BUILD/fuzz_$t.log" 2>&1
   rc=$?
   set -e
-  grep -E "^#[0-9]+ *(INITED|DONE)|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|ERROR|SUMMARY" \
+  grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|ERROR|SUMMARY" \
     "$BUILD/fuzz_$t.log" || true
   if [ $rc -ne 0 ]; then
     echo "fuzz_$t: FAILED with exit $rc (log: $BUILD/fuzz_$t.log; a crashing input is saved in $seeds/)"
