@@ -77,16 +77,33 @@ enum class MatmulPrecision { F32, BF16 };
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias,
                 MatmulPrecision precision = MatmulPrecision::F32);
 
-// ---- normalisation and probabilities (softmax.cpp, layernorm.cpp, loss.cpp) ----
+// ---- normalisation and probabilities (softmax.cpp, layernorm.cpp, batchnorm.cpp, loss.cpp) ----
 Variable softmax(const Variable& x, int64_t dim);
 Variable log_softmax(const Variable& x, int64_t dim);
 // Normalises over the trailing dims `normalized_shape`; weight/bias (that shape) may be undefined.
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight, const Variable& bias,
                     double eps = 1e-5);
+// torch.nn.functional.batch_norm over dim 1 of x (B, C, ...): in training, normalises with the
+// batch's statistics (population variance) and, when running_mean / running_var (C) are given,
+// moves them in place toward the batch's: running = (1 - momentum) * running + momentum * batch,
+// with the unbiased variance, as PyTorch does; in evaluation, normalises with the running ones
+// (then required). weight / bias (C) may be undefined.
+Variable batch_norm(const Variable& x, const Tensor& running_mean, const Tensor& running_var, const Variable& weight,
+                    const Variable& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+// The same for channels-last x (..., C): the channels are the last dim (a (B, H, W, C) map).
+Variable batch_norm_channels_last(const Variable& x, const Tensor& running_mean, const Tensor& running_var,
+                                  const Variable& weight, const Variable& bias, bool training, double momentum = 0.1,
+                                  double eps = 1e-5);
 // Mean cross-entropy of logits (R, K) against int64 targets (R), with label smoothing in [0, 1].
 Variable cross_entropy(const Variable& logits, const Tensor& targets, double label_smoothing = 0.0);
 
 // ---- convolution, dropout, attention (conv.cpp, dropout.cpp, attention.cpp) ----
+// Channels-last: x (B, H, W, C), weight (OC, C, KH, KW) as conv2d's, bias (OC) or undefined ->
+// (B, OH, OW, OC) contiguous: conv2d(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1), without the
+// permutes (im2row_nhwc + one GEMM with the weight permuted to (OC, KH, KW, C); a 1x1 stride-1
+// convolution is the GEMM alone). A hybrid's backbone runs on it (model/backbone.h).
+Variable conv2d_channels_last(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride = 1,
+                              int64_t padding = 0, MatmulPrecision precision = MatmulPrecision::F32);
 // x (B, C, H, W), weight (OC, C, KH, KW), bias (OC) or undefined -> (B, OC, OH, OW).
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride = 1,
                 int64_t padding = 0, MatmulPrecision precision = MatmulPrecision::F32);

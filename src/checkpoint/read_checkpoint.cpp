@@ -65,9 +65,9 @@ void check_config_fits_weights(const std::string& path, const model::ViTConfig& 
   // Every other shape follows; the count bounds what building the model allocates by the file's size.
   double held = 0;
   for (const auto& [name, t] : weights) held += static_cast<double>(t.numel());
-  VIT_CHECK(held == model::parameter_count(c), "checkpoint",
-            "{}: model_config describes {:.0f} parameters, but the weights hold {:.0f}", path,
-            model::parameter_count(c), held);
+  VIT_CHECK(held == model::state_count(c), "checkpoint",
+            "{}: model_config describes {:.0f} values (parameters and buffers), but the weights hold {:.0f}", path,
+            model::state_count(c), held);
 }
 
 // EMA weights (when present) mirror the model's: same names, shapes, float32.

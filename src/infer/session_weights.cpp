@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 
@@ -175,6 +176,69 @@ std::vector<StemLayerWeights> stem_of(const model::VisionTransformer& model, Pac
   return layers;
 }
 
+// A convolution's weight (out, in, k, k) with the BatchNorm after it folded in (see ConvWeights),
+// as a GEMM matrix (out, k k in) in (c, kh, kw) order, or (channels_last) (kh, kw, c) order.
+ConvWeights fold_conv_bn(const nn::Conv2d& conv, const nn::BatchNorm2d& bn, bool channels_last, Packer& packer,
+                         std::vector<Tensor>& keep) {
+  const int64_t O = conv.out_channels, C = conv.in_channels, K = conv.kernel_size, L = C * K * K;
+  VIT_CHECK(bn.num_features == O && !conv.bias.defined() && conv.padding == K / 2, "inference",
+            "a backbone convolution ({} -> {}, {}x{}) must have no bias, padding {} and a BatchNorm of its {} "
+            "channels after it",
+            C, O, K, K, K / 2, O);
+  const Tensor w = conv.weight.data().contiguous().to(DType::F32);
+  const Tensor gamma = bn.weight.data().contiguous(), beta = bn.bias.data().contiguous();
+  const Tensor mean = bn.running_mean.data().contiguous(), var = bn.running_var.data().contiguous();
+  Tensor folded = Tensor::empty({O, L}), bias = Tensor::empty({O});
+  const float* src = w.data<float>();
+  float* dst = folded.data<float>();
+  for (int64_t o = 0; o < O; ++o) {
+    const double g = gamma.data<float>()[o] / std::sqrt(static_cast<double>(var.data<float>()[o]) + bn.eps);
+    bias.data<float>()[o] = static_cast<float>(beta.data<float>()[o] - mean.data<float>()[o] * g);
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t k = 0; k < K * K; ++k) {
+        const int64_t to = channels_last ? k * C + c : c * K * K + k;
+        dst[o * L + to] = static_cast<float>(src[(o * C + c) * K * K + k] * g);
+      }
+    }
+  }
+  keep.push_back(folded);
+  keep.push_back(bias);
+  ConvWeights cw;
+  cw.gemm = packer.matrix(Variable(folded), Variable(bias), O, L);
+  cw.in_channels = C;
+  cw.out_channels = O;
+  cw.kernel = K;
+  cw.stride = conv.stride;
+  return cw;
+}
+
+BackboneWeights backbone_of(const model::VisionTransformer& model, Packer& packer, std::vector<Tensor>& keep) {
+  BackboneWeights b;
+  if (!model.backbone) return b;
+  b.stem = fold_conv_bn(*model.backbone->stem->conv, *model.backbone->stem->bn, false, packer, keep);
+  for (const auto& [s, stage] : model.backbone->stages->named_children()) {
+    for (const auto& [i, child] : stage->named_children()) {
+      const auto* block = dynamic_cast<const model::BasicBlock*>(child.get());
+      VIT_CHECK(block != nullptr, "inference", "backbone.stages.{}.{} is not a residual block", s, i);
+      ConvBlockWeights w;
+      w.conv1 = fold_conv_bn(*block->conv1, *block->bn1, true, packer, keep);
+      w.conv2 = fold_conv_bn(*block->conv2, *block->bn2, true, packer, keep);
+      if (block->downsample)
+        w.downsample = fold_conv_bn(*block->downsample->conv, *block->downsample->bn, true, packer, keep);
+      b.blocks.push_back(std::move(w));
+    }
+  }
+  return b;
+}
+
+// A hybrid's patch projection (D, C, P, P) permuted to (D, P, P, C): it reads the channels-last map.
+LinearWeights channels_last_patch(const nn::Conv2d& proj, Packer& packer, std::vector<Tensor>& keep) {
+  const Tensor w = proj.weight.data().permute({0, 2, 3, 1}).contiguous();
+  keep.push_back(w);
+  return packer.matrix(Variable(w), proj.bias, proj.out_channels,
+                       proj.in_channels * proj.kernel_size * proj.kernel_size);
+}
+
 }  // namespace
 
 void LinearWeights::forward(const float* x, int64_t rows, float* y, const kernels::Epilogue& epilogue) const {
@@ -198,8 +262,11 @@ SessionWeights::SessionWeights(const model::VisionTransformer& model, bool relea
   Packer packer(release, own, bf16, owned);
   auto ptr = [&packer](const Variable& v) { return packer.ptr(v); };
   stem = stem_of(model, packer);
+  backbone = backbone_of(model, packer, folded);
   const nn::Conv2d& proj = *model.patch_embed->proj;
-  patch = packer.matrix(proj.weight, proj.bias, c.dim, c.embed_channels() * c.patch_size * c.patch_size);
+  patch = backbone
+              ? channels_last_patch(proj, packer, folded)
+              : packer.matrix(proj.weight, proj.bias, c.dim, c.embed_channels() * c.embed_patch() * c.embed_patch());
   if (model.cls_token.defined()) prefix_rows.push_back(ptr(model.cls_token));
   dist_token = model.dist_token.defined();
   if (dist_token) prefix_rows.push_back(ptr(model.dist_token));

@@ -63,8 +63,28 @@ struct StemLayerWeights {
   kernels::Epilogue epilogue;
 };
 
+// A hybrid's convolution with the BatchNorm after it folded in: W' = W * g, b' = beta - mean * g
+// with g = gamma / sqrt(running_var + eps), as im2row + GEMM. The first one (the stem) reads the
+// image's planes, its weight in (c, kh, kw) order; the others read channels-last maps (B, H, W, C),
+// their weights permuted to (kh, kw, c) order (kernels::im2row_nhwc).
+struct ConvWeights {
+  LinearWeights gemm;  // (out_channels, k x k x in_channels)
+  int64_t in_channels = 0, out_channels = 0, kernel = 0, stride = 1;
+  explicit operator bool() const { return static_cast<bool>(gemm); }
+};
+// A residual block: out = relu(conv2(relu(conv1(x))) + downsample(x) or x).
+struct ConvBlockWeights {
+  ConvWeights conv1, conv2, downsample;  // downsample absent: the identity shortcut
+};
+struct BackboneWeights {
+  ConvWeights stem;
+  std::vector<ConvBlockWeights> blocks;  // every stage's, in order
+  explicit operator bool() const { return static_cast<bool>(stem); }
+};
+
 struct SessionWeights {
   std::vector<StemLayerWeights> stem;
+  BackboneWeights backbone;               // a hybrid's (its patch weight then in (kh, kw, c) order)
   LinearWeights patch;                    // the patch projection (D, C x P x P)
   std::vector<const float*> prefix_rows;  // [cls] [dist] [reg x R], each (D)
   bool dist_token = false;                // a distilled model's second prefix row
@@ -80,6 +100,7 @@ struct SessionWeights {
   // bf16: float32 Linear weights are converted to bfloat16 once and run by kernels/gemm/bf16_gemm.h.
   SessionWeights(const model::VisionTransformer& model, bool release, bool own = false, bool bf16 = false);
   std::vector<std::unique_ptr<float[]>> owned;  // the copies (own)
+  std::vector<Tensor> folded;                   // the backbone's folded weights and biases
 };
 
 }  // namespace vit::infer

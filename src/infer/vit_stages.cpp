@@ -48,6 +48,50 @@ void residual(const LinearWeights& l, const float* in, const float* gamma, const
   kernels::add_scaled_rows(x, branch, gamma, d.rows, d.D);
 }
 
+// One backbone convolution (folded BatchNorm) on x: planes (B, C, H, W) for the stem, else a
+// channels-last map (B, H, W, C); out (B, OH, OW, O) channels-last. Returns the output's side.
+int64_t backbone_conv(const ConvWeights& w, int64_t B, int64_t size, bool planes, const float* x, float* out,
+                      const kernels::Epilogue& epilogue, Activations& act) {
+  const kernels::ConvShape s{B, w.in_channels, size, size, w.kernel, w.kernel, w.stride, w.kernel / 2};
+  const int64_t positions = B * s.out_h() * s.out_w();
+  float* rows = Activations::sized(act.rows, positions * s.row_length());
+  if (planes) {
+    kernels::im2row<float>(s, x, rows);
+  } else {
+    kernels::im2row_nhwc<float>(s, x, rows);
+  }
+  w.gemm.forward(rows, positions, out, epilogue);
+  return s.out_h();
+}
+
+// The backbone of a hybrid: images (B, C, H, W) -> its last map (B, h, w, C') channels-last, in
+// act.map_in; returns the map's side.
+int64_t run_backbone(const BackboneWeights& w, int64_t B, int64_t size, const float* images, Activations& act) {
+  auto map = [&](std::vector<float>& buffer, const ConvWeights& conv, int64_t side) {
+    return Activations::sized(buffer, B * side * side * conv.out_channels);
+  };
+  size = backbone_conv(w.stem, B, size, true, images, map(act.map_in, w.stem, size), kernels::Epilogue::Relu, act);
+  // relu(conv2(relu(conv1(x))) + shortcut): the shortcut is stored (or copied) first, conv2's GEMM
+  // adds onto it and applies the ReLU in its store.
+  constexpr kernels::Epilogue kAddRelu{1.0f, 1.0f, kernels::Activation::Relu};
+  for (const ConvBlockWeights& block : w.blocks) {
+    const int64_t out_size = (size - 1) / block.conv1.stride + 1;
+    float* mid = map(act.map_mid, block.conv1, out_size);
+    float* out = map(act.map_out, block.conv2, out_size);
+    backbone_conv(block.conv1, B, size, false, act.map_in.data(), mid, kernels::Epilogue::Relu, act);
+    if (block.downsample) {
+      backbone_conv(block.downsample, B, size, false, act.map_in.data(), out, kernels::Epilogue::Store, act);
+    } else {
+      std::memcpy(out, act.map_in.data(),
+                  sizeof(float) * static_cast<size_t>(B * size * size * block.conv1.in_channels));
+    }
+    backbone_conv(block.conv2, B, out_size, false, mid, out, kAddRelu, act);
+    std::swap(act.map_in, act.map_out);
+    size = out_size;
+  }
+  return size;
+}
+
 }  // namespace
 
 void embed_image_patches(const SessionWeights& w, const model::ViTConfig& c, const VitDims& d, const float* images,
@@ -68,10 +112,25 @@ void embed_image_patches(const SessionWeights& w, const model::ViTConfig& c, con
     pixels = planes;
     channels = S;
   }
-  // The patch projection: im2row + GEMM, (B P, C P P) -> (B P, D).
-  const kernels::ConvShape cs{B, channels, c.image_size, c.image_size, c.patch_size, c.patch_size, c.patch_size, 0};
-  float* patch_rows = Activations::sized(act.rows, B * P * cs.row_length());  // (B P, C P P)
-  kernels::im2row<float>(cs, pixels, patch_rows);
+  // The patch projection: im2row + GEMM, (B P, C P P) -> (B P, D); a hybrid's reads its backbone's
+  // channels-last map (1x1 patches: the map's rows themselves).
+  int64_t side = c.image_size;
+  if (w.backbone) {
+    side = run_backbone(w.backbone, B, side, pixels, act);
+    channels = c.embed_channels();
+  }
+  const int64_t patch = c.embed_patch();
+  const kernels::ConvShape cs{B, channels, side, side, patch, patch, patch, 0};
+  const float* patch_rows = act.map_in.data();
+  if (!w.backbone || patch > 1) {
+    float* rows = Activations::sized(act.rows, B * P * cs.row_length());  // (B P, C P P)
+    if (w.backbone) {
+      kernels::im2row_nhwc<float>(cs, act.map_in.data(), rows);
+    } else {
+      kernels::im2row<float>(cs, pixels, rows);
+    }
+    patch_rows = rows;
+  }
   float* patches = Activations::sized(act.h, d.rows * D);  // (B, P, D)
   w.patch.forward(patch_rows, B * P, patches, kernels::Epilogue::Store);
   // tokens = [prefix; patches + bias] + pos_embed (the table covers the prefix unless no_embed_class).

@@ -2,7 +2,7 @@
 // EmbedImagePatches, VitTransformerLayer, FFWVit), each reading its resolved weights
 // (session_weights.h) and writing the named buffers of one Activations arena. The order, beside
 // the graph model (model/vision_transformer.h):
-//   embed_image_patches   [stem] -> im2row + GEMM -> tokens = [prefix; patches] + pos -> [norm_pre]
+//   embed_image_patches   [stem | backbone] -> im2row + GEMM -> tokens = [prefix; patches] + pos -> [norm_pre]
 //   vit_transformer_layer x += [ls1] proj(attn(norm1(x))), then ffw_vit: x += [ls2] mlp(norm2(x))
 //   final_tokens          the token sequence after the final norm (B, N, D)
 //   pool_features         class row(s) after norm, or the patch mean then fc_norm -> [pre_logits]
@@ -31,6 +31,9 @@ struct Activations {
   std::vector<float> rows;         // im2row rows (B HW, 9 S) or (B P, C P P)
   std::vector<float> stem_pixels;  // a stem layer's output (B, HW, S)
   std::vector<float> stem_planes;  // ... as planes (B, S, H, W)
+  std::vector<float> map_in;       // a hybrid's backbone: a block's input map (B, h, w, C), then the last one
+  std::vector<float> map_mid;      // ... its first convolution's output
+  std::vector<float> map_out;      // ... its output (swapped into map_in)
   std::vector<float> x;            // the residual stream (B, N, D)
   std::vector<float> h;            // patch embeddings (B, P, D), then LayerNorm outputs (B, N, D)
   std::vector<float> qkv;          // (B, N, 3A)

@@ -94,7 +94,57 @@ void row2im(const ConvShape& s, const T* rows, T* dx) {
   });
 }
 
+template <typename T>
+void im2row_nhwc(const ConvShape& s, const T* x, T* rows) {
+  const int64_t OH = s.out_h(), OW = s.out_w(), L = s.row_length(), C = s.channels;
+  parallel_for(s.batch * OH, s.batch * OH * OW * L > (1 << 15), [&](int64_t image_row) {
+    const int64_t b = image_row / OH, oh = image_row % OH;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      T* __restrict row = rows + ((b * OH + oh) * OW + ow) * L;
+      for (int64_t kh = 0; kh < s.kernel_h; ++kh) {
+        const int64_t ih = oh * s.stride - s.padding + kh;
+        for (int64_t kw = 0; kw < s.kernel_w; ++kw, row += C) {
+          const int64_t iw = ow * s.stride - s.padding + kw;
+          if (ih < 0 || ih >= s.height || iw < 0 || iw >= s.width) {
+            std::fill(row, row + C, T(0));
+          } else {
+            const T* __restrict in = x + ((b * s.height + ih) * s.width + iw) * C;
+            std::copy(in, in + C, row);
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void row2im_nhwc(const ConvShape& s, const T* rows, T* dx) {
+  const int64_t OH = s.out_h(), OW = s.out_w(), L = s.row_length(), C = s.channels;
+  // Parallel over images only: windows of one image may overlap (stride < kernel).
+  parallel_for(s.batch, s.batch * OH * OW * L > (1 << 15), [&](int64_t b) {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const T* __restrict row = rows + ((b * OH + oh) * OW + ow) * L;
+        for (int64_t kh = 0; kh < s.kernel_h; ++kh) {
+          const int64_t ih = oh * s.stride - s.padding + kh;
+          for (int64_t kw = 0; kw < s.kernel_w; ++kw, row += C) {
+            const int64_t iw = ow * s.stride - s.padding + kw;
+            if (ih < 0 || ih >= s.height || iw < 0 || iw >= s.width) continue;
+            T* __restrict out = dx + ((b * s.height + ih) * s.width + iw) * C;
+#pragma omp simd
+            for (int64_t c = 0; c < C; ++c) out[c] += row[c];
+          }
+        }
+      }
+    }
+  });
+}
+
 template void im2row<float>(const ConvShape&, const float*, float*);
+template void im2row_nhwc<float>(const ConvShape&, const float*, float*);
+template void im2row_nhwc<double>(const ConvShape&, const double*, double*);
+template void row2im_nhwc<float>(const ConvShape&, const float*, float*);
+template void row2im_nhwc<double>(const ConvShape&, const double*, double*);
 template void im2row<double>(const ConvShape&, const double*, double*);
 template void row2im<float>(const ConvShape&, const float*, float*);
 template void row2im<double>(const ConvShape&, const double*, double*);

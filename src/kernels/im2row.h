@@ -20,5 +20,12 @@ template <typename T>
 void im2row(const ConvShape& s, const T* x, T* rows);
 template <typename T>
 void row2im(const ConvShape& s, const T* rows, T* dx);
+// Channels-last: x (B, H, W, C) -> rows (B*OH*OW, KH*KW*C), each row in (kh, kw, c) order, so
+// that its weight is the (OC, C, KH, KW) one permuted to (OC, KH, KW, C). Zero padding.
+template <typename T>
+void im2row_nhwc(const ConvShape& s, const T* x, T* rows);
+// Its adjoint: dx (B, H, W, C) += each row's (kh, kw, c) values at their input positions.
+template <typename T>
+void row2im_nhwc(const ConvShape& s, const T* rows, T* dx);
 
 }  // namespace vit::kernels

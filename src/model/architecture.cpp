@@ -1,6 +1,8 @@
 // The parameter table of a ViTConfig and what is derived from it (see architecture.h).
 #include "model/architecture.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "core/system.h"
 
@@ -33,6 +35,21 @@ int64_t matmul_macs(const std::vector<ParameterSpec>& specs, const std::string& 
 
 std::string part_of(const std::string& name) { return name.substr(0, name.find('.')); }
 
+// Values per image a hybrid's backbone holds: in training every convolution keeps its input rows
+// (k*k per input channel and output pixel) and its convolution, BatchNorm and ReLU outputs; in
+// inference the largest layer's rows and two maps. 0 without a backbone.
+double backbone_activations(const ViTConfig& c, bool training) {
+  double total = 0.0, largest = 0.0;
+  for (const ParameterSpec& p : architecture_spec(c).before_blocks) {
+    if (p.rows == 0 || !has_prefix(p.name, "backbone.")) continue;
+    const double rows = static_cast<double>(p.rows), in = static_cast<double>(p.shape[1] * p.shape[2] * p.shape[3]),
+                 out = static_cast<double>(p.shape[0]);
+    total += rows * (in + 3 * out);
+    largest = std::max(largest, rows * (in + 2 * out));
+  }
+  return training ? total : largest;
+}
+
 }  // namespace
 
 ArchitectureSpec architecture_spec(const ViTConfig& c) {
@@ -52,8 +69,31 @@ ArchitectureSpec architecture_spec(const ViTConfig& c) {
     s.before_blocks.push_back({conv + "bias", {c.stem_channels}});
     channels = c.stem_channels;
   }
+  // [a hybrid's backbone (backbone.h): each convolution on every pixel of its output map, a
+  // BatchNorm's weight and bias after each (their running statistics are buffers, not parameters)]
+  if (c.hybrid()) {
+    auto conv_bn = [&](const std::string& conv, const std::string& bn, int64_t out, int64_t in, int64_t k,
+                       int64_t size) {
+      s.before_blocks.push_back({"backbone." + conv + ".weight", {out, in, k, k}, size * size});
+      s.before_blocks.push_back({"backbone." + bn + ".weight", {out}});
+      s.before_blocks.push_back({"backbone." + bn + ".bias", {out}});
+    };
+    const int64_t stem_size = c.image_size / c.conv_stem_stride;
+    conv_bn("stem.conv", "stem.bn", c.conv_channels, c.in_channels, 3, stem_size);
+    channels = c.conv_channels;
+    for (int64_t st = 0; st < c.conv_stages; ++st) {
+      const int64_t out = c.conv_channels << st, size = stem_size >> st;
+      for (int64_t b = 0; b < c.conv_blocks; ++b) {
+        const std::string block = fmt::format("stages.{}.{}.", st, b);
+        conv_bn(block + "conv1", block + "bn1", out, channels, 3, size);
+        conv_bn(block + "conv2", block + "bn2", out, out, 3, size);
+        if (channels != out) conv_bn(block + "downsample.conv", block + "downsample.bn", out, channels, 1, size);
+        channels = out;
+      }
+    }
+  }
   s.before_blocks.push_back(
-      {"patch_embed.proj.weight", {D, c.embed_channels(), c.patch_size, c.patch_size}, c.num_patches()});
+      {"patch_embed.proj.weight", {D, c.embed_channels(), c.embed_patch(), c.embed_patch()}, c.num_patches()});
   if (!c.pre_norm) s.before_blocks.push_back({"patch_embed.proj.bias", {D}});
   if (c.pre_norm) {
     s.before_blocks.push_back({"norm_pre.weight", {D}});
@@ -122,6 +162,24 @@ std::vector<ParameterSpec> parameter_specs(const ViTConfig& c) {
   return all;
 }
 
+std::vector<ParameterSpec> buffer_specs(const ViTConfig& c) {
+  std::vector<ParameterSpec> out;
+  if (!c.hybrid()) return out;
+  for (const ParameterSpec& p : architecture_spec(c).before_blocks) {
+    const std::string& n = p.name;
+    const size_t last = n.rfind('.'), layer = n.rfind('.', last - 1);
+    if (!has_prefix(n, "backbone.") || n.compare(last, std::string::npos, ".weight") != 0 ||
+        n.compare(layer + 1, 2, "bn") != 0)
+      continue;
+    const std::string base = n.substr(0, last + 1);
+    out.push_back({base + "running_mean", p.shape});
+    out.push_back({base + "running_var", p.shape});
+  }
+  return out;
+}
+
+double state_count(const ViTConfig& c) { return parameter_count(c) + count(buffer_specs(c)); }
+
 double parameter_count(const ViTConfig& c) {
   const ArchitectureSpec s = architecture_spec(c);
   return count(s.before_blocks) + static_cast<double>(s.depth) * count(s.block) + count(s.after_blocks);
@@ -152,7 +210,7 @@ ComputeCost macs_per_image(const ViTConfig& c) {
   const int64_t attention_weights = matmul_macs(s.block, "attn."), mlp_weights = matmul_macs(s.block, "mlp.");
   VIT_ASSERT(attention_weights + mlp_weights == matmul_macs(s.block));  // every block weight counted once
   ComputeCost cost;
-  cost.stem = matmul_macs(s.before_blocks, "stem.");
+  cost.stem = matmul_macs(s.before_blocks, "stem.") + matmul_macs(s.before_blocks, "backbone.");
   cost.patch_embed = matmul_macs(s.before_blocks, "patch_embed.");
   VIT_ASSERT(cost.stem + cost.patch_embed == matmul_macs(s.before_blocks));
   // Per block: the attention's weights (qkv, proj), then q k^T and probabilities @ v, each
@@ -185,13 +243,13 @@ MemoryEstimate memory_estimate(const ViTConfig& c, int64_t batch, bool training)
     // A stem layer keeps its input rows (9 per input value), its convolution and GELU outputs.
     const double stem = static_cast<double>(c.stem_layers) * static_cast<double>(c.image_size) *
                         static_cast<double>(c.image_size) * 11.0 * static_cast<double>(c.stem_channels);
-    m.activations = 4 * B * (L * per_block + 2 * pixels + stem + 3 * N * D);
+    m.activations = 4 * B * (L * per_block + 2 * pixels + stem + backbone_activations(c, true) + 3 * N * D);
   } else {
     // One block at a time: qkv, scores, the MLP hidden layer, residual streams, and the input.
     const double stem = c.stem_layers > 0 ? static_cast<double>(c.image_size) * static_cast<double>(c.image_size) *
                                                 12.0 * static_cast<double>(c.stem_channels)
                                           : 0.0;
-    m.activations = 4 * B * (N * (2 * D + 4 * A + F) + H * N * N + 2 * pixels + stem);
+    m.activations = 4 * B * (N * (2 * D + 4 * A + F) + H * N * N + 2 * pixels + stem + backbone_activations(c, false));
   }
   return m;
 }

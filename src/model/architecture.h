@@ -37,6 +37,12 @@ ArchitectureSpec architecture_spec(const ViTConfig& config);
 // VisionTransformer(config).named_parameters() holds.
 std::vector<ParameterSpec> parameter_specs(const ViTConfig& config);
 
+// Every buffer (a hybrid's BatchNorm running_mean / running_var, each after its layer's weight
+// and bias in the state dict): what VisionTransformer(config).named_buffers() holds.
+std::vector<ParameterSpec> buffer_specs(const ViTConfig& config);
+// Values of the state dict (parameters and buffers): what a checkpoint of the config holds.
+double state_count(const ViTConfig& config);
+
 // Parameters of a config, computed without building the model (equals num_parameters()). A
 // double: absurd configs must give a huge number to refuse, not an int64 overflow.
 double parameter_count(const ViTConfig& config);

@@ -71,6 +71,12 @@ std::vector<ModelOption> make_table() {
   value("representation_size", &C::representation_size, "pre-logits layer size (0: none)");
   value("stem_layers", &C::stem_layers, "3x3 convolution + GELU layers before the patch embedding (0: none)");
   value("stem_channels", &C::stem_channels, "channels of each stem convolution (0 without a stem)");
+  value("conv_stages", &C::conv_stages,
+        "a hybrid's ResNet stages before the patch embedding, each halving the map after the first (0: none)");
+  value("conv_channels", &C::conv_channels, "channels of the first conv stage (doubling per stage)");
+  value("conv_blocks", &C::conv_blocks, "residual blocks per conv stage");
+  value("conv_stem_stride", &C::conv_stem_stride,
+        "stride of the backbone's first convolution: 1 or 2 (halves the image)");
   // ViT's descendants (timm's options):
   value("reg_tokens", &C::reg_tokens, "register tokens after the class token (DINOv2's reg4: 4)");
   value("layer_scale", &C::layer_scale, "LayerScale: ls1/ls2 gammas initialised to this (0: none; DeiT III 1e-6)");

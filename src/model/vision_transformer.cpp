@@ -35,8 +35,9 @@ VisionTransformer::VisionTransformer(const ViTConfig& config, nn::GeneratorPtr g
       stem->push_back(std::make_shared<nn::GELU>());
     }
   }
+  if (c.hybrid()) backbone = register_module("backbone", std::make_shared<ConvBackbone>(c, g));
   patch_embed = register_module(
-      "patch_embed", std::make_shared<nn::PatchEmbed>(c.image_size, c.patch_size, c.embed_channels(), c.dim, g,
+      "patch_embed", std::make_shared<nn::PatchEmbed>(c.feature_size(), c.embed_patch(), c.embed_channels(), c.dim, g,
                                                       /*bias=*/!c.pre_norm));
   pos_drop = register_module("pos_drop", std::make_shared<nn::Dropout>(c.dropout, gen_));
   if (c.pre_norm) norm_pre = register_module("norm_pre", std::make_shared<nn::LayerNorm>(Shape{c.dim}, c.eps));
@@ -92,7 +93,14 @@ Variable VisionTransformer::forward_tokens(const Variable& images) {
             "vit", "input {}: expected (B, {}, {}, {})", shape_str(images.shape()), c.in_channels, c.image_size,
             c.image_size);
   const int64_t B = images.size(0);
-  Variable x = patch_embed->forward(stem ? stem->forward(images) : images);  // (B, P, D)
+  Variable x;
+  if (backbone) {  // its channels-last map, in patches of embed_patch() (1: the map's rows) -> (B, P, D)
+    const nn::Conv2d& proj = *patch_embed->proj;
+    x = conv2d_channels_last(backbone->forward(images), proj.weight, proj.bias, proj.stride, 0, proj.precision)
+            .reshape({B, c.num_patches(), c.dim});
+  } else {
+    x = patch_embed->forward(stem ? stem->forward(images) : images);  // (B, P, D)
+  }
   // The tokens in front: [cls] [dist] [reg x R]; the position table covers them too unless
   // no_embed_class (timm's _pos_embed).
   std::vector<Variable> tokens;

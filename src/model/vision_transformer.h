@@ -1,5 +1,6 @@
 // VisionTransformer, as timm's vision_transformer.py (and deit.py) builds it, same parameter names:
 //   x (B, C, H, W) -> [stem: (Conv2d 3x3 + GELU) x stem_layers, (B, S, H, W)]
+//   [or a hybrid's backbone: ResNet stages with BatchNorm (model/backbone.h), (B, S, H/s, W/s)]
 //   -> patch_embed (B, P, D) -> prefix tokens [cls, dist, reg x R] and pos_embed (B, N, D): the
 //   position table covers the patches and the class/distillation tokens, or (no_embed_class) the
 //   patches only, added before the prefix is put in front -> pos_drop -> [norm_pre (CLIP)]
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "model/architecture.h"  // parameter_specs, parameter counts, MACs, memory estimate
+#include "model/backbone.h"
 #include "model/vit_config.h"
 #include "nn/transformer.h"
 
@@ -53,6 +55,7 @@ class VisionTransformer : public nn::Module {
 
   Variable cls_token, dist_token, reg_token, pos_embed;  // undefined where the config has none
   std::shared_ptr<nn::Sequential> stem;                  // only with stem_layers > 0: Conv2d, GELU, ...
+  std::shared_ptr<ConvBackbone> backbone;                // only a hybrid's (conv_stages > 0)
   std::shared_ptr<nn::PatchEmbed> patch_embed;
   std::shared_ptr<nn::Dropout> pos_drop;
   std::shared_ptr<nn::LayerNorm> norm_pre;  // CLIP (pre_norm)

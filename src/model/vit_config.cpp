@@ -68,6 +68,25 @@ void ViTConfig::validate() const {
   VIT_CHECK(stem_layers == 0 ? stem_channels == 0 : stem_channels > 0 && stem_channels <= 4096, op,
             "stem_channels {} with stem_layers {}: a stem needs 1..4096 channels, no stem needs 0", stem_channels,
             stem_layers);
+  VIT_CHECK(conv_stages >= 0 && conv_stages <= 5, op, "conv_stages must be in [0, 5], got {}", conv_stages);
+  if (conv_stages == 0) {
+    VIT_CHECK(conv_channels == 0 && conv_blocks == 0 && conv_stem_stride == 1, op,
+              "conv_channels {}, conv_blocks {} and conv_stem_stride {} need conv_stages > 0 (0 stages: no "
+              "convolutional backbone)",
+              conv_channels, conv_blocks, conv_stem_stride);
+  } else {
+    VIT_CHECK(stem_layers == 0, op,
+              "a model has a stem (stem_layers) or a convolutional backbone (conv_stages), not both");
+    VIT_CHECK(conv_channels > 0 && conv_channels <= 4096 && (conv_channels << (conv_stages - 1)) <= 4096, op,
+              "conv_channels must be > 0 and the last stage's {} x 2^{} at most 4096, got {}", conv_channels,
+              conv_stages - 1, conv_channels);
+    VIT_CHECK(conv_blocks >= 1 && conv_blocks <= 16, op, "conv_blocks must be in [1, 16], got {}", conv_blocks);
+    VIT_CHECK(conv_stem_stride == 1 || conv_stem_stride == 2, op, "conv_stem_stride must be 1 or 2, got {}",
+              conv_stem_stride);
+    VIT_CHECK(patch_size % feature_stride() == 0, op,
+              "patch_size {} must be a multiple of the backbone's stride {} (conv_stem_stride x 2^(conv_stages - 1))",
+              patch_size, feature_stride());
+  }
 }
 
 std::string ViTConfig::to_json() const { return fields_to_json<nlohmann::ordered_json>(*this).dump(); }
@@ -88,11 +107,13 @@ bool ViTConfig::same_architecture(const ViTConfig& o) const {
          num_classes == o.num_classes && dim == o.dim && depth == o.depth && num_heads == o.num_heads &&
          hidden_dim() == o.hidden_dim() && qkv_bias == o.qkv_bias && pool == o.pool &&
          representation_size == o.representation_size && stem_layers == o.stem_layers &&
-         stem_channels == o.stem_channels && reg_tokens == o.reg_tokens && dist_token == o.dist_token &&
-         no_embed_class == o.no_embed_class && pre_norm == o.pre_norm && final_norm == o.final_norm && act == o.act &&
-         (layer_scale > 0) == (o.layer_scale > 0) && qk_norm == o.qk_norm && head_dim() == o.head_dim() &&
-         mlp_layers == o.mlp_layers && norm_tokens == o.norm_tokens && head_tanh == o.head_tanh &&
-         projection == o.projection && head_bias == o.head_bias;
+         stem_channels == o.stem_channels && conv_stages == o.conv_stages && conv_channels == o.conv_channels &&
+         conv_blocks == o.conv_blocks && conv_stem_stride == o.conv_stem_stride && reg_tokens == o.reg_tokens &&
+         dist_token == o.dist_token && no_embed_class == o.no_embed_class && pre_norm == o.pre_norm &&
+         final_norm == o.final_norm && act == o.act && (layer_scale > 0) == (o.layer_scale > 0) &&
+         qk_norm == o.qk_norm && head_dim() == o.head_dim() && mlp_layers == o.mlp_layers &&
+         norm_tokens == o.norm_tokens && head_tanh == o.head_tanh && projection == o.projection &&
+         head_bias == o.head_bias;
 }
 
 }  // namespace vit::model

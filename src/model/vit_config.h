@@ -49,6 +49,15 @@ struct ViTConfig {
   // then reads stem_channels channels. 0 layers: none (plain ViT, timm's layout).
   int64_t stem_layers = 0;
   int64_t stem_channels = 0;
+  // A convolutional backbone instead (model/backbone.h: ResNet-style stages with BatchNorm):
+  // conv_stages stages of conv_blocks residual blocks, conv_channels wide at the stem's resolution and
+  // doubling as each further stage halves the map. patch_size stays in image pixels: the patch
+  // embedding reads the feature map in (patch_size / feature_stride())-wide patches, so grid() and
+  // the token count are the plain ViT's. 0 stages: none.
+  int64_t conv_stages = 0;
+  int64_t conv_channels = 0;
+  int64_t conv_blocks = 0;
+  int64_t conv_stem_stride = 1;  // 2: the backbone's first convolution halves the image (LeViT's stem)
   // The descendants of ViT (timm's names):
   int64_t reg_tokens = 0;       // register tokens (DINOv2 "reg4"): reg_token (1, R, D), after the class token
   bool dist_token = false;      // DeiT's distillation token (second prefix token) and head_dist
@@ -65,7 +74,14 @@ struct ViTConfig {
   bool projection = false;      // CLIP: `head` is the image projection; its output is the embedding
   bool head_bias = true;        // false: the head has no bias (Hugging Face CLIP's visual_projection)
 
-  int64_t embed_channels() const { return stem_layers > 0 ? stem_channels : in_channels; }
+  bool hybrid() const { return conv_stages > 0; }
+  // How many pixels one step of the backbone's feature map spans (1 without a backbone).
+  int64_t feature_stride() const { return hybrid() ? conv_stem_stride << (conv_stages - 1) : 1; }
+  int64_t feature_size() const { return image_size / feature_stride(); }  // the map the patch embedding reads
+  int64_t embed_patch() const { return patch_size / feature_stride(); }   // its kernel and stride
+  int64_t embed_channels() const {
+    return hybrid() ? conv_channels << (conv_stages - 1) : stem_layers > 0 ? stem_channels : in_channels;
+  }
 
   int64_t grid() const { return image_size / patch_size; }
   int64_t num_patches() const { return grid() * grid(); }
@@ -106,6 +122,10 @@ struct ViTConfig {
     visit("representation_size", representation_size, Presence::Optional);
     visit("stem_layers", stem_layers, Presence::Optional);
     visit("stem_channels", stem_channels, Presence::Optional);
+    visit("conv_stages", conv_stages, Presence::Optional);
+    visit("conv_channels", conv_channels, Presence::Optional);
+    visit("conv_blocks", conv_blocks, Presence::Optional);
+    visit("conv_stem_stride", conv_stem_stride, Presence::Optional);
     visit("reg_tokens", reg_tokens, Presence::Optional);
     visit("dist_token", dist_token, Presence::Optional);
     visit("no_embed_class", no_embed_class, Presence::Optional);

@@ -72,6 +72,22 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride_, int64_t
 
 Variable Conv2d::forward(const Variable& x) { return conv2d(x, weight, bias, stride, padding, precision); }
 
+BatchNorm2d::BatchNorm2d(int64_t features, double eps_, double momentum_)
+    : num_features(features), eps(eps_), momentum(momentum_) {
+  VIT_CHECK(features > 0, "batch_norm", "num_features must be > 0, got {}", features);
+  VIT_CHECK(eps >= 0 && momentum >= 0 && momentum <= 1, "batch_norm", "eps {} must be >= 0 and momentum {} in [0, 1]",
+            eps, momentum);
+  weight = register_parameter("weight", Tensor::ones({features}));
+  bias = register_parameter("bias", Tensor::zeros({features}));
+  running_mean = register_buffer("running_mean", Tensor::zeros({features}));
+  running_var = register_buffer("running_var", Tensor::ones({features}));
+}
+
+Variable BatchNorm2d::forward(const Variable& x) {
+  VIT_CHECK(x.dim() == 4, "batch_norm", "BatchNorm2d expects (B, C, H, W), got {}", shape_str(x.shape()));
+  return batch_norm(x, running_mean.data(), running_var.data(), weight, bias, is_training(), momentum, eps);
+}
+
 void set_matmul_precision(Module& root, MatmulPrecision precision) {
   root.apply([precision](Module& m) {
     if (auto* l = dynamic_cast<Linear*>(&m)) l->precision = precision;

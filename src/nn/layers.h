@@ -1,5 +1,5 @@
 // The basic layers, with PyTorch's parameter shapes, defaults and initialisation:
-// Linear, LayerNorm, Conv2d, Dropout, DropPath, activations (ReLU, GELU, Tanh, Softmax),
+// Linear, LayerNorm, Conv2d, BatchNorm2d, Dropout, DropPath, activations (ReLU, GELU, Tanh, Softmax),
 // Identity and Sequential.
 #pragma once
 
@@ -46,6 +46,20 @@ class Conv2d : public Module {
   int64_t in_channels, out_channels, kernel_size, stride, padding;
   Variable weight, bias;
   MatmulPrecision precision = MatmulPrecision::F32;  // as Linear's
+};
+
+// Batch normalisation over the channels of (B, C, H, W) (torch.nn.BatchNorm2d, same names):
+// weight / bias (C) ones / zeros; buffers running_mean / running_var (C) zeros / ones, moved toward
+// each training batch's statistics with `momentum` and used in evaluation. PyTorch's
+// num_batches_tracked counter is not kept (it matters only for momentum=None, which this does not
+// offer); foreign state dicts' copies of it are set aside by the layouts that read them.
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1);
+  Variable forward(const Variable& x) override;
+  int64_t num_features;
+  double eps, momentum;
+  Variable weight, bias, running_mean, running_var;
 };
 
 // Sets the matmul precision of every Linear and Conv2d below root (root included): BF16 is

@@ -8,23 +8,51 @@
 
 namespace vit::nn {
 
-Variable Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
-  for (const auto& [existing, _] : params_) {
-    VIT_CHECK(existing != name, "module", "parameter '{}' registered twice", name);
+void Module::check_new_name(const std::string& name) const {
+  for (const auto* list : {&params_, &buffers_}) {
+    for (const auto& [existing, _] : *list) VIT_CHECK(existing != name, "module", "'{}' registered twice", name);
   }
+}
+
+Variable Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
+  check_new_name(name);
   Variable p(std::move(value), requires_grad);
   params_.emplace_back(name, p);
   return p;
 }
 
-void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Variable>>& out) const {
-  for (const auto& [name, p] : params_) out.emplace_back(prefix + name, p);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+Variable Module::register_buffer(const std::string& name, Tensor value) {
+  check_new_name(name);
+  Variable b(std::move(value), false);
+  buffers_.emplace_back(name, b);
+  return b;
+}
+
+void Module::collect(const std::string& prefix, What what, std::vector<std::pair<std::string, Variable>>& out) const {
+  if (what != What::Buffers) {
+    for (const auto& [name, p] : params_) out.emplace_back(prefix + name, p);
+  }
+  if (what != What::Parameters) {
+    for (const auto& [name, b] : buffers_) out.emplace_back(prefix + name, b);
+  }
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", what, out);
 }
 
 std::vector<std::pair<std::string, Variable>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Variable>> out;
-  collect("", out);
+  collect("", What::Parameters, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Variable>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Variable>> out;
+  collect("", What::Buffers, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Variable>> Module::named_state() const {
+  std::vector<std::pair<std::string, Variable>> out;
+  collect("", What::Both, out);
   return out;
 }
 
@@ -52,7 +80,7 @@ void Module::zero_grad() {
 }
 
 void Module::to(DType dtype) {
-  for (auto& [_, p] : named_parameters()) {
+  for (auto& [_, p] : named_state()) {
     Node& node = *p.node();
     if (node.data.dtype() == dtype) continue;
     node.data = node.data.to(dtype);
@@ -67,7 +95,7 @@ void Module::apply(const std::function<void(Module&)>& fn) {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (const auto& [name, p] : named_parameters()) out.emplace_back(name, p.data());
+  for (const auto& [name, p] : named_state()) out.emplace_back(name, p.data());
   return out;
 }
 
@@ -88,7 +116,7 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict, bool sha
     given[name] = &t;
   }
   std::set<std::string> used;
-  const auto params = named_parameters();
+  const auto params = named_state();  // parameters and buffers
   for (const auto& [name, p] : params) {
     auto it = given.find(name);
     if (it == given.end()) {

@@ -1,7 +1,8 @@
-// Module: the base of every layer (torch.nn.Module's shape). Holds named parameters and named
-// children in registration order, so parameter names are timm's dotted paths
-// ("blocks.0.attn.qkv.weight"); train()/eval() propagate to children; state dicts are name ->
-// Tensor and load with shape checks.
+// Module: the base of every layer (torch.nn.Module's shape). Holds named parameters, named
+// buffers (state that is not trained: BatchNorm's running statistics) and named children in
+// registration order, so names are timm's dotted paths ("blocks.0.attn.qkv.weight"); train()/eval()
+// propagate to children; state dicts are name -> Tensor (parameters and buffers, each module's own
+// then its children's, as PyTorch orders them) and load with shape checks.
 #pragma once
 
 #include <functional>
@@ -37,6 +38,10 @@ class Module {
   // Every parameter with its dotted name, depth first in registration order.
   std::vector<std::pair<std::string, Variable>> named_parameters() const;
   std::vector<Variable> parameters() const;
+  // Every buffer with its dotted name (Variables that never require grad; optimisers never see them).
+  std::vector<std::pair<std::string, Variable>> named_buffers() const;
+  // Parameters and buffers in state-dict order (each module's own, then its children's).
+  std::vector<std::pair<std::string, Variable>> named_state() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   // Number of scalar parameters (trainable only: those with requires_grad).
   int64_t num_parameters(bool trainable_only = true) const;
@@ -63,6 +68,7 @@ class Module {
 
  protected:
   Variable register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  Variable register_buffer(const std::string& name, Tensor value);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);
@@ -70,8 +76,10 @@ class Module {
   }
 
  private:
-  void collect(const std::string& prefix, std::vector<std::pair<std::string, Variable>>& out) const;
-  std::vector<std::pair<std::string, Variable>> params_;
+  enum class What { Parameters, Buffers, Both };
+  void collect(const std::string& prefix, What what, std::vector<std::pair<std::string, Variable>>& out) const;
+  void check_new_name(const std::string& name) const;
+  std::vector<std::pair<std::string, Variable>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

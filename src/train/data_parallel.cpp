@@ -79,6 +79,33 @@ void DataParallel::reseed(uint64_t seed, int64_t step) {
   key_ = data::mix_seed(seed, 0xD50, static_cast<uint64_t>(step));
 }
 
+void DataParallel::average_buffers(int replicas_run) {
+  const auto master = master_.named_buffers();
+  if (master.empty()) return;
+  std::vector<std::vector<std::pair<std::string, Variable>>> others;
+  for (int r = 1; r < replicas_run; ++r) others.push_back(replicas_[r - 1]->named_buffers());
+  std::vector<double> sums;
+  for (size_t i = 0; i < master.size(); ++i) {
+    const Tensor m = master[i].second.data().to(DType::F64).contiguous();
+    std::vector<double> v(m.data<double>(), m.data<double>() + m.numel());
+    for (const auto& buffers : others) {
+      const Tensor o = buffers[i].second.data().to(DType::F64).contiguous();
+      for (size_t k = 0; k < v.size(); ++k) v[k] += o.data<double>()[k];
+    }
+    for (double& x : v) x /= static_cast<double>(replicas_run);  // this rank's mean first: ranks may run fewer
+    sums.insert(sums.end(), v.begin(), v.end());
+  }
+  if (comm_.distributed()) comm_.sum(sums);
+  const double count = comm_.distributed() ? static_cast<double>(comm_.size()) : 1.0;
+  size_t at = 0;
+  for (size_t i = 0; i < master.size(); ++i) {
+    Tensor dst = master[i].second.data();
+    Tensor mean = Tensor::empty(dst.shape(), DType::F64);
+    for (int64_t k = 0; k < dst.numel(); ++k) mean.data<double>()[k] = sums[at++] / count;
+    dst.copy_(mean);
+  }
+}
+
 DataParallel::StepResult DataParallel::forward_backward(const data::Batch& batch, double label_smoothing) {
   master_.zero_grad();
   const bool training = master_.is_training();
@@ -97,6 +124,11 @@ DataParallel::StepResult DataParallel::forward_backward(const data::Batch& batch
     return result;
   }
   reducer_->begin(R);
+  const auto master_buffers = master_.named_buffers();
+  for (int r = 1; r < R; ++r) {  // every replica starts the step from the master's statistics
+    const auto buffers = replicas_[r - 1]->named_buffers();
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.data().copy_(master_buffers[i].second.data());
+  }
   std::vector<double> losses(R, 0.0);
   std::vector<int64_t> correct(R, 0);
   std::vector<std::exception_ptr> errors(R);
@@ -125,6 +157,7 @@ DataParallel::StepResult DataParallel::forward_backward(const data::Batch& batch
   }
   // The buckets not yet started, the waits, the total into the master's .grad.
   reducer_->finish();
+  average_buffers(R);
   for (int r = 0; r < R; ++r) {
     result.loss += losses[r];
     result.correct += correct[r];

@@ -57,6 +57,11 @@ class DataParallel {
   }
 
  private:
+  // Buffers (a hybrid's BatchNorm statistics): each replica and rank normalises with its own slice's
+  // statistics (as PyTorch's DistributedDataParallel without SyncBatchNorm) and moves its own
+  // running estimates; after each step they are averaged over the replicas that ran and over the
+  // ranks, so every replica and rank holds the same ones (what rank 0 saves).
+  void average_buffers(int replicas_run);
   model::VisionTransformer& master_;
   std::vector<std::unique_ptr<model::VisionTransformer>> replicas_;  // replicas 1..R-1
   distributed::Comm& comm_;

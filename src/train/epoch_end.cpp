@@ -25,11 +25,11 @@ EvalResult evaluate_epoch(Run& run, int64_t epoch, Tta tta, Weights weights) {
   EvalResult eval;
   if (run.ema && weights == Weights::AsEvaluated) {
     optim::NamedTensors current;
-    for (const auto& [name, p] : run.params) current.emplace_back(name, p.data().clone());
-    assign(run.params, run.ema->averages());
+    for (const auto& [name, p] : run.averaged) current.emplace_back(name, p.data().clone());
+    assign(run.averaged, run.ema->averages());
     eval = evaluate(*run.model, run.data.test, run.data.norm, run.config.eval_batch_size, eval_shard(run),
                     infer::Precision::F32, tta);
-    assign(run.params, current);
+    assign(run.averaged, current);
   } else {
     eval = evaluate(*run.model, run.data.test, run.data.norm, run.config.eval_batch_size, eval_shard(run),
                     infer::Precision::F32, tta);

@@ -49,7 +49,7 @@ std::vector<double> per_channel(const std::vector<double>& v, int64_t channels) 
 
 // The first convolution, the one that reads the image: the stem's, else the patch embedding's.
 std::string input_conv(const model::ViTConfig& m) {
-  return m.stem_layers > 0 ? "stem.0.weight" : "patch_embed.proj.weight";
+  return m.stem_layers > 0 ? "stem.0.weight" : m.hybrid() ? "backbone.stem.conv.weight" : "patch_embed.proj.weight";
 }
 
 // (O, I_file, k, k) -> (O, I, k, k): grey from RGB sums the input channels (a grey image x feeds
@@ -246,9 +246,10 @@ std::vector<std::string> fit_init_to_data(TrainConfig& c, InitSource& src, const
 
 void load_init_weights(model::VisionTransformer& m, const InitSource& src, const TrainConfig& c) {
   std::map<std::string, Tensor> file;
-  for (const auto& [name, p] : src.loaded.model->named_parameters()) file.emplace(name, p.data());
+  for (const auto& [name, t] : src.loaded.model->state_dict()) file.emplace(name, t);
   const std::string conv = input_conv(c.model);
-  for (auto& [name, p] : m.named_parameters()) {
+  // Parameters and buffers (a hybrid's BatchNorm statistics come with its weights).
+  for (auto& [name, p] : m.named_state()) {
     Tensor dst = p.data();
     if (src.fresh_head && is_head_parameter(name)) {
       dst.fill_(0.0);

@@ -82,6 +82,8 @@ struct Run {
   RunData data;
   std::unique_ptr<model::VisionTransformer> model;
   optim::NamedParameters params;
+  optim::NamedParameters
+      averaged;  // what the EMA averages: parameters and buffers (BatchNorm statistics), state-dict order
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::ModelEma> ema;
   std::unique_ptr<Teacher> teacher;  // with --teacher (DeiT's distillation)

@@ -141,6 +141,7 @@ void build_model(Run& run, const checkpoint::LoadedCheckpoint* resumed, const In
   const TrainConfig& c = run.config;
   run.model = std::make_unique<model::VisionTransformer>(c.model, std::make_shared<Generator>(c.seed));
   run.params = run.model->named_parameters();
+  run.averaged = run.model->named_state();
   if (init) load_init_weights(*run.model, *init, c);
   optim::NamedParameters trained;
   for (auto& [name, p] : run.params) {
@@ -157,15 +158,15 @@ void build_model(Run& run, const checkpoint::LoadedCheckpoint* resumed, const In
     run.opt = std::make_unique<optim::SGD>(trained, c.lr, c.momentum, c.weight_decay);
   }
   run.opt->set_lr_scales(lr_scales(trained, c));
-  if (c.ema_decay > 0) run.ema = std::make_unique<optim::ModelEma>(run.params, c.ema_decay);
+  if (c.ema_decay > 0) run.ema = std::make_unique<optim::ModelEma>(run.averaged, c.ema_decay);
   if (!resumed) return;  // the folder is made fresh once every rank has agreed (train_job)
   const checkpoint::LoadedCheckpoint& r = *resumed;
   run.model->load_state_dict(r.weights);
   run.opt->load_state(r.optimizer);
   if (run.ema) {
-    VIT_CHECK(r.ema.size() == run.params.size(), "train", "{}: EMA weights missing from the checkpoint",
+    VIT_CHECK(r.ema.size() == run.averaged.size(), "train", "{}: EMA weights missing from the checkpoint",
               run.files.last);
-    for (size_t i = 0; i < run.params.size(); ++i) run.ema->averages()[i].second.copy_(r.ema[i].second);
+    for (size_t i = 0; i < run.averaged.size(); ++i) run.ema->averages()[i].second.copy_(r.ema[i].second);
   }
   run.start_epoch = r.info.epoch;
   run.step = r.info.step;

@@ -242,6 +242,11 @@ TrainConfig finetune_recipe() {
 
 TrainConfig recipe_for(const std::string& preset) {
   if (preset == "vit_fashion") return fashion_recipe();
+  if (preset == "vit_hybrid_fashion") {  // the main job's recipe for the hybrid (see presets.cpp)
+    TrainConfig c = fashion_recipe();
+    c.model = model::preset(preset);
+    return c;
+  }
   if (preset == "vit_digits") return digits_recipe();
   TrainConfig c;
   c.model = model::preset(preset);

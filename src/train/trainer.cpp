@@ -62,7 +62,7 @@ bool train_step(Run& run, DataParallel& parallel, const data::Batch& batch, int6
          "stopping without saving. The last good checkpoint is {}",
          bad, epoch + 1, run.step, run.files.last_good());
   }
-  if (run.ema) run.ema->update(run.params, run.step);  // with warmup (optimizer.h)
+  if (run.ema) run.ema->update(run.averaged, run.step);  // with warmup (optimizer.h)
   ++run.step;
   const auto B = batch.global_size;
   e.stats.correct += r.correct;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "autograd/ops.h"
 
 namespace vit {
@@ -17,7 +19,7 @@ using testing::load_golden;
 using testing::Tolerance;
 
 class GoldenOps : public ::testing::TestWithParam<DType> {
- protected:
+ public:
   DType dtype() const { return GetParam(); }
   Tolerance tol() const { return dtype() == DType::F32 ? testing::kGoldenFloatTol : testing::kGoldenDoubleTol; }
   Variable input(const io::WeightsFile& f, const std::string& key) { return Variable(golden(f, key, dtype()), true); }
@@ -179,6 +181,64 @@ TEST_P(GoldenOps, AttentionCoreInsideTimmAttention) {
   check(proj_w.grad(), f, "grad.proj.weight");
   check(proj_b.grad(), f, "grad.proj.bias");
 }
+
+TEST_P(GoldenOps, BatchNorm) {
+  const auto f = load_golden("batchnorm.safetensors");
+  const double momentum = std::stod(f.metadata.at("momentum")), eps = std::stod(f.metadata.at("eps"));
+  for (const std::string mode : {"train", "eval"}) {
+    SCOPED_TRACE(mode);
+    Variable x = input(f, "x"), w = input(f, "weight"), b = input(f, "bias");
+    const Tensor rm = golden(f, "running_mean", dtype()), rv = golden(f, "running_var", dtype());
+    Variable y = batch_norm(x, rm, rv, w, b, mode == "train", momentum, eps);
+    y.backward(golden(f, mode + ".grad_out", dtype()));
+    check(y.data(), f, mode + ".out");
+    check(x.grad(), f, mode + ".grad.x");
+    check(w.grad(), f, mode + ".grad.weight");
+    check(b.grad(), f, mode + ".grad.bias");
+    check(rm, f, mode == "train" ? "train.running_mean" : "running_mean");
+    check(rv, f, mode == "train" ? "train.running_var" : "running_var");
+  }
+}
+
+// A ResNet basic block that downsamples: 3x3 stride 2, 3x3, and a 1x1 stride-2 shortcut, each
+// convolution followed by BatchNorm in training mode; on (B, C, H, W) maps with conv2d and
+// batch_norm, and on channels-last maps with their channels-last forms (the hybrid backbone's).
+void check_conv_block(GoldenOps& t, bool channels_last) {
+  const auto f = load_golden("conv_block.safetensors");
+  std::map<std::string, Variable> p;
+  for (const char* n : {"conv1.weight", "conv2.weight", "conv3.weight", "bn1.weight", "bn1.bias", "bn2.weight",
+                        "bn2.bias", "bn3.weight", "bn3.bias"})
+    p[n] = t.input(f, n);
+  std::map<std::string, std::pair<Tensor, Tensor>> running;
+  for (const char* n : {"bn1", "bn2", "bn3"})
+    running[n] = {Tensor::zeros({8}, t.dtype()), Tensor::ones({8}, t.dtype())};
+  auto bn = [&](const Variable& v, const std::string& n) {
+    const auto& [mean, var] = running[n];
+    return channels_last ? batch_norm_channels_last(v, mean, var, p[n + ".weight"], p[n + ".bias"], true)
+                         : batch_norm(v, mean, var, p[n + ".weight"], p[n + ".bias"], true);
+  };
+  auto conv = [&](const Variable& v, const std::string& n, int64_t stride, int64_t padding) {
+    return channels_last ? conv2d_channels_last(v, p[n], Variable(), stride, padding)
+                         : conv2d(v, p[n], Variable(), stride, padding);
+  };
+  Variable x = t.input(f, "x");
+  const Variable in = channels_last ? x.permute({0, 2, 3, 1}) : x;
+  Variable h = relu(bn(conv(in, "conv1.weight", 2, 1), "bn1"));
+  h = bn(conv(h, "conv2.weight", 1, 1), "bn2");
+  Variable y = relu(h + bn(conv(in, "conv3.weight", 2, 0), "bn3"));
+  if (channels_last) y = y.permute({0, 3, 1, 2});
+  y.backward(golden(f, "grad_out", t.dtype()));
+  t.check(y.data(), f, "out");
+  t.check(x.grad(), f, "grad.x");
+  for (const auto& [n, v] : p) t.check(v.grad(), f, "grad." + n);
+  for (const auto& [n, r] : running) {
+    t.check(r.first, f, n + ".running_mean");
+    t.check(r.second, f, n + ".running_var");
+  }
+}
+
+TEST_P(GoldenOps, ResidualConvBlockWithBatchNorm) { check_conv_block(*this, false); }
+TEST_P(GoldenOps, ResidualConvBlockWithBatchNormChannelsLast) { check_conv_block(*this, true); }
 
 INSTANTIATE_TEST_SUITE_P(DTypes, GoldenOps, ::testing::Values(DType::F32, DType::F64),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });

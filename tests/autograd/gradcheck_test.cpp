@@ -97,6 +97,19 @@ TEST(Gradcheck, SoftmaxLayerNormLoss) {
       },
       {x, random_f64({3, 5}, 29, 0.1, 1.0), random_f64({3, 5}, 30, 0.1)});
   EXPECT_GRADCHECK([](const V& v) { return layer_norm(v[0], {5}, Variable(), Variable()); }, {x});
+  // batch_norm with the batch's statistics (fresh running buffers each evaluation: they move), and
+  // with fixed running statistics (evaluation).
+  const Tensor maps = random_f64({3, 4, 2, 3}, 41, 2.0);
+  EXPECT_GRADCHECK(
+      [](const V& v) {
+        return batch_norm(v[0], Tensor::zeros({4}, DType::F64), Tensor::ones({4}, DType::F64), v[1], v[2], true);
+      },
+      {maps, random_f64({4}, 42, 0.1, 1.0), random_f64({4}, 43, 0.1)});
+  EXPECT_GRADCHECK([](const V& v) { return batch_norm(v[0], Tensor(), Tensor(), Variable(), Variable(), true); },
+                   {maps});
+  const Tensor rm = random_f64({4}, 44, 0.1), rv = random_f64({4}, 45, 0.1, 1.0);
+  EXPECT_GRADCHECK([rm, rv](const V& v) { return batch_norm(v[0], rm, rv, v[1], v[2], false); },
+                   {maps, random_f64({4}, 46, 0.1, 1.0), random_f64({4}, 47, 0.1)});
   const Tensor targets = Tensor::from_data(std::vector<int64_t>{2, 0, 4, 1}, {4});
   EXPECT_GRADCHECK([targets](const V& v) { return cross_entropy(v[0], targets); }, {random_f64({4, 5}, 31)});
   EXPECT_GRADCHECK([targets](const V& v) { return cross_entropy(v[0], targets, 0.1); }, {random_f64({4, 5}, 32)});
@@ -107,6 +120,17 @@ TEST(Gradcheck, ConvolutionAttentionDropout) {
                    {random_f64({2, 2, 5, 6}, 33), random_f64({3, 2, 3, 3}, 34), random_f64({3}, 35)});
   EXPECT_GRADCHECK([](const V& v) { return conv2d(v[0], v[1], Variable(), 4, 0); },
                    {random_f64({1, 3, 8, 8}, 36), random_f64({2, 3, 4, 4}, 37)});
+  // Channels-last: (B, H, W, C) in and out; a 1x1 stride-1 convolution is the GEMM alone.
+  EXPECT_GRADCHECK([](const V& v) { return conv2d_channels_last(v[0], v[1], v[2], 2, 1); },
+                   {random_f64({2, 5, 6, 2}, 48), random_f64({3, 2, 3, 3}, 49), random_f64({3}, 50)});
+  EXPECT_GRADCHECK([](const V& v) { return conv2d_channels_last(v[0], v[1], v[2], 1, 0); },
+                   {random_f64({2, 3, 4, 5}, 51), random_f64({2, 5, 1, 1}, 52), random_f64({2}, 53)});
+  EXPECT_GRADCHECK(
+      [](const V& v) {
+        return batch_norm_channels_last(v[0], Tensor::zeros({3}, DType::F64), Tensor::ones({3}, DType::F64), v[1], v[2],
+                                        true);
+      },
+      {random_f64({2, 3, 2, 3}, 54, 2.0), random_f64({3}, 55, 0.1, 1.0), random_f64({3}, 56, 0.1)});
   EXPECT_GRADCHECK([](const V& v) { return self_attention(v[0], 2); }, {random_f64({2, 4, 12}, 38)});
   // Dropout and attention dropout: the same seed for every evaluation fixes the masks.
   EXPECT_GRADCHECK(

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "autograd/variable.h"
 #include "checkpoint/checkpoint.h"
 #include "infer/load_model.h"
@@ -25,6 +27,21 @@ void expect_matches_graph(const ViTConfig& config, int64_t batch, uint64_t seed)
       const float base = name.find("weight") != std::string::npos ? 1.0f : 0.0f;
       for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = base + 0.1f * noise.data<float>()[i];
     }
+  }
+  // A hybrid's BatchNorms: affines and running statistics away from 1 / 0 (the folding reads them all).
+  for (auto& [name, p] : model.named_parameters()) {
+    if (name.find(".bn") == std::string::npos && name.find("downsample.bn") == std::string::npos) continue;
+    Tensor t = p.data();
+    const Tensor noise = Tensor::randn(t.shape(), *gen);
+    const float base = name.ends_with(".weight") ? 1.0f : 0.0f;
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = base + 0.2f * noise.data<float>()[i];
+  }
+  for (auto& [name, b] : model.named_buffers()) {
+    Tensor t = b.data();
+    const Tensor noise = Tensor::randn(t.shape(), *gen);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = name.ends_with("running_var") ? 1.0f + 0.5f * std::abs(noise.data<float>()[i])
+                                                         : 0.2f * noise.data<float>()[i];
   }
   model.eval();
   const Tensor images = Tensor::randn({batch, config.in_channels, config.image_size, config.image_size}, *gen);
@@ -80,6 +97,27 @@ TEST(InferenceSession, MatchesTheGraphForEveryVariant) {
   odd.stem_channels = 4;
   odd.name = "odd stem";
   expect_matches_graph(odd, 2, 8);
+  // A hybrid's backbone, BatchNorm folded into its convolutions: three stages to a 7x7 map read
+  // as 1x1 patches, and two stages to 14x14 read as 7x7 patches (3 input channels, cls pooling).
+  ViTConfig resnet = preset("vit_digits");
+  resnet.conv_stages = 3;
+  resnet.conv_channels = 4;
+  resnet.conv_blocks = 2;
+  resnet.patch_size = 4;
+  resnet.name = "hybrid 3 stages";
+  expect_matches_graph(resnet, 3, 9);
+  resnet.conv_stages = 2;
+  resnet.conv_blocks = 1;
+  resnet.patch_size = 14;
+  resnet.in_channels = 3;
+  resnet.pool = "cls";
+  resnet.name = "hybrid 2 stages, 7x7 patches";
+  expect_matches_graph(resnet, 2, 10);
+  resnet.conv_stem_stride = 2;  // 28 -> 14 in the stem, 7 in the second stage: 1x1 patches of the 7x7 map
+  resnet.patch_size = 4;
+  resnet.conv_blocks = 2;
+  resnet.name = "hybrid, stride-2 stem";
+  expect_matches_graph(resnet, 3, 11);
 }
 
 void expect_close(const Tensor& got, const Tensor& expected, const std::string& what) {

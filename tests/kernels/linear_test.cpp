@@ -50,10 +50,11 @@ void check(int64_t M, int64_t K, int64_t N, Epilogue epilogue, bool with_bias, i
         dot += static_cast<double>(A[m * lda + k]) * W[n * K + k];
         scale += std::abs(static_cast<double>(A[m * lda + k]) * W[n * K + k]);
       }
-      const double want = epilogue == Epilogue::Gelu         ? gelu_ref(dot)
-                          : epilogue == Epilogue::GeluTanh   ? gelu_tanh_ref(dot)
-                          : epilogue == Epilogue::Accumulate ? before[m * ldc + n] + dot
-                                                             : dot;
+      const double v = dot + (epilogue.beta != 0.0f ? epilogue.beta * before[m * ldc + n] : 0.0);
+      const double want = epilogue.act == Activation::Gelu       ? gelu_ref(v)
+                          : epilogue.act == Activation::GeluTanh ? gelu_tanh_ref(v)
+                          : epilogue.act == Activation::Relu     ? std::max(v, 0.0)
+                                                                 : v;
       worst = std::max(worst, std::abs(got - want) / (1.0 + scale));
     }
   }
@@ -69,7 +70,8 @@ TEST(Linear, MatchesReferenceAroundPanelAndBlockEdges) {
         for (int64_t K : {1, 7, 64}) check(M, K, N, Epilogue::Store, true, 0, impl);
       }
     }
-    for (Epilogue e : {Epilogue::Store, Epilogue::Accumulate, Epilogue::Gelu, Epilogue::GeluTanh}) {
+    for (Epilogue e : {Epilogue::Store, Epilogue::Accumulate, Epilogue::Gelu, Epilogue::GeluTanh, Epilogue::Relu,
+                       Epilogue{1.0f, 1.0f, Activation::Relu}}) {
       for (bool bias : {false, true}) {
         check(197, 192, 576, e, bias, 0, impl);
         check(50, 65, 23, e, bias, 3, impl);
@@ -83,7 +85,8 @@ TEST(Linear, DoubleMatchesReference) {
   const int64_t M = 7, K = 33, N = 10;
   const std::vector<double> A = random_vector<double>(M * K, 11), W = random_vector<double>(N * K, 12),
                             bias = random_vector<double>(N, 13);
-  for (Epilogue e : {Epilogue::Store, Epilogue::Accumulate, Epilogue::Gelu, Epilogue::GeluTanh}) {
+  for (Epilogue e : {Epilogue::Store, Epilogue::Accumulate, Epilogue::Gelu, Epilogue::GeluTanh, Epilogue::Relu,
+                     Epilogue{1.0f, 1.0f, Activation::Relu}}) {
     std::vector<double> C = random_vector<double>(M * N, 14), R = C;
     linear_forward<double>(A.data(), M, K, K, W.data(), N, bias.data(), C.data(), N, e);
     linear_forward_ref<double>(A.data(), M, K, K, W.data(), N, bias.data(), R.data(), N, e);

@@ -1,12 +1,13 @@
 // model/architecture.h describes every parameter without building the model: for every variant
 // of the config (cls/mean pooling, qkv bias on/off, a representation layer, an explicit MLP
-// width, depth 1 to 3, a convolutional stem of 1 or 2 layers) its table must equal the built VisionTransformer's
-// named_parameters() name for name and shape for shape, and the counts and MACs read from it must equal the closed
-// formulas they replaced. The checkpoint layouts' timm keys must be the same names.
+// width, depth 1 to 3, a convolutional stem of 1 or 2 layers, a hybrid's ResNet backbone) its table must equal the
+// built VisionTransformer's named_parameters() name for name and shape for shape, and the counts and MACs read from it
+// must equal the closed formulas they replaced. The checkpoint layouts' timm keys must be the same names.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "model/layouts/config_from_shapes.h"
 #include "model/layouts/layout.h"
@@ -16,6 +17,25 @@
 namespace vit::model {
 namespace {
 
+// A hybrid's backbone (model/backbone.h): parameters, or (macs) multiply-accumulates per image.
+double formula_backbone(const ViTConfig& c, bool macs) {
+  if (!c.hybrid()) return 0.0;
+  const double C0 = static_cast<double>(c.conv_channels);
+  const double image = static_cast<double>(c.image_size / c.conv_stem_stride);
+  auto conv = [&](double out, double in, double k, double side) {
+    return macs ? out * in * k * k * side * side : out * in * k * k + 2 * out;
+  };
+  double n = conv(C0, static_cast<double>(c.in_channels), 3, image), in = C0;
+  for (int64_t s = 0; s < c.conv_stages; ++s) {
+    const double out = C0 * static_cast<double>(int64_t{1} << s), side = image / static_cast<double>(int64_t{1} << s);
+    for (int64_t b = 0; b < c.conv_blocks; ++b) {
+      n += conv(out, in, 3, side) + conv(out, out, 3, side) + (in != out ? conv(out, in, 1, side) : 0.0);
+      in = out;
+    }
+  }
+  return n;
+}
+
 // The closed formulas that stood in vision_transformer.cpp before the parameter table.
 double formula_parameter_count(const ViTConfig& c) {
   const double D = static_cast<double>(c.dim), F = static_cast<double>(c.hidden_dim()),
@@ -23,7 +43,10 @@ double formula_parameter_count(const ViTConfig& c) {
                N = static_cast<double>(c.num_tokens()), K = static_cast<double>(c.num_classes),
                R = static_cast<double>(c.representation_size);
   const double S = static_cast<double>(c.stem_channels), E = static_cast<double>(c.embed_channels());
-  double n = D * E * P * P + D + N * D + (c.pool == "cls" ? D : 0.0);
+  const double EP = static_cast<double>(c.embed_patch());
+  double n = D * E * EP * EP + D + N * D + (c.pool == "cls" ? D : 0.0);
+  (void)P;
+  n += formula_backbone(c, false);
   if (c.stem_layers > 0) n += (C * S * 9 + S) + static_cast<double>(c.stem_layers - 1) * (S * S * 9 + S);
   const double block = 4 * D + 3 * D * D + (c.qkv_bias ? 3 * D : 0.0) + D * D + D + D * F + F + F * D + D;
   n += static_cast<double>(c.depth) * block + 2 * D;
@@ -35,9 +58,10 @@ double formula_parameter_count(const ViTConfig& c) {
 ComputeCost formula_macs(const ViTConfig& c) {
   const int64_t N = c.num_tokens(), D = c.dim, F = c.hidden_dim();
   ComputeCost cost;
-  cost.patch_embed = c.num_patches() * D * c.embed_channels() * c.patch_size * c.patch_size;
+  cost.patch_embed = c.num_patches() * D * c.embed_channels() * c.embed_patch() * c.embed_patch();
   const int64_t pixels = c.image_size * c.image_size, S = c.stem_channels;
   if (c.stem_layers > 0) cost.stem = pixels * 9 * S * (c.in_channels + (c.stem_layers - 1) * S);
+  cost.stem += static_cast<int64_t>(formula_backbone(c, true));
   cost.attention = c.depth * (N * D * 3 * D + 2 * N * N * D + N * D * D);
   cost.mlp = c.depth * (2 * N * D * F);
   const int64_t features = c.representation_size > 0 ? c.representation_size : D;
@@ -64,6 +88,20 @@ std::vector<ViTConfig> variants() {
     c.stem_layers = stem_layers;
     c.stem_channels = 6;
     c.name = fmt::format("vit_cifar stem_layers={}", stem_layers);
+    configs.push_back(c);
+  }
+  // The hybrid: ResNet stages with BatchNorm; 1x1 patches of the last map, or 7x7 of a 14x14 one.
+  for (auto [stages, blocks, patch, stem_stride] :
+       {std::tuple{3, 2, 4, 1}, {2, 1, 14, 1}, {1, 1, 7, 1}, {2, 1, 4, 2}}) {
+    ViTConfig c = preset("vit_fashion");
+    c.stem_layers = 0;
+    c.stem_channels = 0;
+    c.conv_stages = stages;
+    c.conv_channels = 6;
+    c.conv_blocks = blocks;
+    c.patch_size = patch;
+    c.conv_stem_stride = stem_stride;
+    c.name = fmt::format("hybrid stages={} blocks={} patch={} stem stride={}", stages, blocks, patch, stem_stride);
     configs.push_back(c);
   }
   for (const char* pool : {"cls", "mean"}) {
@@ -108,6 +146,18 @@ TEST(Architecture, TableEqualsTheBuiltModelForEveryVariant) {
     }
     EXPECT_EQ(parameter_count(c), static_cast<double>(model.num_parameters()));
     EXPECT_EQ(parameter_count(c), formula_parameter_count(c));
+    // The buffers (a hybrid's BatchNorm statistics) likewise, and the state dict's total.
+    const auto buffers = model.named_buffers();
+    const std::vector<ParameterSpec> buffer_table = buffer_specs(c);
+    ASSERT_EQ(buffer_table.size(), buffers.size());
+    double state = 0;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      EXPECT_EQ(buffer_table[i].name, buffers[i].first);
+      EXPECT_EQ(buffer_table[i].shape, buffers[i].second.shape()) << buffers[i].first;
+    }
+    for (const auto& [_, t] : model.state_dict()) state += static_cast<double>(t.numel());
+    EXPECT_EQ(state_count(c), state);
+    EXPECT_EQ(c.hybrid(), !buffers.empty());
     EXPECT_EQ(parameters_by_part(c), parts_of_built(model));
     if (c.depth > 0) {
       EXPECT_EQ(parameters_per_block(c), model.blocks->named_children()[0].second->num_parameters());

@@ -26,7 +26,7 @@ TEST(ViTConfigJson, TextIsPinnedAndRoundTrips) {
       R"({"name":"vit_digits","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":6,)"
       R"("num_heads":4,"mlp_ratio":2.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,"drop_path":0.1,)"
       R"("pool":"mean","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0)"
-      R"(,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
+      R"(,"conv_stages":0,"conv_channels":0,"conv_blocks":0,"conv_stem_stride":1,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
       R"("layer_scale":0.0,"qk_norm":false,"dim_head":0,"mlp_layers":2,"norm_tokens":false,"head_tanh":false,)"
       R"("projection":false,"head_bias":true})";
   EXPECT_EQ(preset("vit_digits").to_json(), digits);
@@ -34,7 +34,7 @@ TEST(ViTConfigJson, TextIsPinnedAndRoundTrips) {
       R"({"name":"vit_base_patch16_224","image_size":224,"patch_size":16,"in_channels":3,"num_classes":1000,"dim":768,)"
       R"("depth":12,"num_heads":12,"mlp_ratio":4.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,)"
       R"("drop_path":0.0,"pool":"cls","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0)"
-      R"(,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
+      R"(,"conv_stages":0,"conv_channels":0,"conv_blocks":0,"conv_stem_stride":1,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
       R"("layer_scale":0.0,"qk_norm":false,"dim_head":0,"mlp_layers":2,"norm_tokens":false,"head_tanh":false,)"
       R"("projection":false,"head_bias":true})";
   EXPECT_EQ(preset("vit_base_patch16_224").to_json(), base);
@@ -53,7 +53,7 @@ TEST(ViTConfigJson, TextIsPinnedAndRoundTrips) {
       R"({"name":"x \"q\"","image_size":224,"patch_size":16,"in_channels":3,"num_classes":1000,"dim":768,"depth":12,)"
       R"("num_heads":12,"mlp_ratio":2.5,"mlp_dim":50,"qkv_bias":false,"dropout":0.1,"attn_dropout":0.25,)"
       R"("drop_path":0.0,"pool":"cls","eps":1e-12,"representation_size":24,"stem_layers":2,"stem_channels":16)"
-      R"(,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
+      R"(,"conv_stages":0,"conv_channels":0,"conv_blocks":0,"conv_stem_stride":1,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
       R"("layer_scale":0.0,"qk_norm":false,"dim_head":0,"mlp_layers":2,"norm_tokens":false,"head_tanh":false,)"
       R"("projection":false,"head_bias":true})";
   EXPECT_EQ(c.to_json(), custom);
@@ -71,7 +71,7 @@ TEST(ViTConfigJson, OldFilesWithoutTheOptionalKeysLoadWithDefaults) {
       R"({"name":"a","image_size":28,"patch_size":7,"in_channels":1,"num_classes":10,"dim":64,"depth":1,)"
       R"("num_heads":4,"mlp_ratio":2.0,"mlp_dim":0,"qkv_bias":true,"dropout":0.0,"attn_dropout":0.0,)"
       R"("drop_path":0.0,"pool":"mean","eps":1e-06,"representation_size":0,"stem_layers":0,"stem_channels":0)"
-      R"(,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
+      R"(,"conv_stages":0,"conv_channels":0,"conv_blocks":0,"conv_stem_stride":1,"reg_tokens":0,"dist_token":false,"no_embed_class":false,"pre_norm":false,"final_norm":true,"act":"gelu",)"
       R"("layer_scale":0.0,"qk_norm":false,"dim_head":0,"mlp_layers":2,"norm_tokens":false,"head_tanh":false,)"
       R"("projection":false,"head_bias":true})");
 }
@@ -108,13 +108,46 @@ TEST(ViTConfigJson, BadJsonNamesTheKey) {
   EXPECT_EQ(error_of(valid + R"(,"stem_layers":1,"stem_channels":5000})"),
             "[vit_config] stem_channels 5000 with stem_layers 1: a stem needs 1..4096 channels, no stem needs 0");
   EXPECT_EQ(ViTConfig::from_json(valid + R"(,"stem_layers":1,"stem_channels":8})").embed_channels(), 8);
+  // A hybrid's backbone: three stages of 16, 32, 64 channels reach a 7x7 map of the 28x28 image.
+  std::string hybrid = valid;
+  hybrid.replace(hybrid.find(R"("patch_size":7)"), 14, R"("patch_size":4)");
+  const ViTConfig h = ViTConfig::from_json(hybrid + R"(,"conv_stages":3,"conv_channels":16,"conv_blocks":1})");
+  EXPECT_EQ(h.embed_channels(), 64);
+  EXPECT_EQ(h.feature_stride(), 4);
+  EXPECT_EQ(h.embed_patch(), 1);
+  EXPECT_EQ(h.num_patches(), 49);
+  EXPECT_EQ(error_of(hybrid + R"(,"conv_stages":6,"conv_channels":16,"conv_blocks":1})"),
+            "[vit_config] conv_stages must be in [0, 5], got 6");
+  EXPECT_EQ(error_of(hybrid + R"(,"conv_channels":16})"),
+            "[vit_config] conv_channels 16, conv_blocks 0 and conv_stem_stride 1 need conv_stages > 0 (0 stages: no "
+            "convolutional backbone)");
+  EXPECT_EQ(error_of(hybrid + R"(,"conv_stages":3,"conv_channels":16,"conv_blocks":1,"conv_stem_stride":3})"),
+            "[vit_config] conv_stem_stride must be 1 or 2, got 3");
+  // A stem of stride 2 halves the image first: two stages reach the same 7x7 map.
+  const ViTConfig h2 =
+      ViTConfig::from_json(hybrid + R"(,"conv_stages":2,"conv_channels":32,"conv_blocks":1,"conv_stem_stride":2})");
+  EXPECT_EQ(h2.feature_stride(), 4);
+  EXPECT_EQ(h2.embed_channels(), 64);
+  EXPECT_EQ(error_of(hybrid + R"(,"conv_stages":3,"conv_channels":2048,"conv_blocks":1})"),
+            "[vit_config] conv_channels must be > 0 and the last stage's 2048 x 2^2 at most 4096, got 2048");
+  EXPECT_EQ(error_of(hybrid + R"(,"conv_stages":3,"conv_channels":1000000000000000000,"conv_blocks":1})"),
+            "[vit_config] conv_channels must be > 0 and the last stage's 1000000000000000000 x 2^2 at most 4096, got "
+            "1000000000000000000");
+  EXPECT_EQ(error_of(hybrid + R"(,"conv_stages":3,"conv_channels":16,"conv_blocks":0})"),
+            "[vit_config] conv_blocks must be in [1, 16], got 0");
+  EXPECT_EQ(error_of(valid + R"(,"conv_stages":2,"conv_channels":16,"conv_blocks":1})"),
+            "[vit_config] patch_size 7 must be a multiple of the backbone's stride 2 (conv_stem_stride x "
+            "2^(conv_stages - 1))");
+  EXPECT_EQ(
+      error_of(hybrid + R"(,"conv_stages":1,"conv_channels":16,"conv_blocks":1,"stem_layers":1,"stem_channels":8})"),
+      "[vit_config] a model has a stem (stem_layers) or a convolutional backbone (conv_stages), not both");
 }
 
 // The presets are one table: each name once, each preset called by its name, each described;
 // an unknown name is refused listing the known ones.
 TEST(ViTConfigPresets, OneTableNamesDescribesAndBuildsEach) {
   const std::vector<std::string> names = preset_names();
-  EXPECT_EQ(names.size(), 20u);
+  EXPECT_EQ(names.size(), 21u);
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
   for (const std::string& name : names) {
     const ViTConfig c = preset(name);

@@ -2,6 +2,8 @@
 // train/eval, state dicts, and the PatchEmbed == unfold + flatten + Linear identity.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "nn/init.h"
 #include "nn/transformer.h"
 #include "support/golden.h"
@@ -50,6 +52,44 @@ TEST(Conv2d, SeedExampleShapes) {
   EXPECT_EQ(conv.num_parameters(), 6 * 3 * 4 * 4 + 6);
   // PyTorch's default init bound 1/sqrt(fan_in) = 1/sqrt(48).
   for (double w : conv.weight.data().to_vector()) EXPECT_LE(std::fabs(w), 1.0 / std::sqrt(48.0));
+}
+
+TEST(BatchNorm2d, BuffersInStateDictMovedInTrainingUsedInEval) {
+  nn::BatchNorm2d bn(2);
+  // Parameters are weight and bias only; the running statistics are buffers, in the state dict
+  // after the parameters (PyTorch's order, without num_batches_tracked).
+  std::vector<std::string> names;
+  for (const auto& [n, _] : bn.named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"weight", "bias"}));
+  names.clear();
+  for (const auto& [n, _] : bn.state_dict()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"weight", "bias", "running_mean", "running_var"}));
+  EXPECT_EQ(bn.num_parameters(), 4);
+  // Channel 0 holds 1..4, channel 1 holds 10 everywhere: batch means 2.5 and 10, unbiased
+  // variances 5/3 and 0. One step of momentum 0.1 from (0, 1).
+  const Variable x = var_of({1, 2, 3, 4, 10, 10, 10, 10}, {1, 2, 2, 2});
+  const Tensor y = bn(x).data();
+  EXPECT_NEAR(y.at({0, 0, 0, 0}), -1.5 / std::sqrt(1.25 + 1e-5), 1e-6);
+  EXPECT_NEAR(y.at({0, 1, 1, 1}), 0.0, 1e-6);
+  EXPECT_NEAR(bn.running_mean.data().at({0}), 0.25, 1e-7);
+  EXPECT_NEAR(bn.running_mean.data().at({1}), 1.0, 1e-6);
+  EXPECT_NEAR(bn.running_var.data().at({0}), 0.9 + 0.1 * 5.0 / 3.0, 1e-6);
+  EXPECT_NEAR(bn.running_var.data().at({1}), 0.9, 1e-6);
+  // Evaluation normalises with the running statistics and leaves them alone.
+  bn.eval();
+  const Tensor e = bn(x).data();
+  EXPECT_NEAR(e.at({0, 0, 0, 0}), (1.0 - 0.25) / std::sqrt(0.9 + 0.1 * 5.0 / 3.0 + 1e-5), 1e-6);
+  EXPECT_NEAR(bn.running_mean.data().at({0}), 0.25, 1e-7);
+  // A state dict round trip carries the buffers.
+  nn::BatchNorm2d other(2);
+  other.load_state_dict(bn.state_dict());
+  EXPECT_EQ(other.running_var.data().to_vector(), bn.running_var.data().to_vector());
+  // One value per channel cannot be normalised in training; evaluation can.
+  bn.train();
+  EXPECT_THROW(bn(var_of({1, 2}, {1, 2, 1, 1})), Error);
+  EXPECT_THROW(bn(var_of({1, 2, 3}, {1, 3, 1, 1})), Error);  // 3 channels for BatchNorm2d(2)
+  bn.eval();
+  EXPECT_NO_THROW(bn(var_of({1, 2}, {1, 2, 1, 1})));
 }
 
 TEST(PatchEmbed, EqualsUnfoldFlattenLinearWithTheSameWeights) {

@@ -1,6 +1,6 @@
 """make_golden.py's cases: one function per golden file (linear, layernorm, activations, softmax,
-reduce, matmul, conv2d, patch_embed, attention, cross_entropy, mlp, encoder_block), each listing the
-tensor names it writes; CASES in file order."""
+reduce, matmul, conv2d, patch_embed, attention, cross_entropy, mlp, encoder_block, batchnorm,
+conv_block), each listing the tensor names it writes; CASES in file order."""
 
 import math
 
@@ -368,6 +368,83 @@ def case_encoder_block():
     return g
 
 
+# batchnorm.safetensors   (metadata: momentum, eps)
+#   x (4,6,5,7) [randn*1.5+0.7], weight (6) [1+0.1*randn], bias (6) [0.1*randn],
+#   running_mean (6) [0.1*randn], running_var (6) [1+U(0,0.5)] (the buffers before the step),
+#   train.grad_out, train.out, train.grad.x, train.grad.weight, train.grad.bias,
+#   train.running_mean, train.running_var (after one training step),
+#   eval.grad_out, eval.out, eval.grad.x, eval.grad.weight, eval.grad.bias (the buffers above)
+def case_batchnorm():
+    torch.manual_seed(1013)
+    g = Golden("batchnorm.safetensors")
+    momentum, eps = 0.1, 1e-5
+    x0 = randn(4, 6, 5, 7, scale=1.5, shift=0.7)
+    w0 = randn(6, scale=0.1, shift=1.0)
+    b0 = randn(6, scale=0.1)
+    rm0 = (torch.randn(6, dtype=torch.float32) * 0.1).double()
+    rv0 = (1.0 + torch.rand(6, dtype=torch.float32) * 0.5).double()
+    for n, t in [("x", x0), ("weight", w0), ("bias", b0), ("running_mean", rm0), ("running_var", rv0)]:
+        g.add(n, t)
+    for mode in ("train", "eval"):
+        x, w, b = (t.detach().clone().requires_grad_(True) for t in (x0, w0, b0))
+        rm, rv = rm0.clone(), rv0.clone()
+        out = F.batch_norm(x, rm, rv, w, b, training=(mode == "train"), momentum=momentum, eps=eps)
+        go = grad_like(out)
+        out.backward(go)
+        for n, t in [("grad_out", go), ("out", out), ("grad.x", x.grad), ("grad.weight", w.grad),
+                     ("grad.bias", b.grad)]:
+            g.add(mode + "." + n, t)
+        if mode == "train":
+            g.add("train.running_mean", rm)
+            g.add("train.running_var", rv)
+    g.meta("momentum", momentum)
+    g.meta("eps", eps)
+    return g
+
+
+# conv_block.safetensors   a ResNet basic block in training mode, downsampling:
+#   y = relu(bn2(conv2(relu(bn1(conv1(x))))) + bn3(conv3(x))), conv1 3x3 stride 2 padding 1,
+#   conv2 3x3 stride 1 padding 1, conv3 1x1 stride 2 (the shortcut), no conv biases, BatchNorm
+#   weights 1+0.1*randn, biases 0.1*randn, default momentum and eps.
+#   x (3,4,9,9), conv{1,2,3}.weight, bn{1,2,3}.{weight,bias}, grad_out (3,8,5,5), out,
+#   grad.x, grad.conv{1,2,3}.weight, grad.bn{1,2,3}.{weight,bias}, bn{1,2,3}.running_{mean,var} (after)
+def case_conv_block():
+    torch.manual_seed(1014)
+    g = Golden("conv_block.safetensors")
+    x = randn(3, 4, 9, 9)
+    convs = {"conv1": (8, 4, 3), "conv2": (8, 8, 3), "conv3": (8, 4, 1)}
+    params = {}
+    for name, (o, i, k) in convs.items():
+        params[name + ".weight"] = uniform(o, i, k, k, bound=1.0 / math.sqrt(i * k * k))
+    bns = {}
+    for name in ("bn1", "bn2", "bn3"):
+        params[name + ".weight"] = randn(8, scale=0.1, shift=1.0)
+        params[name + ".bias"] = randn(8, scale=0.1)
+        bns[name] = (torch.zeros(8, dtype=torch.float64), torch.ones(8, dtype=torch.float64))
+
+    def bn(t, name):
+        rm, rv = bns[name]
+        return F.batch_norm(t, rm, rv, params[name + ".weight"], params[name + ".bias"], training=True)
+
+    h = F.relu(bn(F.conv2d(x, params["conv1.weight"], stride=2, padding=1), "bn1"))
+    h = bn(F.conv2d(h, params["conv2.weight"], stride=1, padding=1), "bn2")
+    out = F.relu(h + bn(F.conv2d(x, params["conv3.weight"], stride=2), "bn3"))
+    go = grad_like(out)
+    out.backward(go)
+    g.add("x", x)
+    for n, t in params.items():
+        g.add(n, t)
+    g.add("grad_out", go)
+    g.add("out", out)
+    g.add("grad.x", x.grad)
+    for n, t in params.items():
+        g.add("grad." + n, t.grad)
+    for name, (rm, rv) in bns.items():
+        g.add(name + ".running_mean", rm)
+        g.add(name + ".running_var", rv)
+    return g
+
+
 CASES = [case_linear, case_layernorm, case_activations, case_softmax, case_reduce,
          case_matmul, case_conv2d, case_patch_embed, case_attention, case_cross_entropy,
-         case_mlp, case_encoder_block]
+         case_mlp, case_encoder_block, case_batchnorm, case_conv_block]

@@ -63,3 +63,71 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
 }
 
 }  // namespace vit
+
+namespace vit {
+
+Variable conv2d_channels_last(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride,
+                              int64_t padding, MatmulPrecision precision) {
+  const char* op = "conv2d_channels_last";
+  VIT_CHECK(x.defined() && weight.defined(), op, "undefined input or weight");
+  VIT_CHECK(x.dim() == 4, op, "input must be (B, H, W, C), got {}", shape_str(x.shape()));
+  VIT_CHECK(weight.dim() == 4, op, "weight must be (OC, C, KH, KW), got {}", shape_str(weight.shape()));
+  VIT_CHECK(x.size(3) == weight.size(1), op, "input {} has {} channels but weight {} expects {}", shape_str(x.shape()),
+            x.size(3), shape_str(weight.shape()), weight.size(1));
+  VIT_CHECK(stride >= 1 && padding >= 0, op, "stride {} must be >= 1 and padding {} >= 0", stride, padding);
+  detail::check_same_dtype(x.data(), weight.data(), op);
+  detail::check_precision(precision, x.data(), op);
+  const kernels::ConvShape s{x.size(0),      x.size(3),      x.size(1), x.size(2),
+                             weight.size(2), weight.size(3), stride,    padding};
+  VIT_CHECK(s.height + 2 * padding >= s.kernel_h && s.width + 2 * padding >= s.kernel_w, op,
+            "kernel {}x{} larger than padded input {}x{} (input {})", s.kernel_h, s.kernel_w, s.height + 2 * padding,
+            s.width + 2 * padding, shape_str(x.shape()));
+  const int64_t OC = weight.size(0), OH = s.out_h(), OW = s.out_w(), L = s.row_length();
+  const int64_t positions = s.batch * OH * OW;
+  if (bias.defined()) {
+    VIT_CHECK(bias.dim() == 1 && bias.size(0) == OC, op, "bias {} != ({},)", shape_str(bias.shape()), OC);
+    detail::check_same_dtype(x.data(), bias.data(), op);
+  }
+  // A 1x1 convolution of stride 1 reads the map's rows themselves: no im2row.
+  const bool pointwise = s.kernel_h == 1 && s.kernel_w == 1 && stride == 1 && padding == 0;
+  const Tensor xc = x.data().contiguous();
+  const Tensor w = weight.data().permute({0, 2, 3, 1}).contiguous();  // (OC, KH, KW, C) = (OC, L)
+  const Tensor rows = pointwise ? xc : Tensor::empty({positions, L}, x.dtype());
+  Tensor out = Tensor::empty({s.batch, OH, OW, OC}, x.dtype());
+  dispatch(x.dtype(), [&]<typename T>() {
+    if (!pointwise) kernels::im2row_nhwc<T>(s, xc.data<T>(), rows.data<T>());
+    detail::gemm<T>(precision, false, true, positions, OC, L, T(1), rows.data<T>(), L, w.data<T>(), L, T(0),
+                    out.data<T>(), OC);
+    if (bias.defined()) kernels::bias_add_forward<T>(out.data<T>(), bias.data().contiguous().data<T>(), positions, OC);
+  });
+  std::vector<Variable> inputs{x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  return make_result(
+      out, op, inputs, {xc, x.requires_grad() ? w : Tensor()},
+      [s, rows, w, OC, L, positions, precision, pointwise](const Tensor& g, std::vector<Tensor>& grads) {
+        const Tensor gl = g.contiguous();  // (positions, OC)
+        dispatch(g.dtype(), [&]<typename T>() {
+          if (grads[0].defined()) {  // drows (positions, L) = g @ W, then scattered back
+            if (pointwise) {         // straight into dx (B, H, W, C): the rows are x's own
+              detail::gemm<T>(precision, false, false, positions, L, OC, T(1), gl.data<T>(), OC, w.data<T>(), L, T(1),
+                              grads[0].data<T>(), L);
+            } else {
+              Tensor drows = Tensor::empty({positions, L}, g.dtype());
+              detail::gemm<T>(precision, false, false, positions, L, OC, T(1), gl.data<T>(), OC, w.data<T>(), L, T(0),
+                              drows.data<T>(), L);
+              kernels::row2im_nhwc<T>(s, drows.data<T>(), grads[0].data<T>());
+            }
+          }
+          if (grads[1].defined()) {  // dW (OC, KH, KW, C) = g^T @ rows, into the (OC, C, KH, KW) gradient
+            Tensor dw = Tensor::empty({OC, L}, g.dtype());
+            detail::gemm<T>(precision, true, false, OC, L, positions, T(1), gl.data<T>(), OC, rows.data<T>(), L, T(0),
+                            dw.data<T>(), L);
+            accumulate_into(grads[1], dw.view({OC, s.kernel_h, s.kernel_w, s.channels}).permute({0, 3, 1, 2}));
+          }
+          if (grads.size() > 2 && grads[2].defined())
+            kernels::bias_add_backward<T>(gl.data<T>(), grads[2].data<T>(), positions, OC);
+        });
+      });
+}
+
+}  // namespace vit

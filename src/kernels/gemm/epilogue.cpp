@@ -13,6 +13,8 @@ const char* activation_name(Activation act) {
       return "gelu";
     case Activation::GeluTanh:
       return "gelu_tanh";
+    case Activation::Relu:
+      return "relu";
   }
   return "?";
 }
@@ -23,6 +25,8 @@ double activate_ref(Activation act, double x) {
       return unary_ref(Unary::Gelu, x);
     case Activation::GeluTanh:
       return unary_ref(Unary::GeluTanh, x);
+    case Activation::Relu:
+      return x > 0.0 ? x : 0.0;
     case Activation::None:
       break;
   }

@@ -4,8 +4,8 @@
 // with beta 0 (C is not read: NaN there is ignored, as BLAS does), 1 (a residual: C += ...) or any
 // other value; bias (N) is a separate pointer of the GEMM call (it may be null); act one of the
 // activations below. The Linear layer's four uses have names: Epilogue::Store, Accumulate, Gelu,
-// GeluTanh. The float32 activations are vmath.h's (the activation kernels use the same), the
-// references evaluate in double (activate_ref).
+// GeluTanh; a convolution's ReLU (Epilogue::Relu) is the fifth. The float32 activations are vmath.h's (the activation
+// kernels use the same), the references evaluate in double (activate_ref).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 namespace vit::kernels {
 
-enum class Activation : uint8_t { None, Gelu, GeluTanh };
+enum class Activation : uint8_t { None, Gelu, GeluTanh, Relu };
 
 const char* activation_name(Activation act);
 
@@ -27,6 +27,7 @@ struct Epilogue {
   static const Epilogue Accumulate;  // C += acc + bias
   static const Epilogue Gelu;        // C = gelu(acc + bias), exact (erf) GELU
   static const Epilogue GeluTanh;    // C = gelu(acc + bias), tanh approximation
+  static const Epilogue Relu;        // C = max(acc + bias, 0)
 
   bool operator==(const Epilogue&) const = default;
 };
@@ -35,6 +36,7 @@ inline constexpr Epilogue Epilogue::Store{1.0f, 0.0f, Activation::None};
 inline constexpr Epilogue Epilogue::Accumulate{1.0f, 1.0f, Activation::None};
 inline constexpr Epilogue Epilogue::Gelu{1.0f, 0.0f, Activation::Gelu};
 inline constexpr Epilogue Epilogue::GeluTanh{1.0f, 0.0f, Activation::GeluTanh};
+inline constexpr Epilogue Epilogue::Relu{1.0f, 0.0f, Activation::Relu};
 
 // The float32 activation of the fast stores (a compile-time choice inside the tile loops).
 template <Activation A>
@@ -43,6 +45,8 @@ inline float activate(float x) {
     return gelu_fast(x);
   } else if constexpr (A == Activation::GeluTanh) {
     return gelu_tanh_fast(x);
+  } else if constexpr (A == Activation::Relu) {
+    return x > 0.0f ? x : 0.0f;
   } else {
     return x;
   }
@@ -59,6 +63,8 @@ decltype(auto) with_activation(Activation act, Fn&& fn) {
       return fn.template operator()<Activation::Gelu>();
     case Activation::GeluTanh:
       return fn.template operator()<Activation::GeluTanh>();
+    case Activation::Relu:
+      return fn.template operator()<Activation::Relu>();
     case Activation::None:
       break;
   }

@@ -102,6 +102,12 @@ void read_patch_embedding(const NamedTensors& w, const std::string& source, ViTC
     c.stem_channels = conv->size(0);
     ++c.stem_layers;
   }
+  // A hybrid's backbone (model/backbone.h): the stride of its stem is in no weight's shape, so the
+  // image size cannot be told from them; the files vit writes carry their config.
+  VIT_CHECK(find(w, "backbone.stem.conv.weight") == nullptr, "checkpoint",
+            "{}: the weights of a hybrid (backbone.*) without a model config: the image size cannot be told from "
+            "their shapes (load the checkpoint vit wrote, which carries its config)",
+            source);
 }
 
 // The tokens in front of the patches (cls, dist, reg) and the pooling they imply (fc_norm: avg).

@@ -132,14 +132,14 @@ bool is_ignored_key(const std::string& key, Layout layout) {
 
 namespace {
 
-// Registration order: tokens, pos_embed, stem / patch embedding, norm_pre, blocks by index, the rest.
+// Registration order: tokens, pos_embed, stem / backbone / patch embedding, norm_pre, blocks by index, the rest.
 void sort_registration_order(NamedTensors& weights) {
   auto rank = [](const std::string& n) -> std::pair<int, int64_t> {
     if (n == "cls_token") return {0, 0};
     if (n == "dist_token") return {1, 0};
     if (n == "reg_token") return {2, 0};
     if (n == "pos_embed") return {3, 0};
-    if (has_prefix(n, "stem.") || has_prefix(n, "patch_embed.")) return {4, 0};
+    if (has_prefix(n, "stem.") || has_prefix(n, "backbone.") || has_prefix(n, "patch_embed.")) return {4, 0};
     if (has_prefix(n, "norm_pre.")) return {5, 0};
     if (has_prefix(n, "blocks.")) return {6, std::stoll(n.substr(7, n.find('.', 7) - 7))};
     return {7, 0};
