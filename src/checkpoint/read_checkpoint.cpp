@@ -45,6 +45,11 @@ void check_config_fits_weights(const std::string& path, const model::ViTConfig& 
   } catch (const std::exception& e) {
     rethrow_for_file(path, e, "its weights do not form a ViT");
   }
+  if (c.hybrid() && w.hybrid()) {  // the stem's stride is in no shape: the config's (config_from_shapes.cpp)
+    w.conv_stem_stride = c.conv_stem_stride;
+    w.patch_size *= c.conv_stem_stride;
+    w.image_size *= c.conv_stem_stride;
+  }
   const std::pair<const char*, std::pair<int64_t, int64_t>> fields[] = {
       {"dim", {c.dim, w.dim}},
       {"depth", {c.depth, w.depth}},
@@ -54,6 +59,9 @@ void check_config_fits_weights(const std::string& path, const model::ViTConfig& 
       {"num_classes", {c.num_classes, w.num_classes}},
       {"mlp hidden size (mlp_dim, mlp_ratio)", {c.hidden_dim(), w.hidden_dim()}},
       {"representation_size", {c.representation_size, w.representation_size}},
+      {"conv_stages", {c.conv_stages, w.conv_stages}},
+      {"conv_channels", {c.conv_channels, w.conv_channels}},
+      {"conv_blocks", {c.conv_blocks, w.conv_blocks}},
       {"qkv_bias", {c.qkv_bias, w.qkv_bias}},
   };
   for (const auto& [field, values] : fields) {

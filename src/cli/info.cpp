@@ -116,6 +116,15 @@ void add_info_command(CLI::App& app) {
     std::printf("%s\n", printable(m.name).c_str());  // a checkpoint's own name
     std::printf("  image %ldx%ldx%ld, patch %ld -> %ld patches, %ld tokens\n", m.in_channels, m.image_size,
                 m.image_size, m.patch_size, m.num_patches(), m.num_tokens());
+    if (m.hybrid()) {
+      const int64_t side = m.feature_size();
+      std::printf(
+          "  backbone: 3x3 stem (stride %ld) + %ld ResNet stage%s x %ld block%s, %ld to %ld channels, BatchNorm, "
+          "a %ldx%ld map in %ldx%ld patches\n",
+          m.conv_stem_stride, m.conv_stages, m.conv_stages == 1 ? "" : "s", m.conv_blocks,
+          m.conv_blocks == 1 ? "" : "s", m.conv_channels, m.embed_channels(), side, side, m.embed_patch(),
+          m.embed_patch());
+    }
     if (m.stem_layers > 0) {
       std::printf("  stem: %ld x (3x3 convolution to %ld channels + GELU) before the patch embedding\n", m.stem_layers,
                   m.stem_channels);

@@ -163,6 +163,10 @@ ModelSource foreign_source(const io::WeightsFile& file, const LoadSettings& opti
   s.recorded_heads = recorded_heads(file, converted.num_heads);
   const int64_t heads = options.num_heads > 0 ? options.num_heads : s.recorded_heads;
   s.config = model::infer_config(s.weights, layout, heads, path);
+  VIT_CHECK(!s.config.hybrid(), "checkpoint",
+            "{}: the weights of a hybrid (backbone.*) without a model config: its stem's stride, hence the image size, "
+            "cannot be told from their shapes (load the checkpoint vit wrote, which carries its config)",
+            path);
   s.config.eps = converted.eps;
   s.config.act = converted.act;
   s.config.projection = converted.projection;

@@ -92,16 +92,18 @@ ViTConfig vit_fashion() {
   return c;
 }
 
-// The main job's hybrid (model/backbone.h): ResNet stages 16 -> 32 -> 64 channels at 28x28,
-// 14x14 and 7x7 (one residual block each), then the 49 positions of the 7x7 map as tokens
-// (1x1 patches, patch_size 4 in image pixels) through 2 pre-norm blocks of width 96, mean-pooled.
+// The main job's hybrid (model/backbone.h): a 3x3 stride-2 stem to 32 channels (28 -> 14), a
+// residual stage at 14x14, a second one at 7x7 with 64 channels, then the 49 positions of the 7x7
+// map as tokens (1x1 patches: patch_size 4 in image pixels) through 2 pre-norm blocks of width
+// 96, mean-pooled. A stride-1 stem and a third stage (28x28 at 16 channels) cost 1.5x the step.
 ViTConfig vit_hybrid_fashion() {
   ViTConfig c = vit_digits();
   c.drop_path = 0.0;
   c.patch_size = 4;
-  c.conv_stages = 3;
-  c.conv_channels = 16;
+  c.conv_stages = 2;
+  c.conv_channels = 32;
   c.conv_blocks = 1;
+  c.conv_stem_stride = 2;
   c.dim = 96;
   c.depth = 2;
   c.num_heads = 4;
@@ -187,8 +189,8 @@ const std::vector<Preset>& presets() {
       {"vit_fashion", "28x28x1 hybrid: a 3x3 conv stem to 8 channels, 7x7 patches, width 64, 6 blocks, mean pool",
        vit_fashion},
       {"vit_hybrid_fashion",
-       "28x28x1 hybrid: ResNet stages 16-32-64 (28, 14, 7 pixels) with BatchNorm, 49 tokens, width 96, 2 blocks, "
-       "mean pool",
+       "28x28x1 hybrid: a stride-2 conv stem and ResNet stages of 32 and 64 channels (14, 7 pixels) with "
+       "BatchNorm, 49 tokens, width 96, 2 blocks, mean pool",
        vit_hybrid_fashion},
       {"vit_cifar", "32x32x3, 4x4 patches, width 192, 6 blocks, 3 heads, 10 classes", vit_cifar},
       {"vit_notebook", "the ViT notebook's class: 28x28x1, one-Linear MLP, token-wide LayerNorms, tanh head",

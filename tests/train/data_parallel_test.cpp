@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <barrier>
+#include <cmath>
 #include <thread>
 
 #include "checkpoint/checkpoint.h"
@@ -30,6 +31,47 @@ std::vector<Tensor> gradients(const model::VisionTransformer& m) {
   std::vector<Tensor> out;
   for (const auto& [_, p] : m.named_parameters()) out.push_back(p.grad().clone());
   return out;
+}
+
+// A hybrid's BatchNorm: each replica normalises with its own slice's statistics and moves its own
+// running estimates; after the step the master holds their mean and every replica starts the
+// next step from it. For the first BatchNorm (its input does not depend on the others) the mean of
+// two equal slices' running means is the full batch's.
+TEST(DataParallel, ReplicasAverageTheirBatchNormStatistics) {
+  testing::TempDir dir;
+  testing::write_toy_mnist(dir.path(), 32, 4);
+  const data::Dataset d = data::load_dataset(dir.path(), data::Split::Train, 1, 28);
+  std::vector<int64_t> all(32);
+  for (int64_t i = 0; i < 32; ++i) all[i] = i;
+  const data::Batch batch = data::make_batch(d, all, {}, {{0.1}, {0.3}}, true, 1);
+  model::ViTConfig c = small_config();
+  c.patch_size = 4;
+  c.conv_stages = 2;
+  c.conv_channels = 4;
+  c.conv_blocks = 1;
+  c.conv_stem_stride = 2;
+  auto running_mean = [](const model::VisionTransformer& m, const std::string& name) {
+    for (const auto& [n, b] : m.named_buffers()) {
+      if (n == name) return b.data().clone();
+    }
+    ADD_FAILURE() << "no buffer " << name;
+    return Tensor();
+  };
+  model::VisionTransformer single(c, std::make_shared<Generator>(7));
+  DataParallel one(single, 1);
+  one.forward_backward(batch, 0.0);
+  model::VisionTransformer master(c, std::make_shared<Generator>(7));
+  DataParallel two(master, 2);
+  two.forward_backward(batch, 0.0);
+  const std::string stem = "backbone.stem.bn.running_mean";
+  EXPECT_TRUE(testing::all_close(running_mean(master, stem), running_mean(single, stem), {1e-5}, stem));
+  // Deeper statistics differ from one replica's (each slice was normalised by its own), but are
+  // the mean of the two slices' and no longer their initial values.
+  const std::string deep = "backbone.stages.1.0.bn2.running_var";
+  const Tensor v = running_mean(master, deep);
+  double off_one = 0;
+  for (double x : v.to_vector()) off_one += std::abs(x - 1.0);
+  EXPECT_GT(off_one, 0.0);
 }
 
 TEST(DataParallel, TwoReplicasGiveTheFullBatchGradient) {

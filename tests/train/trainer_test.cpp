@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -100,6 +101,50 @@ TEST(Trainer, ResumeEndsWithBitIdenticalWeights) {
   }
   for (size_t i = 0; i < a.ema.size(); ++i) EXPECT_EQ(a.ema[i].second.to_vector(), b.ema[i].second.to_vector());
   EXPECT_EQ(metrics(dir.file("b")).size(), 4u);
+}
+
+// A hybrid's BatchNorm statistics are state like the weights: saved (raw and EMA), restored by
+// --resume, so an interrupted run ends where the straight one does, bit for bit.
+TEST(Trainer, AHybridResumesBitIdenticallyWithItsBatchNormStatistics) {
+  TempDir dir;
+  testing::write_toy_mnist(dir.file("data"), 160, 40);
+  TrainConfig straight = tiny_train_config(dir.file("data"), dir.file("a"), 3);
+  straight.model.patch_size = 4;
+  straight.model.conv_stages = 2;
+  straight.model.conv_channels = 4;
+  straight.model.conv_blocks = 1;
+  straight.model.conv_stem_stride = 2;
+  straight.ema_decay = 0.9;
+  train(straight);
+  TrainConfig first = straight;
+  first.out_dir = dir.file("b");
+  first.stop_after_epoch = 1;
+  EXPECT_EQ(train(first).epochs_run, 1);
+  TrainConfig resumed = straight;
+  resumed.out_dir = dir.file("b");
+  resumed.resume = true;
+  train(resumed);
+  const checkpoint::LoadedCheckpoint a = checkpoint::load_checkpoint(dir.file("a/last.safetensors"));
+  const checkpoint::LoadedCheckpoint b = checkpoint::load_checkpoint(dir.file("b/last.safetensors"));
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  int buffers = 0;
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    const std::string& name = a.weights[i].first;
+    EXPECT_EQ(name, b.weights[i].first);
+    EXPECT_EQ(a.weights[i].second.to_vector(), b.weights[i].second.to_vector()) << name;
+    if (name.ends_with("running_mean")) {
+      ++buffers;
+      double moved = 0;
+      for (double v : a.weights[i].second.to_vector()) moved += std::abs(v);
+      EXPECT_GT(moved, 0.0) << name << " never left its initial zeros";
+    }
+  }
+  EXPECT_EQ(buffers, 6);  // stem.bn; bn1, bn2 of the first block; bn1, bn2, downsample.bn of the second
+  ASSERT_EQ(a.ema.size(), a.weights.size());
+  for (size_t i = 0; i < a.ema.size(); ++i) {
+    EXPECT_EQ(a.ema[i].first, a.weights[i].first);
+    EXPECT_EQ(a.ema[i].second.to_vector(), b.ema[i].second.to_vector()) << a.ema[i].first;
+  }
 }
 
 TEST(Trainer, NanLossStopsAndKeepsTheLastGoodCheckpoint) {

@@ -102,12 +102,22 @@ void read_patch_embedding(const NamedTensors& w, const std::string& source, ViTC
     c.stem_channels = conv->size(0);
     ++c.stem_layers;
   }
-  // A hybrid's backbone (model/backbone.h): the stride of its stem is in no weight's shape, so the
-  // image size cannot be told from them; the files vit writes carry their config.
-  VIT_CHECK(find(w, "backbone.stem.conv.weight") == nullptr, "checkpoint",
-            "{}: the weights of a hybrid (backbone.*) without a model config: the image size cannot be told from "
-            "their shapes (load the checkpoint vit wrote, which carries its config)",
-            source);
+  // A hybrid's backbone (model/backbone.h): its stem convolution, stages.{s}.{b} residual blocks.
+  // The stem's stride is in no weight's shape: 1 is assumed here (patch_size and image_size then in
+  // units of the stem's output); a checkpoint's own config says it (read_checkpoint.cpp).
+  if (const Tensor* stem = find(w, "backbone.stem.conv.weight")) {
+    VIT_CHECK(stem->dim() == 4 && stem->size(2) == 3 && stem->size(3) == 3, "checkpoint",
+              "{}: backbone.stem.conv.weight {} is not (C, C_in, 3, 3)", source, shape_str(stem->shape()));
+    c.in_channels = stem->size(1);
+    c.conv_channels = stem->size(0);
+    while (c.conv_stages < 6 && find(w, fmt::format("backbone.stages.{}.0.conv1.weight", c.conv_stages)))
+      ++c.conv_stages;
+    while (c.conv_blocks < 17 && find(w, fmt::format("backbone.stages.0.{}.conv1.weight", c.conv_blocks)))
+      ++c.conv_blocks;
+    VIT_CHECK(c.conv_stages >= 1 && c.conv_stages <= 5, "checkpoint", "{}: a backbone of {} stages (1 to 5 are built)",
+              source, c.conv_stages);
+    c.patch_size *= c.feature_stride();
+  }
 }
 
 // The tokens in front of the patches (cls, dist, reg) and the pooling they imply (fc_norm: avg).
