@@ -8,6 +8,7 @@
 #include <map>
 
 #include "autograd/ops.h"
+#include "kernels/cpu_features.h"
 
 namespace vit {
 namespace {
@@ -237,8 +238,16 @@ void check_conv_block(GoldenOps& t, bool channels_last) {
   }
 }
 
-TEST_P(GoldenOps, ResidualConvBlockWithBatchNorm) { check_conv_block(*this, false); }
-TEST_P(GoldenOps, ResidualConvBlockWithBatchNormChannelsLast) { check_conv_block(*this, true); }
+// Each ISA path the CPU has (the GEMMs dispatch: AVX-512 to the packed GEMM, else BLAS).
+TEST_P(GoldenOps, ResidualConvBlockWithBatchNorm) {
+  for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::Avx2, kernels::Isa::Avx512}) {
+    if (isa > kernels::cpu_isa()) continue;
+    SCOPED_TRACE(kernels::isa_name(isa));
+    const kernels::ScopedIsaLimit limit(isa);
+    check_conv_block(*this, false);
+    check_conv_block(*this, true);
+  }
+}
 
 INSTANTIATE_TEST_SUITE_P(DTypes, GoldenOps, ::testing::Values(DType::F32, DType::F64),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });

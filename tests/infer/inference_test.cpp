@@ -9,6 +9,7 @@
 #include "autograd/variable.h"
 #include "checkpoint/checkpoint.h"
 #include "infer/load_model.h"
+#include "kernels/cpu_features.h"
 #include "support/files.h"
 #include "support/tolerances.h"
 #include "support/variants.h"
@@ -118,6 +119,14 @@ TEST(InferenceSession, MatchesTheGraphForEveryVariant) {
   resnet.conv_blocks = 2;
   resnet.name = "hybrid, stride-2 stem";
   expect_matches_graph(resnet, 3, 11);
+  // Every ISA path the CPU has: the folded convolutions are packed for the AVX2 / AVX-512 GEMMs,
+  // or read in place by the plain one.
+  for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::Avx2, kernels::Isa::Avx512}) {
+    if (isa > kernels::cpu_isa()) continue;
+    const kernels::ScopedIsaLimit limit(isa);
+    resnet.name = fmt::format("hybrid, stride-2 stem, {}", kernels::isa_name(isa));
+    expect_matches_graph(resnet, 2, 12);
+  }
 }
 
 void expect_close(const Tensor& got, const Tensor& expected, const std::string& what) {
