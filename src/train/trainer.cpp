@@ -28,6 +28,13 @@ bool train_step(Run& run, DataParallel& parallel, const data::Batch& batch, int6
   // Dropout masks depend on (seed, step) only, so a resumed run draws the same ones.
   parallel.reseed(c.seed, run.step);
   run.opt->lr = optim::replanned_cosine_lr(run.step, run.warmup_steps, c.schedule, run.total_steps, c.lr, c.min_lr);
+  // A hybrid's BatchNorm statistics move in the forward pass: a step skipped below must not leave
+  // its batch (a NaN one, say) in them.
+  const auto buffers = run.model->named_buffers();
+  std::vector<Tensor> buffers_before;
+  if (c.skip_nonfinite) {
+    for (const auto& [_, b] : buffers) buffers_before.push_back(b.data().clone());
+  }
   DataParallel::StepResult r = parallel.forward_backward(batch, c.label_smoothing);
   // The ranks' losses and hits add up to the global batch's; a stop signal on any rank stops all
   // of them after this step (mpirun passes Ctrl-C on as SIGTERM to every rank).
@@ -43,6 +50,7 @@ bool train_step(Run& run, DataParallel& parallel, const data::Batch& batch, int6
   if (const std::string what = step_problem(r.loss, run.params, grads); !what.empty()) {
     progress.finish();
     if (c.skip_nonfinite) {
+      for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.data().copy_(buffers_before[i]);
       std::printf("skipping epoch %ld step %ld: %s\n", epoch + 1, run.step, what.c_str());
       ++e.stats.skipped;
       ++run.step;
@@ -55,7 +63,7 @@ bool train_step(Run& run, DataParallel& parallel, const data::Batch& batch, int6
   run.opt->step();
   // The update can overflow finite gradients into the weights (a learning rate too high): one
   // pass over the parameters, which the gradients' norm cannot stand for.
-  if (const std::string bad = first_nonfinite(run.params); !bad.empty()) {
+  if (const std::string bad = first_nonfinite(run.averaged); !bad.empty()) {  // parameters and buffers
     progress.finish();
     fail("train",
          "parameter '{}' became non-finite in the update of epoch {} step {} (learning rate too high?); "
