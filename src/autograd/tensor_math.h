@@ -23,6 +23,13 @@ Tensor affine(const Tensor& x, double a, double b);
 void accumulate_reduced(const Tensor& dst, const Tensor& src);
 // Checks two operands have the same float dtype.
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+// Appends an optional input (a weight or bias that may be undefined) to an op's inputs: its
+// index there (where backward finds its gradient), or -1 when it is undefined and not added.
+inline int push_optional_input(std::vector<Variable>& inputs, const Variable& v) {
+  if (!v.defined()) return -1;
+  inputs.push_back(v);
+  return static_cast<int>(inputs.size()) - 1;
+}
 // Refuses MatmulPrecision::BF16 for a tensor that is not float32: "[op] bf16 matmul precision
 // takes float32 tensors, got float64".
 void check_precision(MatmulPrecision precision, const Tensor& x, const char* op);

@@ -30,11 +30,9 @@ bool train_step(Run& run, DataParallel& parallel, const data::Batch& batch, int6
   run.opt->lr = optim::replanned_cosine_lr(run.step, run.warmup_steps, c.schedule, run.total_steps, c.lr, c.min_lr);
   // A hybrid's BatchNorm statistics move in the forward pass: a step skipped below must not leave
   // its batch (a NaN one, say) in them.
-  const auto buffers = run.model->named_buffers();
+  const auto buffers = c.skip_nonfinite ? run.model->named_buffers() : decltype(run.model->named_buffers()){};
   std::vector<Tensor> buffers_before;
-  if (c.skip_nonfinite) {
-    for (const auto& [_, b] : buffers) buffers_before.push_back(b.data().clone());
-  }
+  for (const auto& [_, b] : buffers) buffers_before.push_back(b.data().clone());
   DataParallel::StepResult r = parallel.forward_backward(batch, c.label_smoothing);
   // The ranks' losses and hits add up to the global batch's; a stop signal on any rank stops all
   // of them after this step (mpirun passes Ctrl-C on as SIGTERM to every rank).

@@ -87,10 +87,8 @@ Variable batch_norm_impl(const Variable& x, const Tensor& running_mean, const Te
     }
   });
   std::vector<Variable> inputs{x};
-  const int weight_at = weight.defined() ? static_cast<int>(inputs.size()) : -1;
-  if (weight.defined()) inputs.push_back(weight);
-  const int bias_at = bias.defined() ? static_cast<int>(inputs.size()) : -1;
-  if (bias.defined()) inputs.push_back(bias);
+  const int weight_at = detail::push_optional_input(inputs, weight);
+  const int bias_at = detail::push_optional_input(inputs, bias);
   return make_result(
       y, "batch_norm", inputs, {xc, w},
       [xc, w, mean, rstd, B, C, S, training, weight_at, bias_at, channels_last](const Tensor& g,

@@ -10,27 +10,42 @@
 
 namespace vit {
 
-Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding,
-                MatmulPrecision precision) {
-  VIT_CHECK(x.defined() && weight.defined(), "conv2d", "undefined input or weight");
-  VIT_CHECK(x.dim() == 4, "conv2d", "input must be (B, C, H, W), got {}", shape_str(x.shape()));
-  VIT_CHECK(weight.dim() == 4, "conv2d", "weight must be (OC, C, KH, KW), got {}", shape_str(weight.shape()));
-  VIT_CHECK(x.size(1) == weight.size(1), "conv2d", "input {} has {} channels but weight {} expects {}",
-            shape_str(x.shape()), x.size(1), shape_str(weight.shape()), weight.size(1));
-  VIT_CHECK(stride >= 1 && padding >= 0, "conv2d", "stride {} must be >= 1 and padding {} >= 0", stride, padding);
-  detail::check_same_dtype(x.data(), weight.data(), "conv2d");
-  detail::check_precision(precision, x.data(), "conv2d");
-  const kernels::ConvShape s{x.size(0),      x.size(1),      x.size(2), x.size(3),
-                             weight.size(2), weight.size(3), stride,    padding};
-  VIT_CHECK(s.height + 2 * padding >= s.kernel_h && s.width + 2 * padding >= s.kernel_w, "conv2d",
+namespace {
+
+// The checks both layouts make, in op's words; the shape of the convolution. channels_last: x is
+// (B, H, W, C), else (B, C, H, W).
+kernels::ConvShape checked_conv_shape(const char* op, const Variable& x, const Variable& weight, const Variable& bias,
+                                      int64_t stride, int64_t padding, MatmulPrecision precision, bool channels_last) {
+  VIT_CHECK(x.defined() && weight.defined(), op, "undefined input or weight");
+  VIT_CHECK(x.dim() == 4, op, "input must be {}, got {}", channels_last ? "(B, H, W, C)" : "(B, C, H, W)",
+            shape_str(x.shape()));
+  VIT_CHECK(weight.dim() == 4, op, "weight must be (OC, C, KH, KW), got {}", shape_str(weight.shape()));
+  const int64_t channels = x.size(channels_last ? 3 : 1);
+  VIT_CHECK(channels == weight.size(1), op, "input {} has {} channels but weight {} expects {}", shape_str(x.shape()),
+            channels, shape_str(weight.shape()), weight.size(1));
+  VIT_CHECK(stride >= 1 && padding >= 0, op, "stride {} must be >= 1 and padding {} >= 0", stride, padding);
+  detail::check_same_dtype(x.data(), weight.data(), op);
+  detail::check_precision(precision, x.data(), op);
+  const int64_t height = x.size(channels_last ? 1 : 2), width = x.size(channels_last ? 2 : 3);
+  const kernels::ConvShape s{x.size(0), channels, height, width, weight.size(2), weight.size(3), stride, padding};
+  VIT_CHECK(s.height + 2 * padding >= s.kernel_h && s.width + 2 * padding >= s.kernel_w, op,
             "kernel {}x{} larger than padded input {}x{} (input {})", s.kernel_h, s.kernel_w, s.height + 2 * padding,
             s.width + 2 * padding, shape_str(x.shape()));
+  if (bias.defined()) {
+    VIT_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, "bias {} != ({},)", shape_str(bias.shape()),
+              weight.size(0));
+    detail::check_same_dtype(x.data(), bias.data(), op);
+  }
+  return s;
+}
+
+}  // namespace
+
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding,
+                MatmulPrecision precision) {
+  const kernels::ConvShape s = checked_conv_shape("conv2d", x, weight, bias, stride, padding, precision, false);
   const int64_t OC = weight.size(0), OH = s.out_h(), OW = s.out_w(), L = s.row_length();
   const int64_t positions = s.batch * OH * OW;
-  if (bias.defined()) {
-    VIT_CHECK(bias.dim() == 1 && bias.size(0) == OC, "conv2d", "bias {} != ({},)", shape_str(bias.shape()), OC);
-    detail::check_same_dtype(x.data(), bias.data(), "conv2d");
-  }
   const Tensor xc = x.data().contiguous();
   const Tensor w = weight.data().contiguous();  // (OC, L)
   Tensor rows = Tensor::empty({positions, L}, x.dtype());
@@ -62,32 +77,12 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
                      });
 }
 
-}  // namespace vit
-
-namespace vit {
-
 Variable conv2d_channels_last(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride,
                               int64_t padding, MatmulPrecision precision) {
   const char* op = "conv2d_channels_last";
-  VIT_CHECK(x.defined() && weight.defined(), op, "undefined input or weight");
-  VIT_CHECK(x.dim() == 4, op, "input must be (B, H, W, C), got {}", shape_str(x.shape()));
-  VIT_CHECK(weight.dim() == 4, op, "weight must be (OC, C, KH, KW), got {}", shape_str(weight.shape()));
-  VIT_CHECK(x.size(3) == weight.size(1), op, "input {} has {} channels but weight {} expects {}", shape_str(x.shape()),
-            x.size(3), shape_str(weight.shape()), weight.size(1));
-  VIT_CHECK(stride >= 1 && padding >= 0, op, "stride {} must be >= 1 and padding {} >= 0", stride, padding);
-  detail::check_same_dtype(x.data(), weight.data(), op);
-  detail::check_precision(precision, x.data(), op);
-  const kernels::ConvShape s{x.size(0),      x.size(3),      x.size(1), x.size(2),
-                             weight.size(2), weight.size(3), stride,    padding};
-  VIT_CHECK(s.height + 2 * padding >= s.kernel_h && s.width + 2 * padding >= s.kernel_w, op,
-            "kernel {}x{} larger than padded input {}x{} (input {})", s.kernel_h, s.kernel_w, s.height + 2 * padding,
-            s.width + 2 * padding, shape_str(x.shape()));
+  const kernels::ConvShape s = checked_conv_shape(op, x, weight, bias, stride, padding, precision, true);
   const int64_t OC = weight.size(0), OH = s.out_h(), OW = s.out_w(), L = s.row_length();
   const int64_t positions = s.batch * OH * OW;
-  if (bias.defined()) {
-    VIT_CHECK(bias.dim() == 1 && bias.size(0) == OC, op, "bias {} != ({},)", shape_str(bias.shape()), OC);
-    detail::check_same_dtype(x.data(), bias.data(), op);
-  }
   // A 1x1 convolution of stride 1 reads the map's rows themselves: no im2row.
   const bool pointwise = s.kernel_h == 1 && s.kernel_w == 1 && stride == 1 && padding == 0;
   const Tensor xc = x.data().contiguous();

@@ -33,10 +33,8 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
                                   rows, n, eps);
   });
   std::vector<Variable> inputs{x};
-  const int weight_at = weight.defined() ? static_cast<int>(inputs.size()) : -1;
-  if (weight.defined()) inputs.push_back(weight);
-  const int bias_at = bias.defined() ? static_cast<int>(inputs.size()) : -1;
-  if (bias.defined()) inputs.push_back(bias);
+  const int weight_at = detail::push_optional_input(inputs, weight);
+  const int bias_at = detail::push_optional_input(inputs, bias);
   return make_result(
       y, "layer_norm", inputs, {xc, w},
       [xc, w, mean, rstd, rows, n, weight_at, bias_at](const Tensor& g, std::vector<Tensor>& grads) {
