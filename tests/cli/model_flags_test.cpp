@@ -109,6 +109,38 @@ TEST(ModelFlags, AConvolutionalStemTrainsAndItsCheckpointRuns) {
   EXPECT_TRUE(contains(again, "stem: 1 x (3x3 convolution to 4 channels + GELU)")) << again.out;
 }
 
+// The hybrid's backbone flags: described by vit info, refused with the config's or the flag's
+// message when out of range, not a number, past int64 or empty.
+TEST(ModelFlags, AConvolutionalBackboneIsDescribedAndItsBadValuesRefused) {
+  const CommandResult info =
+      vit("info --preset vit_digits --conv-stages 2 --conv-channels 32 --conv-blocks 1 --conv-stem-stride 2 "
+          "--patch-size 4");
+  ASSERT_EQ(info.exit_code, 0) << info.out;
+  EXPECT_TRUE(contains(info,
+                       "backbone: 3x3 stem (stride 2) + 2 ResNet stages x 1 block, 32 to 64 channels, BatchNorm, "
+                       "a 7x7 map in 1x1 patches"))
+      << info.out;
+  expect_error(vit("info --preset vit_digits --conv-stages -1"), "[vit_config] conv_stages must be in [0, 5], got -1");
+  expect_error(
+      vit("info --preset vit_digits --conv-stages 2 --conv-channels 9000000000000000000 --conv-blocks 1 "
+          "--patch-size 4"),
+      "[vit_config] conv_channels must be > 0 and the last stage's 9000000000000000000 x 2^1 at most 4096, got "
+      "9000000000000000000");
+  expect_error(vit("info --preset vit_digits --conv-stem-stride 2"),
+               "[vit_config] conv_channels 0, conv_blocks 0 and conv_stem_stride 2 need conv_stages > 0 (0 stages: no "
+               "convolutional backbone)");
+  for (const char* bad : {"--conv-stages x", "--conv-stages 99999999999999999999", "--conv-channels nan"}) {
+    const CommandResult r = vit(std::string("info --preset vit_digits ") + bad);
+    EXPECT_NE(r.exit_code, 0) << bad << "\n" << r.out;
+    EXPECT_TRUE(contains(r, ": must be a whole number, got '")) << bad << "\n" << r.out;
+  }
+  for (const char* flag : {"--conv-stages", "--conv-channels", "--conv-blocks", "--conv-stem-stride"}) {
+    const CommandResult r = vit(std::string("info --preset vit_digits ") + flag + " ''");
+    EXPECT_NE(r.exit_code, 0) << flag << "\n" << r.out;
+    EXPECT_TRUE(contains(r, std::string(flag) + ": must not be empty")) << flag << "\n" << r.out;
+  }
+}
+
 TEST(ModelFlags, BenchTimesTheModelTheFlagsDescribe) {
   const CommandResult r = vit("bench --preset vit_digits --patch-size 4 --train --iters 1 --warmup 0 --batch 8 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
