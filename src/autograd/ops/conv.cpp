@@ -2,9 +2,12 @@
 // produces channels-last (B, OH, OW, OC); the result is that memory viewed as (B, OC, OH, OW),
 // so a patch embedding's flatten(2).transpose(1, 2) is (B, N, D) with no copy at all. With
 // MatmulPrecision::BF16 the GEMMs (forward, drows, dW) take bfloat16 operands (ops.h).
+// conv2d_channels_last in float32 is the direct convolution (kernels/conv/direct_conv.h): 2-4x the
+// im2row + GEMM path on the hybrid's 3x3 convolutions; double and bfloat16 keep im2row + GEMM.
 #include "autograd/ops.h"
 #include "autograd/tensor_math.h"
 #include "kernels/binary.h"
+#include "kernels/conv/direct_conv.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/im2row.h"
 
@@ -40,6 +43,10 @@ kernels::ConvShape checked_conv_shape(const char* op, const Variable& x, const V
 }
 
 }  // namespace
+
+namespace detail {
+Variable conv2d_direct(const Variable& x, const Variable& weight, const Variable& bias, const kernels::ConvShape& s);
+}  // namespace detail
 
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding,
                 MatmulPrecision precision) {
@@ -81,6 +88,8 @@ Variable conv2d_channels_last(const Variable& x, const Variable& weight, const V
                               int64_t padding, MatmulPrecision precision) {
   const char* op = "conv2d_channels_last";
   const kernels::ConvShape s = checked_conv_shape(op, x, weight, bias, stride, padding, precision, true);
+  // float32: the direct convolution (kernels/conv/direct_conv.h), no im2row in either direction.
+  if (x.dtype() == DType::F32 && precision == MatmulPrecision::F32) return detail::conv2d_direct(x, weight, bias, s);
   const int64_t OC = weight.size(0), OH = s.out_h(), OW = s.out_w(), L = s.row_length();
   const int64_t positions = s.batch * OH * OW;
   // A 1x1 convolution of stride 1 reads the map's rows themselves: no im2row.
@@ -124,5 +133,36 @@ Variable conv2d_channels_last(const Variable& x, const Variable& weight, const V
         });
       });
 }
+
+namespace detail {
+
+Variable conv2d_direct(const Variable& x, const Variable& weight, const Variable& bias, const kernels::ConvShape& s) {
+  const int64_t OC = weight.size(0), positions = s.batch * s.out_h() * s.out_w();
+  const Tensor xc = x.data().contiguous();
+  const Tensor w = weight.data().permute({0, 2, 3, 1}).contiguous();  // (OC, KH, KW, C)
+  const Tensor b = bias.defined() ? bias.data().contiguous() : Tensor();
+  Tensor out = Tensor::empty({s.batch, s.out_h(), s.out_w(), OC}, x.dtype());
+  kernels::ConvEpilogue e;
+  e.bias = b.defined() ? b.data<float>() : nullptr;
+  kernels::conv_nhwc_forward(s, OC, xc.data<float>(), w.data<float>(), out.data<float>(), e);
+  std::vector<Variable> inputs{x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  return make_result(
+      out, "conv2d_channels_last", inputs, {xc, w},
+      [s, xc, w, OC, positions](const Tensor& g, std::vector<Tensor>& grads) {
+        const Tensor gl = g.contiguous();  // (positions, OC)
+        if (grads[0].defined())
+          kernels::conv_nhwc_backward_input(s, OC, gl.data<float>(), w.data<float>(), grads[0].data<float>(), true);
+        if (grads[1].defined()) {  // (OC, KH, KW, C), into the (OC, C, KH, KW) gradient
+          Tensor dw = Tensor::empty({OC, s.kernel_h, s.kernel_w, s.channels}, g.dtype());
+          kernels::conv_nhwc_backward_weight(s, OC, xc.data<float>(), gl.data<float>(), dw.data<float>());
+          accumulate_into(grads[1], dw.permute({0, 3, 1, 2}));
+        }
+        if (grads.size() > 2 && grads[2].defined())
+          kernels::bias_add_backward<float>(gl.data<float>(), grads[2].data<float>(), positions, OC);
+      });
+}
+
+}  // namespace detail
 
 }  // namespace vit
