@@ -1,6 +1,6 @@
 // `vit bench`: latency / throughput / GFLOP/s / peak memory of a preset (model flags override
 // its values), inference or training; with --gemms, each GEMM of the forward against the measured
-// arithmetic peaks (perf/gemm_benchmark.h).
+// arithmetic peaks (perf/gemm_benchmark.h); with --convs, a hybrid's convolutions (perf/conv_benchmark.h).
 #include <omp.h>
 
 #include <cstdio>
@@ -50,6 +50,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--gemms", o->config.gemms,
                 "then time each GEMM of the forward alone (M, K, N, epilogue, GFLOP/s, share of the measured peak "
                 "of its kernel's instructions x threads) and print those peaks and the GEMMs' share of the median");
+  cmd->add_flag("--convs", o->config.convs,
+                "a hybrid: then time each convolution of the backbone alone (forward, input and weight gradients, "
+                "share of the measured float32 FMA peak x threads) and print the model's share of that peak");
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_flag("--allreduce", o->allreduce,
                 "under mpirun: time the sum over the ranks (the gradient allreduce) of 64 KB to 64 MB, with the bus "
@@ -89,6 +92,7 @@ void add_bench_command(CLI::App& app) {
     if (r.load_ms >= 0) std::printf("  loaded in %.1f ms\n", r.load_ms);
     if (r.pack_ms >= 0) std::printf("  weights packed in %.1f ms\n", r.pack_ms);
     if (r.gemms) std::printf("%s", r.gemms->to_text(r.median_ms, r.fastest_ms()).c_str());
+    if (r.convs) std::printf("%s", r.convs->to_text(r.median_ms, r.gflops, o->config.train).c_str());
   });
 }
 

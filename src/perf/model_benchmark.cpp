@@ -50,6 +50,8 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
             "--precision bf16 is for the inference path and --train (mixed precision), not --graph");
   VIT_CHECK(!config.gemms || (!config.train && !config.graph), "bench",
             "--gemms times the inference path's GEMMs (not --train or --graph)");
+  VIT_CHECK(!config.convs || c.hybrid(), "bench",
+            "--convs times a hybrid's convolutions: {} has no convolutional backbone (--conv-stages 0)", c.name);
   if (precision == infer::Precision::BF16 && r.precision == "float32") r.precision = "bf16";
   const Tensor images = Tensor::randn({config.batch, c.in_channels, c.image_size, c.image_size}, *gen);
   std::vector<int64_t> labels;
@@ -105,6 +107,7 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
   r.gflops = flops / median / 1e9;
   r.peak_rss_mb = peak_rss_mb();
   if (config.gemms) r.gemms = time_session_gemms(*session, c, config.batch, config.seed + 1);
+  if (config.convs) r.convs = time_backbone_convs(c, config.batch, config.seed + 2);
   return r;
 }
 
@@ -127,6 +130,7 @@ std::string BenchmarkResult::to_json(const BenchmarkConfig& config, int threads)
   if (load_ms >= 0) j["load_ms"] = load_ms;
   if (pack_ms >= 0) j["pack_ms"] = pack_ms;
   if (gemms) j.update(nlohmann::ordered_json::parse(gemms->to_json(median_ms, fastest_ms())));
+  if (convs) j.update(nlohmann::ordered_json::parse(convs->to_json(median_ms, gflops, config.train)));
   return j.dump();
 }
 

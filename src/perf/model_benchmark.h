@@ -3,7 +3,7 @@
 // backward, AdamW), after warm-up, reporting latency percentiles, throughput, achieved GFLOP/s
 // (2 x multiply-accumulates of the forward; x3 for a training step) and peak resident memory.
 // With gemms, the inference session's GEMMs are then timed one by one against the measured peaks
-// (perf/gemm_benchmark.h).
+// (perf/gemm_benchmark.h); with convs, a hybrid's convolutions (perf/conv_benchmark.h).
 // Its own room (perf) because it times both paths: it sits above train and infer.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/vit_config.h"
+#include "perf/conv_benchmark.h"
 #include "perf/gemm_benchmark.h"
 
 namespace vit::perf {
@@ -26,6 +27,7 @@ struct BenchmarkConfig {
   std::string checkpoint;          // non-empty: load this model (timed) instead of building `model`
   std::string precision = "fp32";  // "bf16": inference's float32 Linears in bfloat16; --train: mixed precision
   bool gemms = false;              // inference session: also time each GEMM alone (gemm_benchmark.h)
+  bool convs = false;              // a hybrid: also time each convolution's passes alone (conv_benchmark.h)
   uint64_t seed = 0;
 };
 
@@ -37,6 +39,7 @@ struct BenchmarkResult {
   double load_ms = -1;    // with a checkpoint: time to load it (memory-mapped, no copy of float32 weights)
   std::string precision;  // "float32", "bf16" (--precision bf16), or "int8" for a model written by vit quantize
   std::optional<GemmReport> gemms;  // with config.gemms
+  std::optional<ConvReport> convs;  // with config.convs
   std::string to_json(const BenchmarkConfig& config, int threads) const;
   double fastest_ms() const;  // the fastest measured iteration
 };
