@@ -205,6 +205,11 @@ ConvWeights fold_conv_bn(const nn::Conv2d& conv, const nn::BatchNorm2d& bn, bool
   keep.push_back(bias);
   ConvWeights cw;
   cw.gemm = packer.matrix(Variable(folded), Variable(bias), O, L);
+  if (!cw.gemm.bf16 && !cw.gemm.int8) {  // float32: the direct convolution reads (O, KH, KW, C)
+    Tensor direct = channels_last ? folded : folded.view({O, C, K, K}).permute({0, 2, 3, 1}).contiguous();
+    keep.push_back(direct);
+    cw.direct = direct.data<float>();
+  }
   cw.in_channels = C;
   cw.out_channels = O;
   cw.kernel = K;

@@ -67,8 +67,12 @@ struct StemLayerWeights {
 // with g = gamma / sqrt(running_var + eps), as im2row + GEMM. The first one (the stem) reads the
 // image's planes, its weight in (c, kh, kw) order; the others read channels-last maps (B, H, W, C),
 // their weights permuted to (kh, kw, c) order (kernels::im2row_nhwc).
+// Where the GEMM is float32 (not a bfloat16 session), the same folded weight in (O, KH, KW, C) order
+// runs the direct convolution instead (kernels/conv/direct_conv.h: no im2row; the stem's planes are
+// made channels-last first when the image has more than one channel).
 struct ConvWeights {
-  LinearWeights gemm;  // (out_channels, k x k x in_channels)
+  LinearWeights gemm;             // (out_channels, k x k x in_channels)
+  const float* direct = nullptr;  // (out_channels, k, k, in_channels), or null: im2row + the GEMM
   int64_t in_channels = 0, out_channels = 0, kernel = 0, stride = 1;
   explicit operator bool() const { return static_cast<bool>(gemm); }
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/conv/direct_conv.h"
 #include "kernels/fused.h"
 #include "kernels/im2row.h"
 #include "kernels/layernorm.h"
@@ -48,11 +49,27 @@ void residual(const LinearWeights& l, const float* in, const float* gamma, const
   kernels::add_scaled_rows(x, branch, gamma, d.rows, d.D);
 }
 
-// One backbone convolution (folded BatchNorm) on x: planes (B, C, H, W) for the stem, else a
-// channels-last map (B, H, W, C); out (B, OH, OW, O) channels-last. Returns the output's side.
+// One backbone convolution (folded BatchNorm) on x, direct where its weights are float32: planes (B, C, H, W) for the
+// stem, else a channels-last map (B, H, W, C); out (B, OH, OW, O) channels-last. Returns the output's side.
 int64_t backbone_conv(const ConvWeights& w, int64_t B, int64_t size, bool planes, const float* x, float* out,
                       const kernels::Epilogue& epilogue, Activations& act) {
   const kernels::ConvShape s{B, w.in_channels, size, size, w.kernel, w.kernel, w.stride, w.kernel / 2};
+  if (w.direct) {
+    if (planes && s.channels > 1) {  // (B, C, H, W) -> (B, H, W, C)
+      const int64_t hw = size * size, C = s.channels;
+      float* map = Activations::sized(act.rows, B * hw * C);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t i = 0; i < hw; ++i) map[(b * hw + i) * C + c] = x[(b * C + c) * hw + i];
+      x = map;
+    }
+    kernels::ConvEpilogue e;  // the GEMM epilogues backbone convolutions use: store, ReLU, += then ReLU
+    e.bias = w.gemm.bias;
+    e.accumulate = epilogue.beta != 0.0f;
+    e.relu = epilogue.act == kernels::Activation::Relu;
+    kernels::conv_nhwc_forward(s, w.out_channels, x, w.direct, out, e);
+    return s.out_h();
+  }
   const int64_t positions = B * s.out_h() * s.out_w();
   float* rows = Activations::sized(act.rows, positions * s.row_length());
   if (planes) {

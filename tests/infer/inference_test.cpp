@@ -119,8 +119,8 @@ TEST(InferenceSession, MatchesTheGraphForEveryVariant) {
   resnet.conv_blocks = 2;
   resnet.name = "hybrid, stride-2 stem";
   expect_matches_graph(resnet, 3, 11);
-  // Every ISA path the CPU has: the folded convolutions are packed for the AVX2 / AVX-512 GEMMs,
-  // or read in place by the plain one.
+  // Every ISA path the CPU has: the folded convolutions run on the direct convolution's
+  // micro-kernel of that level (kernels/conv/conv_micro.h).
   for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::Avx2, kernels::Isa::Avx512}) {
     if (isa > kernels::cpu_isa()) continue;
     const kernels::ScopedIsaLimit limit(isa);
@@ -137,6 +137,36 @@ void expect_close(const Tensor& got, const Tensor& expected, const std::string& 
   for (size_t i = 0; i < g.size(); ++i) {
     ASSERT_NEAR(g[i], e[i], testing::kInferenceLogitTol * std::max(1.0, scale)) << what << " value " << i;
   }
+}
+
+// A hybrid's session in bfloat16 runs its folded convolutions as im2row + the bf16 GEMM, in float32
+// on the direct convolution: the two follow each other to bf16's rounding (cosine >= 0.9999) and
+// differ (both paths ran).
+TEST(InferenceSession, HybridBf16ConvolutionsFollowTheDirectFloat32Ones) {
+  ViTConfig c = preset("vit_hybrid_fashion");
+  c.in_channels = 3;  // the stem's planes made channels-last for the direct path
+  auto gen = std::make_shared<Generator>(21);
+  VisionTransformer model(c, gen);
+  for (auto& [name, t] : model.named_state()) {  // BatchNorm statistics and affines away from 0 / 1
+    if (name.find("bn") == std::string::npos) continue;
+    Tensor d = t.data();
+    for (int64_t i = 0; i < d.numel(); ++i) d.data<float>()[i] = 0.5f + 0.5f * gen->uniform_float();
+  }
+  model.eval();
+  const Tensor images = Tensor::randn({3, c.in_channels, c.image_size, c.image_size}, *gen);
+  infer::InferenceSession fp32(model), bf16(model, infer::InferenceSession::WeightPages::Keep, infer::Precision::BF16);
+  NoGradGuard no_grad;
+  const Tensor graph = model(Variable(images)).data();
+  const Tensor a = fp32.forward(images), b = bf16.forward(images);
+  expect_close(a, graph, "float32 session vs graph");
+  double dot = 0, na = 0, nb = 0, worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double u = a.data<float>()[i], v = b.data<float>()[i];
+    dot += u * v, na += u * u, nb += v * v;
+    worst = std::max(worst, std::fabs(u - v));
+  }
+  EXPECT_GE(dot / std::sqrt(na * nb), 0.9999);
+  EXPECT_GT(worst, 0.0);
 }
 
 // Every descendant option: logits, pooled features, tokens and both poolings of `vit embed`
