@@ -32,7 +32,7 @@ double best_ms(F&& f) {
   return 1e3 * best;
 }
 
-double percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+double percent_of(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
 const char* kPassNames[3] = {"forward", "input_grad", "weight_grad"};
 
@@ -129,7 +129,7 @@ std::string ConvReport::to_text(double median_ms, double model_gflops, bool trai
   auto cell = [&](const ConvTiming& t, int pass) {
     if (pass == 1 && !t.input_grad) return std::string("-");
     if (!has_peak) return fmt::format("{:.3f} ({:.1f} GF/s)", t.ms[pass], t.gflops(pass));
-    return fmt::format("{:.3f} ({:4.1f}%)", t.ms[pass], percent(t.gflops(pass), peak_gflops));
+    return fmt::format("{:.3f} ({:4.1f}%)", t.ms[pass], percent_of(t.gflops(pass), peak_gflops));
   };
   for (const ConvTiming& t : convs) {
     const ConvShape& c = t.shape;
@@ -139,10 +139,10 @@ std::string ConvReport::to_text(double median_ms, double model_gflops, bool trai
   }
   const double conv_ms = train ? training_ms : forward_ms;
   s += fmt::format("  a {}'s convolutions at these rates: {:.2f} ms, {:.1f}% of the {:.2f} ms median\n",
-                   train ? "training step" : "forward", conv_ms, percent(conv_ms, median_ms), median_ms);
+                   train ? "training step" : "forward", conv_ms, percent_of(conv_ms, median_ms), median_ms);
   if (has_peak) {
     s += fmt::format("  the whole {} at {:.1f} GFLOP/s: {:.1f}% of the peak x {} threads ({:.1f} GFLOP/s)\n",
-                     train ? "training step" : "forward", model_gflops, percent(model_gflops, peak_gflops), threads,
+                     train ? "training step" : "forward", model_gflops, percent_of(model_gflops, peak_gflops), threads,
                      peak_gflops);
   }
   return s;
@@ -167,7 +167,7 @@ std::string ConvReport::to_json(double median_ms, double model_gflops, bool trai
   nlohmann::ordered_json j = {{"conv_kernel", kernel},
                               {"convs", std::move(rows)},
                               {"conv_ms", conv_ms},
-                              {"conv_share_of_median", percent(conv_ms, median_ms) / 100}};
+                              {"conv_share_of_median", percent_of(conv_ms, median_ms) / 100}};
   if (has_peak) {
     j["conv_peak"] = peak_key(peak);
     j["conv_peak_gflops"] = peak_gflops;

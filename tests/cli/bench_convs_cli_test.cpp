@@ -31,7 +31,7 @@ TEST(BenchConvs, HybridRowsTotalsAndShares) {
       {"backbone.stages.1.0.conv1", 14, 32, 64, 3, 2, 1},
       {"backbone.stages.1.0.conv2", 7, 64, 64, 3, 1, 1},
       {"backbone.stages.1.0.downsample.conv", 14, 32, 64, 1, 2, 1},
-      {"patch_embed.proj", 7, 64, 96, 1, 1, 1}};
+      {"patch_embed.proj", 7, 64, 64, 1, 1, 1}};
   ASSERT_EQ(j["convs"].size(), expected.size()) << j.dump();
   const bool simd = kernels::isa_enabled(kernels::Isa::Avx2);
   double training_ms = 0;
