@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The main job in PyTorch at equal time: vit_fashion's model and recipe, trained for the same
+"""The main job in PyTorch at equal time: vit_fashion's (or, --model vit_hybrid_fashion, the hybrid's: BatchNorm
+ResNet stages as torchvision builds them) model and recipe, trained for the same
 wall-clock budget as `vit train` (10 minutes by default) on the official Fashion-MNIST split.
 
 Model: tools/recipes/screen_recipes.py's PyTorch twin of vit_fashion (one 3x3 conv to 8 channels + GELU,
@@ -32,6 +33,7 @@ def main():
     ap.add_argument("--budget", type=float, default=600.0, help="seconds, evaluation included")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", choices=["vit_fashion", "vit_hybrid_fashion"], default="vit_fashion")
     a = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -41,6 +43,9 @@ def main():
     t_start = time.time()
     v = dict(patch=7, dim=64, depth=6, heads=4, mlp=2.0, stem=[8], lr=2e-3, min_lr=1e-5, wd=0.05, warmup=0.5,
              ls=0.1, clip=1.0, batch=128, crop=2, hflip=True)
+    if a.model == "vit_hybrid_fashion":  # screen_recipes.py's "hybrid" twin (no GELU stem)
+        from recipes.screen_recipes import VARIANTS
+        v.update(VARIANTS["hybrid"], stem=[])
     xs = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz")).astype(np.float32) / 255.0
     ys = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz")).astype(np.int64)
     xt = read_idx(os.path.join(a.data, "t10k-images-idx3-ubyte.gz")).astype(np.float32) / 255.0
@@ -106,7 +111,7 @@ def main():
                 print(json.dumps(dict(step_seconds=round(step_s, 4), eval_seconds=round(eval_s, 2), steps=total,
                                       epochs=round(total / steps_per_epoch, 2))), flush=True)
     acc = evaluate()
-    print(json.dumps(dict(engine="pytorch " + torch.__version__, threads=a.threads, seed=a.seed, steps=total,
+    print(json.dumps(dict(engine="pytorch " + torch.__version__, model=a.model, threads=a.threads, seed=a.seed, steps=total,
                           epochs=round(total / steps_per_epoch, 2), test_acc=acc,
                           seconds=round(time.time() - t_start, 1))), flush=True)
 

@@ -52,6 +52,9 @@ VARIANTS = {
     "stem8x2": {"stem": [8, 8]},
     "stem8_b256": {"stem": [8], "batch": 256, "lr": 3e-3},
     "stem8_ls0": {"stem": [8], "ls": 0.0},
+    # vit_hybrid_fashion: a stride-2 stem and ResNet stages of 32 and 64 channels, one block of width 64
+    "hybrid": {"patch": 4, "dim": 64, "depth": 1, "heads": 2,
+               "backbone": {"channels": 32, "stages": 2, "blocks": 1, "stem_stride": 2}},
 }
 
 BASE = dict(patch=7, dim=64, depth=6, heads=4, mlp=2.0, stem=[], lr=2e-3, min_lr=1e-5, wd=0.05, warmup=0.5,
@@ -99,16 +102,50 @@ def build(v):
             x = x + self.attn(y, y, y, need_weights=False)[0]
             return x + self.mlp(self.norm2(x))
 
+    class BasicBlock(nn.Module):  # torchvision's, as vit's backbone (src/model/backbone.h)
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            nn.init.zeros_(self.bn2.weight)  # zero_init_last: each block starts as its shortcut
+            self.downsample = None
+            if stride != 1 or cin != cout:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+            return torch.relu(y + (x if self.downsample is None else self.downsample(x)))
+
+    def backbone(b):
+        # vit's --conv-stages S --conv-channels C --conv-blocks N --conv-stem-stride s
+        layers = [nn.Conv2d(1, b["channels"], 3, b["stem_stride"], 1, bias=False), nn.BatchNorm2d(b["channels"]),
+                  nn.ReLU()]
+        cin = b["channels"]
+        for s in range(b["stages"]):
+            cout = b["channels"] << s
+            for i in range(b["blocks"]):
+                layers.append(BasicBlock(cin, cout, 2 if s > 0 and i == 0 else 1))
+                cin = cout
+        for m in layers:
+            for c in m.modules():
+                if isinstance(c, nn.Conv2d):
+                    nn.init.kaiming_normal_(c.weight, mode="fan_out", nonlinearity="relu")
+        return nn.Sequential(*layers), cin, b["stem_stride"] << (b["stages"] - 1)
+
     class ViT(nn.Module):
         def __init__(self):
             super().__init__()
-            layers, cin = [], 1
+            layers, cin, stride = [], 1, 1
             for c in v["stem"]:
                 layers += [nn.Conv2d(cin, c, 3, 1, 1), nn.GELU()]
                 cin = c
             self.stem = nn.Sequential(*layers)
+            if v.get("backbone"):  # a hybrid: the patch embedding reads the backbone's map
+                self.stem, cin, stride = backbone(v["backbone"])
             d = v["dim"]
-            self.proj = nn.Conv2d(cin, d, v["patch"], v["patch"])
+            self.proj = nn.Conv2d(cin, d, v["patch"] // stride, v["patch"] // stride)
             grid = 28 // v["patch"]
             self.pos = nn.Parameter(torch.randn(1, grid * grid, d) * 0.02)
             hidden = int(round(d * v["mlp"]))
