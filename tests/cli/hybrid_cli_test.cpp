@@ -2,7 +2,8 @@
 // by `vit train`, then `vit eval`, `vit predict` (image files and a .npy batch), `vit embed`
 // (pooled and tokens), `vit attention` (the transformer part), `vit info`, `vit quantize` (int8:
 // the convolutions stay float32; bf16: they are stored in bfloat16) with the quantized files
-// predicting what the float one does, and `vit train --init` fine-tuning from it.
+// predicting what the float one does, the run's report, `vit convert` (a rewritten copy predicts
+// the same logits), and `vit train --init` fine-tuning from it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,6 +95,14 @@ TEST_F(HybridCli, EveryCommandRunsIt) {
   r = vit("quantize --dtype bf16 --checkpoint " + run() + " --out " + dir_.file("bf16.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_GE(cosine(logits(dir_.file("bf16.safetensors"), "bf16.npy"), fp32), 0.999);
+
+  // The run's report, and `vit convert` rewriting the checkpoint: the same logits from the copy.
+  EXPECT_GT(fs::file_size(dir_.file("run/report.html")), 0u);
+  r = vit("convert " + run() + " " + dir_.file("converted.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const Tensor converted = logits(dir_.file("converted.safetensors"), "converted.npy");
+  ASSERT_EQ(converted.numel(), fp32.numel());
+  for (int64_t i = 0; i < fp32.numel(); ++i) EXPECT_EQ(converted.data<float>()[i], fp32.data<float>()[i]) << i;
 
   // Fine-tuning from it: the backbone's weights and BatchNorm statistics carried over.
   r = vit("train --init " + run() + " --data " + dir_.file("digits") + " --out " + dir_.file("ft") +
