@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "support/files.h"
 #include "support/run_vit.h"
+#include "support/similarity.h"
 
 namespace vit {
 namespace {
@@ -27,12 +28,7 @@ using testing::vit;
 const char* kTinyHybrid =
     " --conv-channels 8 --dim 16 --heads 2 --depth 1 --batch-size 32 --threads 1 --plain --ema 0 --epochs 1";
 
-double cosine(const Tensor& a, const Tensor& b) {
-  const auto u = a.to_vector(), v = b.to_vector();
-  double dot = 0, nu = 0, nv = 0;
-  for (size_t i = 0; i < u.size() && i < v.size(); ++i) dot += u[i] * v[i], nu += u[i] * u[i], nv += v[i] * v[i];
-  return dot / std::sqrt(nu * nv);
-}
+double cosine(const Tensor& a, const Tensor& b) { return testing::similarity(a, b).cosine; }
 
 class HybridCli : public ::testing::Test {
  protected:

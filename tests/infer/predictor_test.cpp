@@ -11,6 +11,7 @@
 
 #include "support/errors.h"
 #include "support/files.h"
+#include "support/similarity.h"
 #include "support/tiny_checkpoint.h"
 #include "support/variants.h"
 
@@ -203,14 +204,9 @@ TEST(Predictor, Bf16LogitsFollowFloat32) {
   for (const auto& [a, b] : {std::pair{fp32.predict(x), bf16.predict(x)},
                              std::pair{fp32.embed(x, Pool::Tokens), bf16.embed(x, Pool::Tokens)}}) {
     ASSERT_EQ(a.shape(), b.shape());
-    double dot = 0, na = 0, nb = 0, worst = 0;
-    for (int64_t i = 0; i < a.numel(); ++i) {
-      const double u = a.data<float>()[i], v = b.data<float>()[i];
-      dot += u * v, na += u * u, nb += v * v;
-      worst = std::max(worst, std::fabs(u - v));
-    }
-    EXPECT_GE(dot / std::sqrt(na * nb), 0.9999);
-    EXPECT_GT(worst, 0.0);  // bf16 really ran (float32 would be identical)
+    const testing::Similarity s = testing::similarity(a, b);
+    EXPECT_GE(s.cosine, 0.9999);
+    EXPECT_GT(s.worst, 0.0);  // bf16 really ran (float32 would be identical)
   }
   EXPECT_EQ(parse_precision("bfloat16"), Precision::BF16);
   expect_error([] { parse_precision("fp16", "predict"); }, "[predict] precision must be fp32 or bf16, got 'fp16'");
