@@ -147,9 +147,10 @@ struct ViTConfig {
 };
 
 // Preset names (preset_names() lists them): timm's ViT, DeiT (distilled), DeiT III, DINOv2 (with
-// and without registers), CLIP image towers, and ours: vit_digits (28x28x1), vit_fashion (28x28x1,
-// the default of `vit train`), vit_cifar (32x32x3), vit_notebook (the ViT notebook's class).
-// One table (presets.cpp) holds them all: an unknown name is refused listing the known ones.
+// and without registers), CLIP image towers, and ours: vit_digits (28x28x1), vit_hybrid_fashion (28x28x1,
+// the default of `vit train`: convolutions, then one transformer block), vit_fashion (the plain one), vit_cifar
+// (32x32x3), vit_notebook (the ViT notebook's class). One table (presets.cpp) holds them all: an unknown name is
+// refused listing the known ones.
 ViTConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 // What the preset's architecture is, in one line (whatever recipe trains it).

@@ -200,16 +200,19 @@ TrainConfig fashion_recipe() {
   TrainConfig c;
   c.data_dir = "data/fashion-mnist";
   c.out_dir = "runs/fashion";
-  c.model = model::preset("vit_fashion");
+  c.model = model::preset("vit_hybrid_fashion");  // the hybrid: 1.5 points above vit_fashion at equal time
   c.time_budget = 600;
   c.batch_size = 128;
-  c.lr = 2e-3;
+  // Screened at the hybrid on --val-split 10000 in 10 minutes (docs/results.md): it underfits, so less
+  // regularisation and a larger step won: 92.27% against 91.16% with vit_fashion's values (lr 2e-3,
+  // weight decay 0.05, label smoothing 0.1, crops padded by 2), 91.87% with only the last two changed.
+  c.lr = 3e-3;
   c.min_lr = 1e-5;
-  c.weight_decay = 0.05;
+  c.weight_decay = 0.02;
   c.warmup_epochs = 0.5;
-  c.label_smoothing = 0.1;
+  c.label_smoothing = 0.0;
   c.ema_decay = 0.999;  // evaluated and saved; the optimiser's own weights are printed beside at the end
-  c.augment.crop_padding = 2;
+  c.augment.crop_padding = 1;
   c.augment.hflip = true;
   c.milestones = {0.90, 0.915, 0.935};
   return c;
@@ -241,10 +244,14 @@ TrainConfig finetune_recipe() {
 }
 
 TrainConfig recipe_for(const std::string& preset) {
-  if (preset == "vit_fashion") return fashion_recipe();
-  if (preset == "vit_hybrid_fashion") {  // the main job's recipe for the hybrid (see presets.cpp)
+  if (preset == "vit_hybrid_fashion") return fashion_recipe();
+  if (preset == "vit_fashion") {  // the plain ViT the main job ran before the hybrid, with its own screened values
     TrainConfig c = fashion_recipe();
     c.model = model::preset(preset);
+    c.lr = 2e-3;
+    c.weight_decay = 0.05;
+    c.label_smoothing = 0.1;
+    c.augment.crop_padding = 2;
     return c;
   }
   if (preset == "vit_digits") return digits_recipe();

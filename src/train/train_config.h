@@ -161,7 +161,7 @@ struct TrainConfig {
 
 // The recipe for the bundled digits (vit_digits on data/mnist).
 TrainConfig digits_recipe();
-// The main job: vit_fashion on data/fashion-mnist (Debian's dataset-fashion-mnist) in a
+// The main job: vit_hybrid_fashion on data/fashion-mnist (Debian's dataset-fashion-mnist) in a
 // 10-minute training budget.
 TrainConfig fashion_recipe();
 // Fine-tuning a model from --init: the generic defaults with a smaller learning rate (1e-4,

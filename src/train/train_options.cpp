@@ -99,8 +99,8 @@ std::vector<TrainOption> make_table() {
       "images)",
       "", numbers(&data::Normalization::mean));
   add("std", Arity::List, "per-channel normalisation std (with --mean)", "", numbers(&data::Normalization::std));
-  add("preset", Arity::One, "model preset: vit_fashion (default), vit_digits, vit_cifar, vit_tiny_patch16_224, ...",
-      "");
+  add("preset", Arity::One,
+      "model preset: vit_hybrid_fashion (default), vit_fashion, vit_digits, vit_cifar, vit_tiny_patch16_224, ...", "");
   add("init", Arity::One,
       "fine-tune: start from this model file (any layout vit loads: its shape, weights and normalisation; the head "
       "kept where its classes cover the data's, else a fresh zero head; --image-size resamples the position "
@@ -127,7 +127,7 @@ std::vector<TrainOption> make_table() {
       "", into(&TrainConfig::epochs));
   add("time_budget", Arity::One,
       "train for this long, evaluation included: 600, 10m, 1h, 1h30m (the schedule is sized to it from the measured "
-      "speed; default: the recipe's, 10m for vit_fashion)",
+      "speed; default: the recipe's, 10m for the Fashion-MNIST presets)",
       "");
   add("steps", Arity::One, "train exactly this many steps (a budgeted run prints its number: rerun it exactly)", "",
       [](TrainConfig& c, const Values& v, const std::string& what) {
@@ -288,7 +288,7 @@ TrainConfig make_train_config(const TrainArgs& args) {
   }
   // A preset brings its own recipe (vit_digits the digits'); the options given apply over it.
   const bool preset_given = args.has("preset");
-  const std::string name = preset_given ? one(args.values("preset"), args.what("preset")) : "vit_fashion";
+  const std::string name = preset_given ? one(args.values("preset"), args.what("preset")) : "vit_hybrid_fashion";
   VIT_CHECK(!name.empty(), kOp, "{}: must not be empty", args.what("preset"));
   const TrainConfig recipe = init_given ? finetune_recipe() : recipe_for(name);
   TrainConfig c = recipe;
@@ -323,6 +323,14 @@ TrainConfig make_train_config(const TrainArgs& args) {
       o->set(c.model, one(g.values, what), what);
     }
     if (!c.model_field_given(o->key)) c.given_model_fields.push_back(o->key);
+  }
+  // --conv-stages 0 over a hybrid (the main job's model) makes it a plain ViT: the backbone's other
+  // fields, where not given, go with it.
+  if (c.model_field_given("conv_stages") && c.model.conv_stages == 0) {
+    const model::ViTConfig plain;
+    if (!c.model_field_given("conv_channels")) c.model.conv_channels = plain.conv_channels;
+    if (!c.model_field_given("conv_blocks")) c.model.conv_blocks = plain.conv_blocks;
+    if (!c.model_field_given("conv_stem_stride")) c.model.conv_stem_stride = plain.conv_stem_stride;
   }
   c.num_classes_given = c.model_field_given("num_classes");
   const bool model_given = !c.given_model_fields.empty();

@@ -36,7 +36,7 @@ struct TrainOption {
 // Every training option but the model's (model::model_options()), in --help order.
 const std::vector<TrainOption>& train_options();
 
-// The TrainConfig a run is given: the recipe of --preset (default vit_fashion), the options given
+// The TrainConfig a run is given: the recipe of --preset (default vit_hybrid_fashion), the options given
 // over it, the model (the preset's, with the model options given), and what a resumed run checks
 // (given_flags, given_model_fields). Throws "[train] --lr: must be a number, got 'x'", "[train]
 // unknown option --lrr", "[train] --rotate excludes --no-augment", ... (TrainConfig::validate

@@ -132,7 +132,8 @@ double train_loss(const std::string& out, int epoch) {
 
 TEST_F(Bf16Cli, TrainBf16LowersTheLossAndWritesAFloat32Checkpoint) {
   const std::string run = dir_->file("run_bf16");
-  const std::string model = " --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --batch-size 32 --threads 1";
+  const std::string model =
+      " --conv-stages 0 --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --batch-size 32 --threads 1";
   const CommandResult r =
       vit("train --data " + dir_->file("data") + " --out " + run + model + " --epochs 3 --precision bf16");
   ASSERT_EQ(r.exit_code, 0) << r.out;

@@ -27,7 +27,9 @@ using testing::TempDir;
 using testing::vit;
 
 // A tiny model for 8x8 grey images on one thread.
-const std::string kModel = " --image-size 8 --patch-size 4 --dim 8 --depth 1 --heads 2 --batch-size 4 --threads 1";
+// The plain preset (a recipe of its own; tiny_steps builds the same run as a library config).
+const std::string kModel =
+    " --preset vit_fashion --image-size 8 --patch-size 4 --dim 8 --depth 1 --heads 2 --batch-size 4 --threads 1";
 
 std::vector<nlohmann::json> metrics(const std::string& run) {
   std::vector<nlohmann::json> rows;
@@ -275,8 +277,9 @@ TEST(Recipes, APresetBringsItsRecipeAndFlagsApplyOnTop) {
   EXPECT_TRUE(fc.augment.hflip);
   EXPECT_EQ(fc.augment.rotate_degrees, 0.0);
   EXPECT_EQ(fc.time_budget, 0.0);
-  EXPECT_EQ(f.info.model.name, "vit_fashion");
-  EXPECT_EQ(f.info.model.patch_size, 7);
+  EXPECT_EQ(f.info.model.name, "vit_hybrid_fashion");  // the main job's model: convolutions, then the blocks
+  EXPECT_EQ(f.info.model.conv_stages, 2);
+  EXPECT_EQ(f.info.model.patch_size, 4);
   EXPECT_EQ(f.info.model.drop_path, 0.0);
 }
 

@@ -29,7 +29,7 @@ using testing::TempDir;
 using testing::vit;
 using testing::wait_for;
 
-const std::string kTiny = " --patch-size 7 --dim 16 --depth 1 --heads 2 --batch-size 32 --threads 1";
+const std::string kTiny = " --conv-stages 0 --patch-size 7 --dim 16 --depth 1 --heads 2 --batch-size 32 --threads 1";
 
 // Waits up to a minute for cond; false on timeout.
 template <class Cond>
@@ -91,6 +91,8 @@ TEST(HostileRun, TwoRunsInOneFolderTheSecondRefusesNamingTheFirstsPid) {
                              dir.file("data"),
                              "--out",
                              run,
+                             "--conv-stages",
+                             "0",
                              "--patch-size",
                              "7",
                              "--dim",
@@ -166,7 +168,7 @@ TEST(HostileRun, ResumeTakesWhatMayChangeAndRefusesTheRestNamingBothValues) {
   // What would change the run is refused, naming each flag with both values and what may change.
   const CommandResult lr = vit("train --resume " + run + " --epochs 2 --lr 0.5 --batch-size 8 --seed 0");
   expect_error(lr, "[train] --resume " + run +
-                       ": --batch-size 8 (the run's 32); --lr 0.5 (the run's 0.002) cannot "
+                       ": --batch-size 8 (the run's 32); --lr 0.5 (the run's 0.003) cannot "
                        "change when resuming");
   EXPECT_NE(lr.out.find("A resumed run takes only --data (the same data, moved), --epochs (to extend it), --threads, "
                         "--checkpoint-every"),
@@ -184,7 +186,7 @@ TEST(HostileRun, ResumeTakesWhatMayChangeAndRefusesTheRestNamingBothValues) {
                    "1e-06); resume without model flags");
   expect_error(vit("train --resume " + run + " --epochs 2 --no-augment"),
                "[train] --resume " + run +
-                   ": --no-augment: crop_padding 0 (the run's 2), hflip false (the run's true) cannot change when "
+                   ": --no-augment: crop_padding 0 (the run's 1), hflip false (the run's true) cannot change when "
                    "resuming");
   expect_error(vit("train --resume " + run + " --out " + dir.file("elsewhere")),
                "[train] --out " + dir.file("elsewhere") + " with --resume " + run +

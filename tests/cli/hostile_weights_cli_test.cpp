@@ -20,7 +20,7 @@ using testing::TempDir;
 using testing::vit;
 
 const std::string kModel =
-    " --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --batch-size 32 --threads 1 --plain";
+    " --conv-stages 0 --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --batch-size 32 --threads 1 --plain";
 
 // The first "<prefix> <number>%" in the output.
 std::string percent_after(const std::string& out, const std::string& prefix) {

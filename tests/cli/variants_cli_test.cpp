@@ -138,7 +138,7 @@ TEST_F(VariantsCli, EmbedReadsImageFilesAndRefusesWhatItCannotDo) {
 TEST_F(VariantsCli, TrainsLayerScaleRegistersAndDistillationFromATeacher) {
   testing::write_toy_mnist(dir_.file("data"), 96, 32);
   const std::string data = " --data " + dir_.file("data") + " --batch-size 32 --threads 2 --plain";
-  const std::string small = " --patch-size 7 --dim 16 --depth 1 --heads 2";
+  const std::string small = " --conv-stages 0 --patch-size 7 --dim 16 --depth 1 --heads 2";
   CommandResult r = vit("train" + data + small + " --pool mean --epochs 1 --out " + dir_.file("teacher"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string student =

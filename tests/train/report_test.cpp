@@ -71,7 +71,8 @@ TEST(Report, ShowsTheBenchmarkCurvesClassesAndConfiguration) {
   EXPECT_NE(html.find("of a 600 s budget"), std::string::npos);
   EXPECT_NE(html.find("Fashion-MNIST: where this run sits"), std::string::npos);
   EXPECT_NE(
-      html.find("<tr class=\"ours\"><td>vit: this run (vit_fashion, 600 s of training on 2 thread(s))</td><td>85.0%"),
+      html.find(
+          "<tr class=\"ours\"><td>vit: this run (vit_hybrid_fashion, 600 s of training on 2 thread(s))</td><td>85.0%"),
       std::string::npos);
   // The run's row sits between the published rows around 85%.
   const size_t ours = html.find("class=\"ours\"");
@@ -83,7 +84,8 @@ TEST(Report, ShowsTheBenchmarkCurvesClassesAndConfiguration) {
   EXPECT_NE(html.find("Learning-rate schedule"), std::string::npos);
   EXPECT_NE(html.find("aria-label=\"per-class accuracy\""), std::string::npos);
   for (const std::string& name : kFashion) EXPECT_NE(html.find(">" + name + "</text>"), std::string::npos) << name;
-  EXPECT_NE(html.find("<tr><th>model.patch_size</th><td>7</td></tr>"), std::string::npos);
+  EXPECT_NE(html.find("<tr><th>model.patch_size</th><td>4</td></tr>"), std::string::npos);
+  EXPECT_NE(html.find("<tr><th>model.conv_stages</th><td>2</td></tr>"), std::string::npos);
   EXPECT_NE(html.find("<tr><th>augment.hflip</th><td>true</td></tr>"), std::string::npos);
   EXPECT_NE(html.find("<tr><th>time_budget</th><td>600.0</td></tr>"), std::string::npos);
   for (const char* remote : {"src=\"http", "href=\"http", "<script", "<link", "url("}) {

@@ -158,6 +158,18 @@ TEST(Recipes, EachPresetBringsItsOwn) {
   EXPECT_EQ(fashion.time_budget, 600.0);
   EXPECT_EQ(fashion.model.name, "vit_fashion");
   EXPECT_TRUE(fashion.normalization.mean.empty());  // computed from the training images
+  // The main job is the hybrid; the plain preset keeps the same recipe around its own model.
+  EXPECT_EQ(recipe_for("vit_hybrid_fashion").to_json(), fashion_recipe().to_json());
+  EXPECT_EQ(fashion_recipe().model.name, "vit_hybrid_fashion");
+  // vit_fashion keeps the values screened for it; the hybrid's were screened apart (it underfits).
+  EXPECT_EQ(fashion.lr, 2e-3);
+  EXPECT_EQ(fashion.label_smoothing, 0.1);
+  EXPECT_EQ(fashion.augment.crop_padding, 2);
+  EXPECT_EQ(fashion_recipe().lr, 3e-3);
+  EXPECT_EQ(fashion_recipe().label_smoothing, 0.0);
+  EXPECT_EQ(fashion_recipe().augment.crop_padding, 1);
+  EXPECT_EQ(fashion.time_budget, fashion_recipe().time_budget);
+  EXPECT_EQ(fashion.ema_decay, fashion_recipe().ema_decay);
   EXPECT_EQ(recipe_for("vit_digits").to_json(), digits_recipe().to_json());
   const TrainConfig other = recipe_for("vit_cifar");
   EXPECT_EQ(other.model.name, "vit_cifar");

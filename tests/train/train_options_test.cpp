@@ -79,6 +79,16 @@ TEST(TrainOptions, APresetsRecipeTakesTheOptionsOverItAndOtherDataItsOwnNormalis
   const TrainConfig fashion = from_flags({});
   EXPECT_EQ(fashion.to_json(), fashion_recipe().to_json());
   EXPECT_FALSE(fashion.model_explicit);
+  // Model options without a preset apply over the main job's hybrid; --conv-stages 0 makes it plain.
+  const TrainConfig hybrid = from_flags({"--dim", "32"});
+  EXPECT_EQ(hybrid.model.name, "custom");
+  EXPECT_EQ(hybrid.model.conv_stages, fashion_recipe().model.conv_stages);
+  EXPECT_EQ(hybrid.model.dim, 32);
+  const TrainConfig plain = from_flags({"--conv-stages", "0", "--patch-size", "7"});
+  EXPECT_FALSE(plain.model.hybrid());
+  EXPECT_EQ(plain.model.conv_channels, 0);
+  EXPECT_EQ(plain.model.conv_stem_stride, 1);
+  EXPECT_NO_THROW(plain.model.validate());
   const TrainConfig custom = from_flags({"--depth", "2", "--pre-norm"});
   EXPECT_EQ(custom.model.name, "custom");
   EXPECT_EQ(custom.model.depth, 2);
