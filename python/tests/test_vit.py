@@ -257,6 +257,27 @@ def test_train_keyword_false_turns_off_what_the_recipe_turns_on():
         assert vit.load(last).predict(np.zeros((1, 1, 28, 28), np.float32)).dtype == np.float32
 
 
+def test_the_hybrid_main_job_model_trains_loads_and_predicts_as_vit_predict():
+    # vit_hybrid_fashion (convolutions + BatchNorm, then the transformer), small: trained from
+    # Python, loaded, its logits those of `vit predict`, its tokens the 7x7 map's positions.
+    with tempfile.TemporaryDirectory() as d:
+        write_toy_digits(os.path.join(d, "data"))
+        r = vit.train(data=os.path.join(d, "data"), out=os.path.join(d, "run"), preset="vit_hybrid_fashion",
+                      conv_channels=8, dim=16, epochs=1, batch_size=32, plain=True, ema=0)
+        assert r["epochs_run"] == 1
+        last = os.path.join(d, "run", "last.safetensors")
+        m = vit.load(last)
+        assert m.config["conv_stages"] == 2 and (m.image_size, m.in_channels) == (28, 1)
+        x = np.random.default_rng(1).standard_normal((3, 1, 28, 28)).astype(np.float32)
+        logits = m.predict(x)
+        np.save(os.path.join(d, "x.npy"), x)
+        r = cli("predict", "--checkpoint", last, "--tensor", os.path.join(d, "x.npy"), "--out",
+                os.path.join(d, "l.npy"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        np.testing.assert_array_equal(logits, np.load(os.path.join(d, "l.npy")))
+        assert m.embed(x, pool="tokens").shape == (3, 49, 16)
+
+
 def test_train_init_fine_tunes_a_checkpoint_with_a_frozen_backbone():
     with tempfile.TemporaryDirectory() as d:
         write_toy_digits(os.path.join(d, "data"))

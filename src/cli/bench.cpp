@@ -88,6 +88,7 @@ void add_bench_command(CLI::App& app) {
                 o->config.iters, o->config.warmup);
     std::printf("  median %.2f ms, p90 %.2f ms, %.1f images/s, %.1f GFLOP/s, peak RSS %.1f MiB\n", r.median_ms,
                 r.p90_ms, r.images_per_s, r.gflops, r.peak_rss_mb);
+    std::printf("%s", r.peak_text(threads).c_str());
     std::printf("  kernels: %s\n", kernels::kernels_summary().c_str());
     if (r.load_ms >= 0) std::printf("  loaded in %.1f ms\n", r.load_ms);
     if (r.pack_ms >= 0) std::printf("  weights packed in %.1f ms\n", r.pack_ms);

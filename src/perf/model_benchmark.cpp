@@ -1,6 +1,7 @@
 // Model benchmark (see model_benchmark.h).
 #include "perf/model_benchmark.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -106,6 +107,11 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
                        (config.train ? 3.0 : 1.0);
   r.gflops = flops / median / 1e9;
   r.peak_rss_mb = peak_rss_mb();
+  r.peak = precision_peak(r.precision);  // measured after the timed runs, never beside them
+  if (r.peak.per_thread > 0) {
+    r.peak_gflops = r.peak.per_thread * omp_get_max_threads();
+    r.share_of_peak = r.gflops / r.peak_gflops;
+  }
   if (config.gemms) r.gemms = time_session_gemms(*session, c, config.batch, config.seed + 1);
   if (config.convs) r.convs = time_backbone_convs(c, config.batch, config.seed + 2);
   return r;
@@ -113,6 +119,18 @@ BenchmarkResult run_benchmark(const BenchmarkConfig& config) {
 
 double BenchmarkResult::fastest_ms() const {
   return seconds.empty() ? 0.0 : 1e3 * *std::min_element(seconds.begin(), seconds.end());
+}
+
+std::string BenchmarkResult::peak_text(int threads) const {
+  if (share_of_peak < 0) return "  share of the peak: - (no SIMD FMA at the active ISA level)\n";
+  std::string s = fmt::format("  share of the peak: {:.1f}% of {:.1f} {} ({} thread{} x {}'s rate {:.1f} GFLOP/s{})\n",
+                              100.0 * share_of_peak, peak_gflops, precision == "int8" ? "GOP/s" : "GFLOP/s", threads,
+                              threads == 1 ? "" : "s", peak_description(peak.fma), peak.fma_per_thread,
+                              peak.factor == 1 ? "" : fmt::format(" x {} for {}", peak.factor, precision));
+  if (peak.ceiling < 1) {
+    s += fmt::format("    {}: {:.0f}% is its ceiling on this CPU\n", peak.note, 100.0 * peak.ceiling);
+  }
+  return s;
 }
 
 std::string BenchmarkResult::to_json(const BenchmarkConfig& config, int threads) const {
@@ -127,6 +145,13 @@ std::string BenchmarkResult::to_json(const BenchmarkConfig& config, int threads)
                               {"images_per_s", images_per_s},
                               {"gflops", gflops},
                               {"peak_rss_mb", peak_rss_mb}};
+  if (share_of_peak >= 0) {
+    j["peak_gflops"] = peak_gflops;
+    j["share_of_peak"] = share_of_peak;
+    j["peak_basis"] = peak_key(peak.fma);
+    j["peak_factor"] = peak.factor;
+    j["peak_ceiling"] = peak.ceiling;
+  }
   if (load_ms >= 0) j["load_ms"] = load_ms;
   if (pack_ms >= 0) j["pack_ms"] = pack_ms;
   if (gemms) j.update(nlohmann::ordered_json::parse(gemms->to_json(median_ms, fastest_ms())));

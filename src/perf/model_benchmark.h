@@ -1,7 +1,8 @@
 // Timing a model: inference (the graph-free infer::InferenceSession, or the autograd graph) or
 // a full training step as the trainer runs it (train::DataParallel forward, cross-entropy,
 // backward, AdamW), after warm-up, reporting latency percentiles, throughput, achieved GFLOP/s
-// (2 x multiply-accumulates of the forward; x3 for a training step) and peak resident memory.
+// (2 x multiply-accumulates of the forward; x3 for a training step) and its share of the machine's
+// measured peak for the precision (perf/peak_probe.h: precision_peak), and peak resident memory.
 // With gemms, the inference session's GEMMs are then timed one by one against the measured peaks
 // (perf/gemm_benchmark.h); with convs, a hybrid's convolutions (perf/conv_benchmark.h).
 // Its own room (perf) because it times both paths: it sits above train and infer.
@@ -14,6 +15,7 @@
 #include "model/vit_config.h"
 #include "perf/conv_benchmark.h"
 #include "perf/gemm_benchmark.h"
+#include "perf/peak_probe.h"
 
 namespace vit::perf {
 
@@ -38,8 +40,13 @@ struct BenchmarkResult {
   double pack_ms = -1;    // inference: time to set up the session (every weight packed for the GEMM)
   double load_ms = -1;    // with a checkpoint: time to load it (memory-mapped, no copy of float32 weights)
   std::string precision;  // "float32", "bf16" (--precision bf16), or "int8" for a model written by vit quantize
-  std::optional<GemmReport> gemms;  // with config.gemms
-  std::optional<ConvReport> convs;  // with config.convs
+  // The whole run against the machine's limit (perf/peak_probe.h's PrecisionPeak of `precision`
+  // x threads); share_of_peak < 0 where no SIMD FMA runs at the ISA level.
+  PrecisionPeak peak;
+  double peak_gflops = 0, share_of_peak = -1;
+  std::string peak_text(int threads) const;  // one line for people: "  share of the peak: ..."
+  std::optional<GemmReport> gemms;           // with config.gemms
+  std::optional<ConvReport> convs;           // with config.convs
   std::string to_json(const BenchmarkConfig& config, int threads) const;
   double fastest_ms() const;  // the fastest measured iteration
 };

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "core/check.h"
 #include "kernels/cpu_features.h"
 
 namespace vit::perf {
@@ -208,6 +209,28 @@ Peaks measure_peaks() {
   Peaks peaks;
   for (Peak p : kAllPeaks) peaks.per_thread[static_cast<size_t>(p)] = measure_peak(p);
   return peaks;
+}
+
+PrecisionPeak precision_peak(const std::string& precision) {
+  PrecisionPeak p;
+  VIT_CHECK(precision == "float32" || precision == "bf16" || precision == "int8", "bench",
+            "no peak for precision '{}' (float32, bf16 or int8)", precision);
+  const double ymm = measure_peak(Peak::Fma256), zmm = measure_peak(Peak::Fma512);
+  p.fma = zmm > ymm ? Peak::Fma512 : Peak::Fma256;
+  p.fma_per_thread = std::max(ymm, zmm);
+  p.factor = precision == "float32" ? 1 : precision == "bf16" ? 2 : 4;
+  p.per_thread = p.fma_per_thread * p.factor;
+  if (p.per_thread <= 0) return p;
+  if (precision == "bf16" && !peak_available(Peak::Bf16)) {
+    p.ceiling = 0.5;
+    p.note = "no vdpbf16ps (AVX512_BF16) here: bf16 runs on float32 FMAs";
+  } else if (precision == "int8" && !peak_available(Peak::Vnni)) {
+    const double triple = measure_peak(Peak::Int8Avx2);
+    p.ceiling = std::min(1.0, triple / p.per_thread);
+    p.note = triple > 0 ? "no vpdpbusd (AVX512_VNNI) here: int8 runs on vpmaddubsw + vpmaddwd + vpaddd"
+                        : "no SIMD int8 dot product at this ISA level";
+  }
+  return p;
 }
 
 std::string Peaks::to_json() const {

@@ -48,4 +48,22 @@ struct Peaks {
 };
 Peaks measure_peaks();
 
+// The yardstick of a whole model's speed in one precision, as the speed issues count it so that
+// shares carry across machines: one thread's float32 FMA rate (the better of ymm and zmm, measured
+// now) times the ratio of the precision's instruction to it on AVX-512 servers: 1 for float32, 2
+// for bf16 (vdpbf16ps: two products a lane), 4 for int8 (vpdpbusd: four). Where this CPU lacks
+// that instruction the precision runs on something slower, and `ceiling` says the share it could
+// reach at best (bf16 on float32 FMAs: 1/2; int8 on the AVX2 triple: its measured rate over 4x
+// the FMA rate); 1 where the instruction is here.
+struct PrecisionPeak {
+  double per_thread = 0;      // GFLOP/s (int8: GOP/s) of one thread; 0: no SIMD FMA at the ISA level
+  double fma_per_thread = 0;  // the float32 FMA rate it is built on
+  Peak fma = Peak::Fma256;    // which of ymm / zmm gave it
+  int factor = 1;             // 1, 2 or 4
+  double ceiling = 1;         // the best share this CPU's instructions allow
+  std::string note;           // why the ceiling is below 1 ("" when it is 1)
+};
+// precision: "float32", "bf16" or "int8"; anything else is refused.
+PrecisionPeak precision_peak(const std::string& precision);
+
 }  // namespace vit::perf

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -152,6 +153,36 @@ TEST(Facade, TrainModelFineTunesAForeignFileFromInit) {
         vit::train_model({"--init", kTimm, "--data", dir + "/data", "--dim", "8"});
       },
       "[train] --dim with --init");
+  std::filesystem::remove_all(dir);
+}
+
+// The main job's model (a hybrid: convolutions and BatchNorm, then the transformer) trained and run
+// through the facade: evaluation uses the running statistics, so an image's logits do not depend on
+// the batch it comes in; the tokens are the 7x7 map's positions.
+TEST(Facade, TrainsAndRunsTheHybrid) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("vit_facade_hybrid_" + std::to_string(::getpid()))).string();
+  write_idx_digits(dir + "/data", 40, 28);
+  const vit::TrainReport r = vit::train_model({"--preset", "vit_hybrid_fashion", "--conv-channels", "8", "--dim", "16",
+                                               "--data", dir + "/data", "--out", dir + "/run", "--epochs", "1",
+                                               "--batch-size", "8", "--threads", "1", "--plain", "--ema", "0"});
+  EXPECT_EQ(r.epochs_run, 1);
+  const vit::Model model = vit::Model::load(dir + "/run/last.safetensors");
+  EXPECT_EQ(model.image_size(), 28);
+  EXPECT_EQ(model.in_channels(), 1);
+  EXPECT_EQ(model.num_tokens(), 49);
+  EXPECT_EQ(model.embed_shape(2, "tokens"), (std::vector<int64_t>{2, 49, 16}));
+  std::vector<float> x(3 * 28 * 28);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
+  const std::vector<float> batch = model.predict(x, {3, 1, 28, 28});
+  ASSERT_EQ(batch.size(), 30u);
+  for (int64_t b = 0; b < 3; ++b) {
+    const std::vector<float> one = model.predict(x.data() + b * 28 * 28, 1);
+    for (int64_t k = 0; k < 10; ++k) {
+      ASSERT_TRUE(std::isfinite(one[k]));
+      EXPECT_NEAR(one[k], batch[b * 10 + k], 1e-5 * std::max(1.0f, std::fabs(one[k]))) << b << " " << k;
+    }
+  }
   std::filesystem::remove_all(dir);
 }
 

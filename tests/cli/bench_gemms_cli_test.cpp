@@ -135,5 +135,51 @@ TEST(BenchGemms, TextTableAndRefusals) {
                "[bench] --gemms times the inference path's GEMMs (not --train or --graph)");
 }
 
+// Every run, without --gemms: the whole forward (or training step) as a share of the measured
+// float32 FMA rate x threads x the precision's instruction ratio (1, bf16 2, int8 4).
+TEST(BenchPeak, TheWholeRunAgainstThePeakOfItsPrecision) {
+  const bool simd = kernels::isa_enabled(kernels::Isa::Avx2);
+  testing::TempDir dir;
+  testing::write_tiny_checkpoint(dir.file("f32.safetensors"));
+  ASSERT_EQ(
+      vit("quantize --checkpoint " + dir.file("f32.safetensors") + " --out " + dir.file("int8.safetensors")).exit_code,
+      0);
+  const std::vector<std::pair<std::string, int>> runs = {
+      {"--preset vit_digits --threads 2", 1},
+      {"--preset vit_digits --threads 1 --precision bf16", 2},
+      {"--preset vit_digits --train --batch 8 --threads 2", 1},
+      {"--checkpoint " + dir.file("int8.safetensors") + " --threads 1 --batch 4", 4}};
+  for (const auto& [args, factor] : runs) {
+    SCOPED_TRACE(args);
+    const CommandResult r = vit("bench " + args + " --iters 2 --warmup 0 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j.contains("share_of_peak"), simd) << r.out;
+    if (!simd) continue;
+    const double share = j["share_of_peak"].get<double>();
+    EXPECT_GT(share, 0.0);
+    EXPECT_LE(share, 1.2);
+    EXPECT_NEAR(share, j["gflops"].get<double>() / j["peak_gflops"].get<double>(), 1e-9);
+    EXPECT_EQ(j["peak_factor"].get<int>(), factor);
+    EXPECT_TRUE(j["peak_basis"] == "fma256" || j["peak_basis"] == "fma512") << j.dump();
+    const double ceiling = j["peak_ceiling"].get<double>();
+    EXPECT_GT(ceiling, 0.0);
+    EXPECT_LE(ceiling, 1.0);
+    if (factor == 2) {
+      EXPECT_EQ(ceiling == 1.0, kernels::bf16_gemm_native()) << j.dump();
+    }
+    if (factor == 1) {
+      EXPECT_EQ(ceiling, 1.0);
+    }
+  }
+  // The text line, and none where no SIMD FMA may run.
+  const CommandResult text = vit("bench --preset vit_digits --iters 1 --warmup 0 --threads 1");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_NE(text.out.find(simd ? "  share of the peak: " : "  share of the peak: - "), std::string::npos) << text.out;
+  const CommandResult scalar = vit("bench --preset vit_digits --iters 1 --warmup 0 --threads 1 --isa scalar --json");
+  ASSERT_EQ(scalar.exit_code, 0) << scalar.out;
+  EXPECT_FALSE(nlohmann::json::parse(scalar.out).contains("share_of_peak")) << scalar.out;
+}
+
 }  // namespace
 }  // namespace vit

@@ -26,9 +26,9 @@ class Cli : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir();
     testing::write_toy_mnist(dir_->file("data"), 192, 64);
-    const CommandResult r = vit(
-        "train --data " + dir_->file("data") + " --out " + dir_->file("run") +
-        " --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --epochs 2 --batch-size 32 --threads 1 --ema 0.99");
+    const CommandResult r = vit("train --data " + dir_->file("data") + " --out " + dir_->file("run") +
+                                " --conv-stages 0 --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean --epochs 2 "
+                                "--batch-size 32 --threads 1 --ema 0.99");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     train_output_ = r.out;
   }
@@ -222,7 +222,7 @@ TEST_F(Cli, BadInputsGiveOneClearErrorLine) {
   expect_error(vit("train --preset vit_gigantic"), "[vit_config] unknown preset 'vit_gigantic'");
   expect_error(vit("train --dim 30 --heads 4 --data " + dir_->file("data")),
                "[vit_config] dim 30 is not divisible by num_heads 4");
-  expect_error(vit("train --image-size 30 --patch-size 7 --data " + dir_->file("data")),
+  expect_error(vit("train --conv-stages 0 --image-size 30 --patch-size 7 --data " + dir_->file("data")),
                "[vit_config] image_size 30 is not divisible by patch_size 7");
   expect_error(vit("eval --checkpoint " + dir_->file("missing.safetensors")),
                "[file] " + dir_->file("missing.safetensors") + ": cannot open (No such file or directory)");
@@ -249,10 +249,11 @@ TEST_F(Cli, BadInputsGiveOneClearErrorLine) {
                "[train] " + dir_->file("run3/last.safetensors") + ": checkpoint is a different model");
   EXPECT_EQ(testing::read_bytes(dir_->file("run3/last.safetensors")), before);
   // --ema on a checkpoint trained without EMA is refused by eval and predict alike.
-  ASSERT_EQ(vit("train --data " + dir_->file("data") + " --out " + dir_->file("no_ema") +
-                " --patch-size 7 --dim 16 --depth 1 --heads 2 --epochs 1 --batch-size 32 --threads 1 --ema 0")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      vit("train --data " + dir_->file("data") + " --out " + dir_->file("no_ema") +
+          " --conv-stages 0 --patch-size 7 --dim 16 --depth 1 --heads 2 --epochs 1 --batch-size 32 --threads 1 --ema 0")
+          .exit_code,
+      0);
   const std::string no_ema = dir_->file("no_ema/last.safetensors");
   data::write_png(dir_->file("blank.png"), data::Image{1, 28, 28, std::vector<uint8_t>(784, 0)});
   expect_error(vit("eval --ema --checkpoint " + no_ema + " --data " + dir_->file("data")),

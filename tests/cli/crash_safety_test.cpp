@@ -33,10 +33,10 @@ using Clock = std::chrono::steady_clock;
 // A small run with every source of randomness on (dropout, drop-path, augmentation, EMA) and a
 // checkpoint after every step, so kills land mid-epoch, mid-save and between saves.
 std::vector<std::string> train_args(const std::string& data, const std::string& out) {
-  return {"train", "--data",    data, "--out",     out,   "--patch-size", "7",   "--dim",
-          "16",    "--depth",   "2",  "--heads",   "2",   "--epochs",     "6",   "--batch-size",
-          "16",    "--threads", "1",  "--dropout", "0.1", "--drop-path",  "0.1", "--checkpoint-every",
-          "1"};
+  return {
+      "train", "--data",    data,  "--out",       out,   "--conv-stages",      "0", "--patch-size", "7",  "--dim",
+      "16",    "--depth",   "2",   "--heads",     "2",   "--epochs",           "6", "--batch-size", "16", "--threads",
+      "1",     "--dropout", "0.1", "--drop-path", "0.1", "--checkpoint-every", "1"};
 }
 
 // Files whose names say they are temporary (FILE.tmp.<pid>.<n>): none may outlive a run.

@@ -22,7 +22,8 @@ using testing::CommandResult;
 using testing::TempDir;
 using testing::vit;
 
-const char* kTiny = " --patch-size 7 --dim 16 --depth 2 --heads 2 --pool mean --batch-size 32 --threads 1 --plain";
+const char* kTiny =
+    " --conv-stages 0 --patch-size 7 --dim 16 --depth 2 --heads 2 --pool mean --batch-size 32 --threads 1 --plain";
 
 // A pretrained run on the toy digits: 10 classes "0".."9", grey 28x28.
 class Finetune : public ::testing::Test {
