@@ -24,7 +24,8 @@ using packed::kNr;
 using packed::MicroKernelEntry;
 using packed::Tail;
 
-constexpr int64_t kKc = 256;  // depth of a block: a B panel is kKc x 16 floats = 16 KiB (L1)
+constexpr int64_t kKc = 256;      // depth of a block: a B panel is kKc x 16 floats = 16 KiB (L1)
+constexpr int64_t kKcMax = 1024;  // the deepest K block of an entry that packs A (packed_micro.cpp's kc_max)
 constexpr int64_t kMcRows =
     198;  // rows of an A block, rounded up to micro-panels: ~200 x 256 floats (L2); 197 tokens fit
 constexpr int64_t kMcMax = kMcRows + kMaxMr;
@@ -105,14 +106,24 @@ struct Problem {
   const MicroKernelEntry* kernel;
 };
 
-// Rows [m_begin, m_end) x panels [j_begin, j_end) of C; abuf holds kMcMax x kKc floats.
+// The depth of the K blocks: K cut into equal blocks (multiples of 4) no deeper than kc_max.
+int64_t block_depth(int64_t K, int64_t kc_max) {
+  const int64_t blocks = (K + kc_max - 1) / kc_max;
+  return std::min(kc_max, ((K + blocks - 1) / blocks + 3) / 4 * 4);
+}
+
+// Rows [m_begin, m_end) x panels [j_begin, j_end) of C; abuf holds kMcMax x kKcMax floats.
 void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin, int64_t j_end, float* abuf) {
   const MicroKernelEntry& mk = *p.kernel;
   const int64_t mr = mk.mr, mc_max = block_rows(mr), packed_stride = p.K * kNr;
+  // Wide blocks whose entry asks for it: A packed, K in blocks up to the entry's depth; else whole
+  // micro-panels of A read in place, K in blocks of kKc (a B panel in L1).
+  const bool pack_all = j_end - j_begin >= mk.pack_a_panels;
+  const int64_t depth = pack_all ? block_depth(p.K, std::min(mk.kc_max, kKcMax)) : kKc;
   // The next B panels are prefetched only when all of B is packed (contiguous panels).
   const bool prefetch = p.b_k == kNr && p.b_panel == packed_stride && p.b_tail == nullptr;
-  for (int64_t k0 = 0; k0 < p.K; k0 += kKc) {
-    const int64_t kc = std::min(kKc, p.K - k0);
+  for (int64_t k0 = 0; k0 < p.K; k0 += depth) {
+    const int64_t kc = std::min(depth, p.K - k0);
     Tail tail{};
     tail.init = k0 > 0 ? Init::Add : p.e.beta == 0.0f ? Init::Overwrite : p.e.beta == 1.0f ? Init::Add : Init::Scale;
     tail.last = k0 + kc >= p.K;
@@ -120,17 +131,22 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
     tail.beta = p.e.beta;
     tail.act = p.e.act;
     // Whole tiles go straight to C when the kernel can: before the last K block (no epilogue yet),
-    // and in the last one when there is no activation (the kernel applies the tail itself).
-    const bool direct =
-        mk.direct && (tail.last ? p.e.act == Activation::None : p.e.alpha == 1.0f && tail.init != Init::Scale);
+    // and in the last one when the kernel applies the activation too (it applies the tail itself).
+    const bool register_act = p.e.act == Activation::None ||
+                              (mk.register_act && (p.e.act == Activation::Gelu || p.e.act == Activation::Relu));
+    const bool direct = mk.direct && (tail.last ? register_act : p.e.alpha == 1.0f && tail.init != Init::Scale);
     const packed::Out direct_out = tail.last                ? packed::Out::Final
                                    : tail.init == Init::Add ? packed::Out::AddC
                                                             : packed::Out::SetC;
     for (int64_t m0 = m_begin; m0 < m_end; m0 += mc_max) {
       const int64_t mc = std::min(mc_max, m_end - m0), micro = (mc + mr - 1) / mr;
-      // Whole micro-panels of A are read in place (rows of A, or columns of a stored A^T); only a
-      // last, partial one is packed.
-      if (mc % mr) pack_a_for(mr, p.trans_a, p.A, p.lda, m0 + mc / mr * mr, mc % mr, k0, kc, abuf + mc / mr * mr * kc);
+      // Whole micro-panels of A are read in place (rows of A, or columns of a stored A^T) unless
+      // the entry packs them for wide blocks; a last, partial one is always packed.
+      if (pack_all) {
+        pack_a_for(mr, p.trans_a, p.A, p.lda, m0, mc, k0, kc, abuf);
+      } else if (mc % mr) {
+        pack_a_for(mr, p.trans_a, p.A, p.lda, m0 + mc / mr * mr, mc % mr, k0, kc, abuf + mc / mr * mr * kc);
+      }
       // Column groups of up to mk.panels panels, none across b_whole (one B layout per group).
       for (int64_t j = j_begin, np = 0; j < j_end; j += np) {
         np = std::min(mk.panels, j_end - j);
@@ -169,7 +185,7 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
             }
           }
           const int64_t rows = std::min(mr, mc - i * mr), m = m0 + i * mr;
-          if (rows < mr) {
+          if (rows < mr || pack_all) {
             o.a = abuf + i * mr * kc, o.a_row = 1, o.a_k = mr;
           } else if (p.trans_a) {
             o.a = p.A + k0 * p.lda + m, o.a_row = 1, o.a_k = p.lda;
@@ -196,10 +212,10 @@ float* aligned_scratch(std::vector<float>& storage, size_t floats) {
   return p + (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
 }
 
-// The calling thread's A block (kMcMax x kKc floats).
+// The calling thread's A block (kMcMax x kKcMax floats).
 float* a_buffer() {
   thread_local std::vector<float> storage;
-  return aligned_scratch(storage, static_cast<size_t>(kMcMax * kKc));
+  return aligned_scratch(storage, static_cast<size_t>(kMcMax * kKcMax));
 }
 
 // K = 0: C = act(beta C + bias).

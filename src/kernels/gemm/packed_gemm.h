@@ -3,13 +3,16 @@
 // B is packed into column panels of 16 (PackedMatrix: for each panel, K rows of 16 contiguous
 // floats, zero-padded past N), once at load for inference weights, or per call otherwise; the
 // layout is the same for every ISA.
-// The loops (outermost first): K in blocks of 256; M in blocks of ~200 rows, packed into micro-
-// panels of mr rows (k-major: mr contiguous floats per k); a group of the micro-kernel's panels
+// The loops (outermost first): K in blocks of 256; M in blocks of ~200 rows, read in place in
+// micro-panels of mr rows (a partial one packed k-major); a group of the micro-kernel's panels
 // (one or two 16-column panels of B, 256 deep: stays in L1); every micro-panel of the A block
-// (in L2) against it in the micro-kernel. The micro-kernel is picked per call from a table by
-// ISA (kernels/gemm/packed_micro.h: AVX-512 8 x 32, AVX2 + FMA 6 x 16, or a plain C++ 6 x 16, whose
-// std::fma chains in k order make every entry bit-identical), each compiled with its own target
-// attributes: one baseline x86-64 build runs the best one the CPU has. The epilogue
+// (in L2) against it in the micro-kernel. An entry may ask for another blocking of wide blocks:
+// the AVX2 one packs every micro-panel of A and cuts K into equal blocks up to 1024 deep once a
+// block spans 8 panels (packed_micro.cpp: measured on Zen 3). The micro-kernel is picked per call
+// from a table by ISA (kernels/gemm/packed_micro.h: AVX-512 8 x 32, AVX2 + FMA 6 x 16, or a plain
+// C++ 6 x 16, whose std::fma chains in k order make every entry bit-identical where their K blocks
+// agree), each compiled with its own target attributes: one baseline x86-64 build runs the best
+// one the CPU has. The epilogue
 // (kernels/gemm/epilogue.h: alpha, beta, bias, GELU) is applied when a tile is stored for the last
 // time. The threads and the cut follow kernels/gemm/gemm_driver.h.
 #pragma once

@@ -46,7 +46,8 @@ struct Tail {
 
 // Where a micro-kernel puts its sums: in the tile buffer (for the store), or, for a whole tile,
 // straight into C: before the last K block (no epilogue yet, alpha 1) C = sums or C += sums; in
-// the last one, with no activation, the whole Tail in registers (C = alpha sums (+ beta C) + bias).
+// the last one, with no activation (or, for an entry with register_act, GELU or ReLU), the whole
+// Tail in registers (C = act(alpha sums (+ beta C) + bias)).
 enum class Out { Tile, SetC, AddC, Final };
 
 // tile (mr x panels * 16) from mr rows of op(A) and `panels` 16-column panels of B; with
@@ -77,6 +78,12 @@ struct MicroKernelEntry {
   MicroKernel single;  // mr x 16 (the last panel when fewer than `panels` are left)
   TileStore store;
   bool direct;  // `full` writes C itself for Out::SetC / AddC / Final
+  // The blocking that suits the entry's machines (packed_gemm.cpp's driver reads it):
+  // Pack whole micro-panels of A when a block spans at least pack_a_panels panels, and then cut K
+  // into equal blocks no deeper than kc_max (else A is read in place, K in blocks of 256).
+  int64_t pack_a_panels;
+  int64_t kc_max;
+  bool register_act;  // Out::Final applies the exact GELU and ReLU too (else only no activation)
 };
 
 // The best entry the active ISA allows.

@@ -31,9 +31,10 @@ inline std::string describe(const GemmCase& c) {
                      c.trans_a, c.trans_b, c.alpha, c.beta, c.bias, static_cast<int>(c.act), c.pad);
 }
 
-inline double gelu_formula(Activation a, double x) {
+inline double activation_formula(Activation a, double x) {
   if (a == Activation::Gelu) return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
   if (a == Activation::GeluTanh) return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  if (a == Activation::Relu) return x > 0.0 ? x : 0.0;
   return x;
 }
 
@@ -75,7 +76,7 @@ inline void expect_matches_reference(const GemmCase& c, const GemmOperands& o) {
       double want = c.alpha * dot;
       if (c.beta != 0.0f) want += c.beta * static_cast<double>(o.before[m * o.ldc + n]);
       if (c.bias) want += o.bias[n];
-      want = gelu_formula(c.act, want);
+      want = activation_formula(c.act, want);
       ASSERT_TRUE(std::isfinite(got)) << "m=" << m << " n=" << n << ": " << describe(c);
       worst = std::max(worst, std::abs(got - want) / (1.0 + std::abs(c.alpha) * scale + std::abs(c.beta)));
     }

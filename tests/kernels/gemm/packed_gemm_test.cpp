@@ -3,7 +3,8 @@
 // alpha, beta (0 ignores NaN in C), bias and both GELUs; strided A and C (the padding is never
 // written); the threaded and the single-thread split; K = 0; the two ways to pack B; the plain
 // micro-kernel (the ISA capped to Scalar) against the AVX2 and AVX-512 ones, bit for bit (B
-// packed, and A^T and B read in place); each level forced on awkward sizes.
+// packed, and A^T and B read in place; GELU and ReLU in registers included); each level forced on
+// awkward sizes, the AVX2 entry's packed, deeper blocks of wide GEMMs included.
 #include "kernels/gemm/packed_gemm.h"
 
 #include <fmt/format.h>
@@ -128,8 +129,10 @@ TEST(PackedGemm, PlainMicroKernelMatchesReferenceAndTheFastOneBitForBit) {
     }
   }
   // A^T and a row-major B read in place (dW = dY^T X; the last partial panel of B packed), and
-  // B packed per call (many rows of A, a large B): the same chains as the packed panels.
-  for (const Case& c : {Case{45, 50, 270, true, false}, Case{400, 300, 300, false, false}}) {
+  // B packed per call (many rows of A, a large B): the same chains as the packed panels. (K of the
+  // second stays 256: wider blocks of the AVX2 entry pack A and cut K into fewer, deeper blocks,
+  // so past 256 they round the partial sums at other places: equal to rounding, not bit for bit.)
+  for (const Case& c : {Case{45, 50, 270, true, false}, Case{400, 300, 256, false, false}}) {
     test::GemmOperands o(c, 13);
     std::vector<float> slow = o.C, fast = o.C;
     gemm_packed(c.trans_a, c.trans_b, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, slow.data(), o.ldc, nullptr,
@@ -172,6 +175,11 @@ TEST(PackedGemm, EveryIsaMatchesTheReferenceOnAwkwardSizes) {
     check({300, 40, 33});    // few panels, many rows: the rows split between threads
     check({400, 300, 300});  // a row-major B too large to read in place: packed per call
     check({45, 50, 2100, true, false, 1.0f, 1.0f, false, Activation::None, 3});  // dW = dY^T X, in place
+    // Blocks of 8+ panels (the AVX2 entry packs A, K in equal blocks up to 1024 deep) with the
+    // activations it applies in registers, and a K cut into three blocks; the threads split them.
+    check({205, 200, 300, false, true, 1.0f, 0.0f, true, Activation::Gelu});
+    check({31, 160, 2100, false, true, 1.0f, 0.0f, true, Activation::Relu});
+    check({31, 160, 2100, true, false, 1.0f, 1.0f, true, Activation::None}, true);
   }
 }
 
