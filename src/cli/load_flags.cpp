@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "checkpoint/int8_format.h"
 #include "cli/commands.h"
@@ -65,13 +66,14 @@ void add_model_flags(CLI::App* cmd, LoadFlags& flags, bool require_checkpoint) {
 }
 
 void note_precision(infer::Precision precision) {
-  if (precision == infer::Precision::BF16 && !kernels::bf16_gemm_native()) {
-    std::fprintf(
-        stderr,
-        "note: no AVX512_BF16 here (the CPU lacks it, or VIT_ISA caps the kernels below AVX-512): --precision "
-        "bf16 runs a plain C++ emulation (the same bfloat16 rounding of weights and inputs, float32 sums in another "
-        "order: outputs agree with AVX512_BF16 to about 1e-3, not bit for bit; much slower than fp32)\n");
-  }
+  if (precision != infer::Precision::BF16 || kernels::bf16_gemm_native()) return;
+  const bool avx2 = std::string(kernels::bf16_gemm_path()) == "AVX2 float32";
+  std::fprintf(stderr,
+               "note: no AVX512_BF16 here (the CPU lacks it, or VIT_ISA caps the kernels below AVX-512): --precision "
+               "bf16 runs %s (the same bfloat16 rounding of weights and inputs, float32 sums in another order: "
+               "outputs agree with AVX512_BF16 to about 1e-3, not bit for bit; %s)\n",
+               avx2 ? "float32 AVX2 arithmetic on the bfloat16 values" : "a plain C++ emulation",
+               avx2 ? "about fp32's speed, half its weight memory" : "much slower than fp32");
 }
 
 void warn_no_checksum(const std::string& path) {

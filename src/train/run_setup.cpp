@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <string>
 
 #include "infer/request.h"
 #include "kernels/gemm/bf16_gemm.h"
@@ -209,13 +210,15 @@ void plan(Run& run) {
     std::printf(
         "mixed precision: bf16 inputs, float32 accumulation for the Linear and convolution GEMMs (%s); float32 "
         "weights, AdamW state, LayerNorm, softmax and loss\n",
-        native ? "AVX512_BF16" : "plain C++ emulation");
+        kernels::bf16_gemm_path());
     if (!native && run.lead()) {
-      std::fprintf(
-          stderr,
-          "note: no AVX512_BF16 here (the CPU lacks it, or VIT_ISA caps the kernels below AVX-512): --precision "
-          "bf16 trains with a plain C++ emulation (the same bfloat16 rounding, float32 sums in another order: close to "
-          "AVX512_BF16, not bit for bit; much slower than fp32)\n");
+      const bool avx2 = std::string(kernels::bf16_gemm_path()) == "AVX2 float32";
+      std::fprintf(stderr,
+                   "note: no AVX512_BF16 here (the CPU lacks it, or VIT_ISA caps the kernels below AVX-512): "
+                   "--precision bf16 trains with %s (the same bfloat16 rounding, float32 sums in another order: close "
+                   "to AVX512_BF16, not bit for bit; %s)\n",
+                   avx2 ? "float32 AVX2 arithmetic on the bfloat16 values" : "a plain C++ emulation",
+                   avx2 ? "about fp32's speed" : "much slower than fp32");
     }
   }
   for (const std::string& note : c.init_notes) std::printf("fine-tuning: %s\n", note.c_str());

@@ -150,7 +150,7 @@ TEST_F(Bf16Cli, TrainBf16LowersTheLossAndWritesAFloat32Checkpoint) {
   const CommandResult changed = vit("train --resume " + run + " --epochs 4 --precision fp32");
   EXPECT_NE(changed.exit_code, 0);
   EXPECT_NE(changed.out.find("--precision fp32 (the run's bf16)"), std::string::npos) << changed.out;
-  // Without AVX512_BF16 (forced here) the emulation trains, and says so once.
+  // Without AVX512_BF16 (forced here) the AVX2 float32 arithmetic on bf16 values trains, and says so once.
   const CommandResult emulated = vit("train --data " + dir_->file("data") + " --out " + dir_->file("run_emulated") +
                                          model + " --steps 2 --precision bf16",
                                      "VIT_ISA=avx2");
@@ -158,7 +158,15 @@ TEST_F(Bf16Cli, TrainBf16LowersTheLossAndWritesAFloat32Checkpoint) {
   const std::string note = "note: no AVX512_BF16 here";
   ASSERT_NE(emulated.out.find(note), std::string::npos) << emulated.out;
   EXPECT_EQ(emulated.out.find(note), emulated.out.rfind(note)) << emulated.out;
-  EXPECT_NE(emulated.out.find("(plain C++ emulation)"), std::string::npos) << emulated.out;
+  EXPECT_NE(emulated.out.find("(AVX2 float32)"), std::string::npos) << emulated.out;
+  EXPECT_NE(emulated.out.find("float32 AVX2 arithmetic on the bfloat16 values"), std::string::npos) << emulated.out;
+  // Below AVX2, the plain C++ path (slow, the same values).
+  const CommandResult plain = vit("train --data " + dir_->file("data") + " --out " + dir_->file("run_plain") + model +
+                                      " --steps 1 --precision bf16",
+                                  "VIT_ISA=scalar");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  EXPECT_NE(plain.out.find("(plain C++)"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("a plain C++ emulation"), std::string::npos) << plain.out;
   // vit bench times a mixed-precision training step.
   const CommandResult bench =
       vit("bench --preset vit_digits --train --batch 4 --iters 1 --warmup 0 --precision bf16 --json");

@@ -16,6 +16,7 @@
 #include "core/check.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm/gemm_driver.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "kernels/isa_target.h"
 
 namespace vit::kernels {
@@ -308,6 +309,62 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
   }
 }
 
+// CPUs with AVX2 but not AVX512_BF16 (no bfloat16 arithmetic): the float32 GEMM on the same
+// bfloat16 values. Rows of x rounded to bfloat16 and kept as float32 (the low 16 bits zero), the
+// weight's pairs widened to float32 panel by panel as the float32 driver reaches them
+// (PanelSource), float32 products summed with FMA in k order. The same inputs as AVX512_BF16's;
+// the sums in another order (vdpbf16ps adds a pair's two products first).
+template <typename Body>
+[[gnu::flatten]] VIT_TARGET_AVX2 void avx2_loop(Body&& body) {
+  body();
+}
+
+// x (rows, K; row stride lda) as bfloat16 values in float32, row stride K; to_bf16's rule.
+void round_rows_avx2(const float* x, int64_t lda, int64_t rows, int64_t K, float* out) {
+#pragma omp parallel for schedule(static) if (rows * K > (1 << 16) && !omp_in_parallel())
+  for (int64_t r = 0; r < rows; ++r) {
+    avx2_loop([&] {
+      const uint32_t* in = reinterpret_cast<const uint32_t*>(x + r * lda);
+      uint32_t* o = reinterpret_cast<uint32_t*>(out + r * K);
+      for (int64_t k = 0; k < K; ++k) {
+        const uint32_t bits = in[k];
+        const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+        const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+        o[k] = nan ? (bits | 0x00400000u) & 0xFFFF0000u : rounded;
+      }
+    });
+  }
+}
+
+// PanelSource::fill for a Bf16Matrix: rows [k0, k0 + kc) of panel j as float32.
+void widen_panel(const void* context, int64_t j, int64_t k0, int64_t kc, float* out) {
+  const Bf16Matrix& w = *static_cast<const Bf16Matrix*>(context);
+  const uint32_t* panel = w.panel(j) + (k0 / 2) * 16;
+  avx2_loop([&] {
+    uint32_t* o = reinterpret_cast<uint32_t*>(out);
+    const int64_t whole = kc / 2;
+    for (int64_t kk = 0; kk < whole; ++kk) {
+      for (int64_t c = 0; c < 16; ++c) {
+        const uint32_t v = panel[kk * 16 + c];
+        o[(2 * kk) * 16 + c] = v << 16;
+        o[(2 * kk + 1) * 16 + c] = v & 0xFFFF0000u;
+      }
+    }
+    if (kc % 2) {
+      for (int64_t c = 0; c < 16; ++c) o[(kc - 1) * 16 + c] = panel[whole * 16 + c] << 16;
+    }
+  });
+}
+
+void linear_bf16_avx2(const float* x, int64_t M, int64_t K, int64_t lda, const Bf16Matrix& w, const float* bias,
+                      float* y, int64_t ldy, const Epilogue& epilogue) {
+  thread_local std::vector<float> rounded;
+  if (rounded.size() < static_cast<size_t>(M * K)) rounded.resize(static_cast<size_t>(M * K));
+  round_rows_avx2(x, lda, M, K, rounded.data());
+  const PanelSource source{widen_panel, &w};
+  packed_gemm_sourced(rounded.data(), K, M, source, K, w.rows(), y, ldy, bias, epilogue);
+}
+
 }  // namespace
 
 Bf16Matrix Bf16Matrix::from_weight(const float* weight, int64_t N, int64_t K) {
@@ -339,12 +396,18 @@ float Bf16Matrix::at(int64_t n, int64_t k) const {
 
 bool bf16_gemm_native() { return cpu_features().avx512bf16 && isa_enabled(Isa::Avx512); }
 
+const char* bf16_gemm_path() {
+  if (bf16_gemm_native()) return "AVX512_BF16";
+  return packed_gemm_supported() ? "AVX2 float32" : "plain C++";
+}
+
 void linear_bf16(const float* x, int64_t M, int64_t K, int64_t lda, const Bf16Matrix& w, const float* bias, float* y,
                  int64_t ldy, const Epilogue& epilogue) {
   VIT_CHECK(K == w.cols(), "bf16", "input width {} but the weight takes {}", K, w.cols());
   VIT_CHECK(M >= 0 && lda >= K && ldy >= w.rows(), "bf16", "bad strides: M {}, lda {}, ldy {} for K {}, N {}", M, lda,
             ldy, K, w.rows());
   if (M == 0) return;
+  if (!bf16_gemm_native() && packed_gemm_supported()) return linear_bf16_avx2(x, M, K, lda, w, bias, y, ldy, epilogue);
   // Each thread converts its share of the rows (padded to whole micro-tiles with zeros), then the
   // shared driver cuts y.
   const bool native = bf16_gemm_native();

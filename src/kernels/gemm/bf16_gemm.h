@@ -7,8 +7,10 @@
 //   y (M, N) = epilogue(bf16(x) (M, K) @ bf16(W)^T (K, N) + bias)
 // Conversion rounds to nearest, ties to even (the hardware's rule); NaN stays NaN.
 // Paths: AVX512_BF16 (8 x 48 tiles over three 16-column panels) where the CPU has it and the ISA
-// cap allows Avx512; else a plain C++ path with the same bf16 inputs and float32 accumulation
-// (correct everywhere, much slower: `bf16_gemm_native()` says which runs).
+// cap allows Avx512; else, with AVX2, the float32 GEMM's micro-kernel on the same bf16 values (x
+// rounded to bf16 and kept as float32, the weight's panels widened as the driver reaches them:
+// float32 speed, half the weight memory); else a plain C++ path with the same bf16 inputs and
+// float32 accumulation (correct everywhere, much slower). `bf16_gemm_path()` says which runs.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +46,11 @@ class Bf16Matrix {
   std::vector<uint32_t> data_;  // two bf16 per element: the lower half has the even k
 };
 
-// True when this process runs the AVX512_BF16 path (else the plain C++ one).
+// True when this process runs the AVX512_BF16 path.
 bool bf16_gemm_native();
+// The path that runs: "AVX512_BF16"; "AVX2 float32" (no bfloat16 instructions: the float32 GEMM on
+// the bfloat16 values, about float32's speed); or "plain C++" (below AVX2: much slower).
+const char* bf16_gemm_path();
 
 // y (M, N) with row stride ldy = epilogue(bf16(x) (M, K; row stride lda) @ W^T + bias).
 void linear_bf16(const float* x, int64_t M, int64_t K, int64_t lda, const Bf16Matrix& weight, const float* bias,

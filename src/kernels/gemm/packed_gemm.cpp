@@ -104,7 +104,15 @@ struct Problem {
   const float* bias;
   Epilogue e;
   const MicroKernelEntry* kernel;
+  const PanelSource* source = nullptr;  // B made panel by panel instead (B, b_panel, ... unused)
 };
+
+// The calling thread's buffer for the panels of one group made by a PanelSource.
+float* source_buffer() {
+  thread_local AlignedArray<float> storage =
+      aligned_array<float>(static_cast<size_t>(kKcMax * kNr * kMaxPanels), false);
+  return storage.get();
+}
 
 // The depth of the K blocks: K cut into equal blocks (multiples of 4) no deeper than kc_max.
 int64_t block_depth(int64_t K, int64_t kc_max) {
@@ -152,7 +160,13 @@ void run_block(const Problem& p, int64_t m_begin, int64_t m_end, int64_t j_begin
         np = std::min(mk.panels, j_end - j);
         if (j < p.b_whole && j + np > p.b_whole) np = p.b_whole - j;
         packed::Operands o{};
-        if (j < p.b_whole) {
+        if (p.source) {  // this group's panels made now, for every micro-panel of the block
+          float* made = source_buffer();
+          for (int64_t q = 0; q < np; ++q) p.source->fill(p.source->context, j + q, k0, kc, made + q * kc * kNr);
+          o.b = made;
+          o.b_panel = kc * kNr;
+          o.b_k = kNr;
+        } else if (j < p.b_whole) {
           o.b = p.B + j * p.b_panel + k0 * p.b_k;
           o.b_panel = p.b_panel;
           o.b_k = p.b_k;
@@ -343,6 +357,12 @@ void packed_gemm(bool trans_a, const float* A, int64_t lda, int64_t M, const flo
                  float* C, int64_t ldc, const float* bias, const Epilogue& e) {
   Problem p{trans_a, A, lda, M, packed_b, K * kNr, kNr, (N + kNr - 1) / kNr,
             nullptr, K, N,   C, ldc,      bias,    e,   &packed::pick_micro_kernel()};
+  run_problem(p);
+}
+
+void packed_gemm_sourced(const float* A, int64_t lda, int64_t M, const PanelSource& b, int64_t K, int64_t N, float* C,
+                         int64_t ldc, const float* bias, const Epilogue& e) {
+  Problem p{false, A, lda, M, nullptr, 0, 0, 0, nullptr, K, N, C, ldc, bias, e, &packed::pick_micro_kernel(), &b};
   run_problem(p);
 }
 

@@ -64,6 +64,18 @@ void pack_b(const float* B, int64_t K, int64_t N, int64_t ldb, bool transposed, 
 void packed_gemm(bool trans_a, const float* A, int64_t lda, int64_t M, const float* packed_b, int64_t K, int64_t N,
                  float* C, int64_t ldc, const float* bias, const Epilogue& epilogue);
 
+// B in another storage, made float32 panel by panel as the loops reach them: fill(context, j, k0,
+// kc, out) writes rows [k0, k0 + kc) of panel j (columns [16 j, 16 j + 16), zero past N) as kc x 16
+// floats. k0 is a multiple of 4. The bf16 weights of CPUs without AVX512_BF16 run this way
+// (bf16_gemm.cpp): each panel block converted once per block of rows of A, then the float32
+// micro-kernel.
+struct PanelSource {
+  void (*fill)(const void* context, int64_t j, int64_t k0, int64_t kc, float* out);
+  const void* context;
+};
+void packed_gemm_sourced(const float* A, int64_t lda, int64_t M, const PanelSource& b, int64_t K, int64_t N, float* C,
+                         int64_t ldc, const float* bias, const Epilogue& epilogue);
+
 // The general form (a row-major B read in place when it is read once or fits in L2, else packed
 // per call into a buffer of the calling thread; A^T read in place): the same contract
 // as gemm<float> in gemm.h plus the epilogue's bias and activation.
