@@ -190,13 +190,22 @@ def run_ort(ort_dir, onnx_path, shape, threads, iters, warmup, extra=()):
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
-def run_vit(build, args, threads, iters, warmup):
+# The last float32 `vit bench` report of each (model, batch, threads): its GFLOP a forward and the
+# float32 FMA peak of those threads, measured in the run (for the shares of peak, see print_tables).
+PEAKS = {}
+
+
+def run_vit(build, args, threads, iters, warmup, peak_key=None):
     cmd = [os.path.join(build, "vit"), "bench", *args, "--iters", str(iters), "--warmup", str(warmup),
            "--threads", str(threads), "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"[compare_engines] {' '.join(cmd)} failed:\n{done.stderr.strip()}")
-    return json.loads(done.stdout)["median_ms"]
+    report = json.loads(done.stdout)
+    if peak_key is not None and report.get("precision") == "float32" and "peak_gflops" in report:
+        gflop = report["gflops"] * report["median_ms"] / 1000.0
+        PEAKS[peak_key] = (gflop, report["peak_gflops"] / report["peak_factor"], report["peak_basis"])
+    return report["median_ms"]
 
 
 def export_onnx(model, batch, path):
@@ -304,7 +313,7 @@ class ModelFiles:
 
         def vit(weights, *extra):
             return lambda: run_vit(args.build, ["--checkpoint", weights, "--batch", str(batch), *extra], threads,
-                                   args.iters, args.warmup)
+                                   args.iters, args.warmup, peak_key=(name, batch, threads))
 
         def ort(path):
             return lambda: run_ort(self.ort_dir, path, shape, threads, args.iters, args.warmup)["median_ms"]
@@ -413,8 +422,11 @@ def main():
                 for name in order[r % len(order):] + order[:r % len(order)]:
                     times[name].append(engines[name]())
             med = {name: statistics.median(v) for name, v in times.items()}
+            if (model_name, batch, threads) in PEAKS:
+                med["peak"] = PEAKS[model_name, batch, threads]
             results.append((label, med))
-            print(f"  {label}: " + ", ".join(f"{n} {m:.1f} ms" for n, m in med.items()), file=sys.stderr, flush=True)
+            print(f"  {label}: " + ", ".join(f"{n} {m:.1f} ms" for n, m in med.items() if n != "peak"), file=sys.stderr,
+                  flush=True)
 
     print_tables(results)
 
@@ -432,7 +444,21 @@ def print_tables(results):
             cells = [f"{med[k]:.1f}" if k in med else "-" for k, _ in cols]
             cells += [f"**{med[a] / med[b]:.2f}**" if a in med and b in med else "-" for a, b, _ in ratios]
             print(f"| {label} | " + " | ".join(cells) + " |")
-    train = [(label, med) for label, med in results if "ort" not in med]
+        # Each engine's whole forward (GEMMs and attention, as vit bench counts it) against the peak of
+        # the instruction its precision uses: the float32 FMA rate of those threads measured by vit
+        # bench in this run, x2 for bf16 (vdpbf16ps), x4 for int8 (vpdpbusd), as issue 42 counts.
+        shared = [(label, med) for label, med in infer if "peak" in med]
+        if shared:
+            factor = {"torch": 1, "ort": 1, "vit": 1, "ort8": 4, "vit8": 4, "vitbf16": 2}
+            print()
+            print("| case | GFLOP | fp32 peak GFLOP/s | " + " | ".join(f"{t} % of peak" for _, t in cols) + " |")
+            print("|---" * (3 + len(cols)) + "|")
+            for label, med in shared:
+                gflop, peak, basis = med["peak"]
+                cells = [f"{100.0 * gflop / (med[k] / 1000.0) / (peak * factor[k]):.0f}%" if k in med else "-"
+                         for k, _ in cols]
+                print(f"| {label} | {gflop:.2f} | {peak:.0f} ({basis}) | " + " | ".join(cells) + " |")
+    train = [(label, med) for label, med in results if "ort" not in med and "torch" in med]
     if train:
         print()
         print("| case | PyTorch fp32 | vit fp32 | vit / PyTorch |")
