@@ -7,6 +7,8 @@
 #include "cli/load_flags.h"
 #include "cli/validators.h"
 #include "core/printable.h"
+#include "data/dataset.h"
+#include "data/loader.h"
 #include "infer/load_model.h"
 #include "train/evaluate.h"
 #include "train/utf8.h"
@@ -20,6 +22,8 @@ struct EvalOptions : LoadFlags {
   bool json = false;
   int64_t batch = 500;
   std::string tta = "none";
+  std::string residency = "auto";
+  int loader_threads = 0;
 };
 
 void add_eval_flags(CLI::App* cmd, EvalOptions& o) {
@@ -36,6 +40,14 @@ void add_eval_flags(CLI::App* cmd, EvalOptions& o) {
   cmd->add_option("--max-pixels", o.max_pixels, "image folders: refuse images with more pixels")
       ->capture_default_str()
       ->check(kPositive);
+  cmd->add_option("--data-residency", o.residency,
+                  "image folders: memory (decode every image once), stream (decode each batch's images as it is "
+                  "scored) or auto (stream above 256 MiB of decoded images)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "memory", "stream"}));
+  cmd->add_option("--loader-threads", o.loader_threads, "threads decoding a streamed folder's images (0: one per core)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
   cmd->add_option("--tta", o.tta,
                   "test-time augmentation, reported beside the plain single-view result: none, or flip (the mean "
                   "probabilities of each image and its horizontal mirror)")
@@ -60,8 +72,9 @@ infer::LoadedModel load_classifier(const EvalOptions& o, const infer::LoadSettin
 // The dataset, its images checked against the model's input and its classes matched to the model's.
 data::Dataset load_eval_data(const EvalOptions& o, const infer::LoadedModel& m) {
   const model::ViTConfig& mc = m.model->config();
+  data::set_loader_threads(o.loader_threads);
   data::Dataset d = data::load_dataset(o.data, o.split == "test" ? data::Split::Test : data::Split::Train,
-                                       mc.in_channels, mc.image_size, o.max_pixels);
+                                       mc.in_channels, mc.image_size, o.max_pixels, data::parse_residency(o.residency));
   // Class names as training recorded them (bytes that are not UTF-8 as \xHH), so the data a
   // model was trained on matches its checkpoint.
   (void)train::escape_class_names(d);

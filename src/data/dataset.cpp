@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -90,15 +91,38 @@ Dataset subset(const Dataset& d, const std::vector<int64_t>& indices, std::strin
   out.width = d.width;
   out.class_names = d.class_names;
   out.source = std::move(source);
+  out.max_pixels = d.max_pixels;
   const auto bytes = static_cast<size_t>(d.image_bytes());
-  out.pixels.reserve(bytes * indices.size());
+  if (!d.streamed()) out.pixels.reserve(bytes * indices.size());
   out.labels.reserve(indices.size());
   for (const int64_t i : indices) {
     VIT_CHECK(i >= 0 && i < d.size(), "data", "{}: image {} out of range (it has {})", d.source, i, d.size());
-    out.pixels.insert(out.pixels.end(), d.image(i), d.image(i) + bytes);
+    if (d.streamed()) {
+      out.files.push_back(d.files[static_cast<size_t>(i)]);
+    } else {
+      out.pixels.insert(out.pixels.end(), d.image(i), d.image(i) + bytes);
+    }
     out.labels.push_back(d.labels[static_cast<size_t>(i)]);
   }
   return out;
+}
+
+void Dataset::read(int64_t i, uint8_t* out) const {
+  VIT_CHECK(i >= 0 && i < size(), "data", "{}: image {} out of range (it has {})", source, i, size());
+  if (!streamed()) {
+    std::memcpy(out, image(i), static_cast<size_t>(image_bytes()));
+    return;
+  }
+  const Image decoded =
+      resize(convert_channels(read_image(files[static_cast<size_t>(i)], max_pixels), channels), height, width);
+  std::memcpy(out, decoded.pixels.data(), static_cast<size_t>(image_bytes()));
+}
+
+Residency parse_residency(const std::string& text) {
+  if (text == "auto") return Residency::Auto;
+  if (text == "memory") return Residency::Memory;
+  if (text == "stream") return Residency::Stream;
+  fail("data", "--data-residency: must be one of auto, memory, stream, got '{}'", text);
 }
 
 Dataset load_mnist_idx(const std::string& images_path, const std::string& labels_path) {
@@ -176,7 +200,8 @@ void append_cifar10_batch(const uint8_t* bytes, size_t size, const std::string& 
   }
 }
 
-Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size, int64_t max_pixels) {
+Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size, int64_t max_pixels,
+                          Residency residency) {
   const char* op = "image_folder";
   std::error_code ec;
   VIT_CHECK(fs::is_directory(root, ec), op, "{}: not a directory", root);
@@ -185,6 +210,7 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
   d.channels = channels;
   d.height = d.width = size;
   d.source = root;
+  d.max_pixels = max_pixels;
   for (const auto& entry : fs::directory_iterator(root)) {
     if (entry.is_directory()) d.class_names.push_back(entry.path().filename().string());
   }
@@ -211,9 +237,22 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
     total += static_cast<double>(files.size());
   }
   const double image_bytes = static_cast<double>(channels) * static_cast<double>(size) * static_cast<double>(size);
+  // Auto: streamed above kStreamAboveBytes, or when they would take over half the memory there is.
+  const double decoded = total * image_bytes;
+  const bool large = decoded > std::min(kStreamAboveBytes, 0.5 * static_cast<double>(memory_limit_bytes()));
+  if (residency == Residency::Stream || (residency == Residency::Auto && large)) {
+    for (size_t k = 0; k < d.class_names.size(); ++k) {
+      for (const auto& file : class_files[k]) {
+        d.files.push_back(file.string());
+        d.labels.push_back(static_cast<int64_t>(k));
+      }
+    }
+    VIT_CHECK(d.size() > 0, op, "{}: no images (.png, .jpg, .jpeg, .bmp) in the class folders", root);
+    return d;
+  }
   check_fits_in_memory(total * image_bytes,
                        fmt::format("{}: {:.0f} images at {}x{}x{}", root, total, channels, size, size),
-                       " (datasets are held in memory)");
+                       " (--data-residency memory holds them in memory; stream decodes them batch by batch)");
   d.pixels.reserve(static_cast<size_t>(total) * static_cast<size_t>(channels * size * size));
   for (size_t k = 0; k < d.class_names.size(); ++k) {
     for (const auto& file : class_files[k]) {
@@ -277,7 +316,8 @@ std::string skipped_note(const Dataset& d) {
       d.skipped.size() > shown.size() ? ", ..." : "");
 }
 
-Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size, int64_t max_pixels) {
+Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size, int64_t max_pixels,
+                     Residency residency) {
   std::error_code ec;
   VIT_CHECK(fs::exists(dir, ec), "data", "{}: no such directory", dir);
   VIT_CHECK(fs::is_directory(dir, ec), "data", "{}: not a directory", dir);
@@ -320,7 +360,7 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
   const std::string folder =
       train ? (root / "train").string() : existing({(root / "test").string(), (root / "val").string()});
   if (!folder.empty() && fs::is_directory(folder, ec)) {
-    return non_empty(load_image_folder(folder, channels, size, max_pixels), split_name);
+    return non_empty(load_image_folder(folder, channels, size, max_pixels, residency), split_name);
   }
   const std::string other_folder =
       train ? existing({(root / "test").string(), (root / "val").string()}) : (root / "train").string();

@@ -14,8 +14,12 @@ namespace vit::data {
 
 struct Dataset {
   int64_t channels = 0, height = 0, width = 0;
-  std::vector<uint8_t> pixels;  // (N, C, H, W)
+  std::vector<uint8_t> pixels;  // (N, C, H, W); empty when streamed
   std::vector<int64_t> labels;  // (N)
+  // A streamed image folder: the image files (N), decoded when a batch needs them (read()), with
+  // the pixel limit they were listed under; pixels stay empty.
+  std::vector<std::string> files;
+  int64_t max_pixels = kDefaultMaxPixels;
   std::vector<std::string> class_names;
   std::string source;
   // Image folders: entries of the class folders that were not read as images although named like
@@ -25,8 +29,21 @@ struct Dataset {
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
   int64_t num_classes() const { return static_cast<int64_t>(class_names.size()); }
   int64_t image_bytes() const { return channels * height * width; }
+  bool streamed() const { return !files.empty(); }
+  // Image i of a dataset held in memory (not of a streamed one: read() serves both).
   const uint8_t* image(int64_t i) const { return pixels.data() + i * image_bytes(); }
+  // Image i (C, H, W) into out (image_bytes()): copied, or decoded from its file, converted to
+  // `channels` and resized as load_image_folder does (the same bytes either way). Throws naming the
+  // file when it no longer decodes.
+  void read(int64_t i, uint8_t* out) const;
 };
+
+// Where an image folder's images live: decoded once into memory, or streamed from disk batch by
+// batch; Auto streams a folder whose decoded images would take more than kStreamAboveBytes.
+enum class Residency { Auto, Memory, Stream };
+inline constexpr double kStreamAboveBytes = 256.0 * 1024 * 1024;
+// "auto", "memory", "stream" (the --data-residency values); throws naming the flag for others.
+Residency parse_residency(const std::string& text);
 
 // "ROOT: skipped N entries of the class folders that are not image files (...): a, b, c, ..." or ""
 // when nothing was skipped.
@@ -45,9 +62,10 @@ Dataset load_cifar10(const std::vector<std::string>& batch_paths);
 void append_cifar10_batch(const uint8_t* bytes, size_t size, const std::string& name, Dataset& into);
 // root/<class>/<image>: classes are the sorted sub-folder names; every image is converted to
 // `channels` and resized to size x size. Images over max_pixels are refused before decoding
-// (decompression bombs), and so is a folder whose resized images would not fit in memory.
+// (decompression bombs), and so is a folder held in memory whose resized images would not fit.
+// Streamed (Residency: the folder's size decides under Auto), only the file list is read here.
 Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size,
-                          int64_t max_pixels = kDefaultMaxPixels);
+                          int64_t max_pixels = kDefaultMaxPixels, Residency residency = Residency::Auto);
 
 // The images at `indices` (in that order, repeats allowed) as a dataset of their own named
 // `source`: same image shape and class names. Throws on an index out of range.
@@ -65,7 +83,7 @@ enum class Split { Train, Test };
 // A split without images is refused, naming its file or folder; so is a directory holding only
 // the other split's files (naming what was found and what is missing).
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size,
-                     int64_t max_pixels = kDefaultMaxPixels);
+                     int64_t max_pixels = kDefaultMaxPixels, Residency residency = Residency::Auto);
 
 // Labels are positions in a dataset's own class list; a model's outputs are positions in the
 // list it was trained with. This maps `d` onto `known` by class name: afterwards d.class_names

@@ -2,6 +2,7 @@
 #include "data/loader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 
@@ -52,11 +53,10 @@ void erase_box(float* out, int64_t C, int64_t H, int64_t W, Generator& gen) {
   }
 }
 
-// One image (C, H, W) into out as normalised floats, augmented when train.
-void fill_image(const Dataset& d, int64_t index, const AugmentConfig& aug, const Normalization& norm, bool train,
+// One image (C, H, W; its pixels at src) into out as normalised floats, augmented when train.
+void fill_image(const Dataset& d, const uint8_t* src, const AugmentConfig& aug, const Normalization& norm, bool train,
                 Generator& gen, float* out) {
   const int64_t C = d.channels, H = d.height, W = d.width;
-  const uint8_t* src = d.image(index);
   // Inverse affine map from output to source coordinates (about the image centre).
   double a00 = 1, a01 = 0, a10 = 0, a11 = 1, tx = 0, ty = 0;
   bool flip = false;
@@ -108,13 +108,63 @@ void fill_image(const Dataset& d, int64_t index, const AugmentConfig& aug, const
 
 }  // namespace
 
+int& loader_threads_setting() {
+  static int threads = 0;
+  return threads;
+}
+
+int loader_threads() {
+  const int asked = loader_threads_setting();
+  if (asked > 0) return asked;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+void set_loader_threads(int threads) { loader_threads_setting() = std::max(0, threads); }
+
+std::vector<std::vector<uint8_t>> decode_images(const Dataset& d, const std::vector<int64_t>& indices) {
+  std::vector<std::vector<uint8_t>> out(indices.size());
+  const auto n = static_cast<int64_t>(indices.size());
+  const int threads = static_cast<int>(std::min<int64_t>(loader_threads(), n));
+  std::atomic<int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&] {
+    for (int64_t j = next++; j < n; j = next++) {
+      try {
+        out[static_cast<size_t>(j)].resize(static_cast<size_t>(d.image_bytes()));
+        d.read(indices[static_cast<size_t>(j)], out[static_cast<size_t>(j)].data());
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = n;  // the others stop after their current image
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  return out;
+}
+
 Normalization compute_normalization(const Dataset& data) {
   VIT_CHECK(data.size() > 0 && data.channels > 0, "data", "{}: no images to compute the normalisation from",
             data.source);
   const int64_t C = data.channels, HW = data.height * data.width;
   std::vector<double> sum(C, 0.0), sum_sq(C, 0.0);
-  for (int64_t i = 0; i < data.size(); ++i) {
-    const uint8_t* image = data.image(i);  // (C, H, W)
+  // A streamed dataset: kNormalizationSample images evenly spaced over it, decoded by the loader
+  // threads (all of them would mean reading the whole folder before the first step).
+  std::vector<int64_t> chosen(
+      static_cast<size_t>(data.streamed() ? std::min(data.size(), kNormalizationSample) : data.size()));
+  for (size_t j = 0; j < chosen.size(); ++j) {
+    chosen[j] = static_cast<int64_t>(static_cast<double>(j) * static_cast<double>(data.size()) /
+                                     static_cast<double>(chosen.size()));
+  }
+  std::vector<std::vector<uint8_t>> decoded;
+  if (data.streamed()) decoded = decode_images(data, chosen);
+  for (size_t j = 0; j < chosen.size(); ++j) {
+    const uint8_t* image = data.streamed() ? decoded[j].data() : data.image(chosen[j]);  // (C, H, W)
     for (int64_t c = 0; c < C; ++c) {
       uint64_t s = 0, sq = 0;  // exact integer sums per image and channel
       for (int64_t p = 0; p < HW; ++p) {
@@ -127,7 +177,7 @@ Normalization compute_normalization(const Dataset& data) {
     }
   }
   Normalization norm;
-  const double n = static_cast<double>(data.size() * HW);
+  const double n = static_cast<double>(static_cast<int64_t>(chosen.size()) * HW);
   for (int64_t c = 0; c < C; ++c) {
     const double mean = sum[c] / n / 255.0;
     const double var = std::max(0.0, sum_sq[c] / n / (255.0 * 255.0) - mean * mean);
@@ -165,18 +215,37 @@ Batch make_batch(const Dataset& d, const std::vector<int64_t>& indices, const Au
   batch.images = Tensor::empty({n, d.channels, d.height, d.width});
   std::vector<int64_t> labels(n);
   float* out = batch.images.data<float>();
+  const bool mixup = aug.mixup_alpha > 0, cutmix = aug.cutmix_alpha > 0;
+  const bool mixed = train && B > 1 && (mixup || cutmix);
+  // A streamed dataset: the rows this slice needs (and, mixed, their partners) decoded first, by
+  // the loader threads; source[b] is row b's pixels either way.
+  std::vector<const uint8_t*> source(static_cast<size_t>(B), nullptr);
+  std::vector<std::vector<uint8_t>> decoded;
+  if (d.streamed()) {
+    std::vector<int64_t> rows, wanted;
+    for (int64_t b = begin; b < end; ++b) rows.push_back(b);
+    if (mixed) {
+      for (int64_t b = begin; b < end; ++b) {
+        if (B - 1 - b < begin || B - 1 - b >= end) rows.push_back(B - 1 - b);
+      }
+    }
+    for (const int64_t b : rows) wanted.push_back(indices[b]);
+    decoded = decode_images(d, wanted);
+    for (size_t j = 0; j < rows.size(); ++j) source[static_cast<size_t>(rows[j])] = decoded[j].data();
+  } else {
+    for (int64_t b = 0; b < B; ++b) source[static_cast<size_t>(b)] = d.image(indices[b]);
+  }
   // Row b of the global batch, augmented from its own stream.
   auto fill_row = [&](int64_t b, float* dst) {
     Generator gen(mix_seed(key, 0x1A6E, static_cast<uint64_t>(b)));
-    fill_image(d, indices[b], aug, norm, train, gen, dst);
+    fill_image(d, source[static_cast<size_t>(b)], aug, norm, train, gen, dst);
   };
   for (int64_t b = begin; b < end; ++b) {
     fill_row(b, out + (b - begin) * image);
     labels[b - begin] = d.labels[indices[b]];
   }
   batch.targets = Tensor::from_data(labels, {n});
-  const bool mixup = aug.mixup_alpha > 0, cutmix = aug.cutmix_alpha > 0;
-  if (train && B > 1 && (mixup || cutmix)) {
+  if (mixed) {
     // Row b is mixed with row B-1-b of the global batch (timm's flipped batch); partners outside
     // the slice are computed here from their own streams.
     std::vector<int64_t> partner(n);

@@ -55,8 +55,18 @@ struct Normalization {
 inline constexpr double kMaxNormalizationMean = 1.0;
 inline constexpr double kMaxNormalizationStd = 1.0;
 // Per-channel mean and standard deviation of a dataset's pixels (scaled to [0, 1]), computed
-// in double over every image: the normalisation when a recipe does not fix one.
+// in double over every image (a streamed dataset: over kNormalizationSample images evenly spaced
+// through it): the normalisation when a recipe does not fix one.
+inline constexpr int64_t kNormalizationSample = 2048;
 Normalization compute_normalization(const Dataset& data);
+
+// The loader threads that decode a streamed dataset's images (make_batch, compute_normalization):
+// set_loader_threads(n), n > 0; 0 (the default): one per core.
+int loader_threads();
+void set_loader_threads(int threads);
+// The pixels (C, H, W) of images `indices` of d (Dataset::read), decoded by loader_threads()
+// threads; the first error (naming its file) is rethrown after all stop.
+std::vector<std::vector<uint8_t>> decode_images(const Dataset& d, const std::vector<int64_t>& indices);
 
 struct Batch {
   Tensor images;                 // (n, C, H, W) float32, normalised: rows [first, first + n) of the global batch

@@ -293,7 +293,8 @@ table.bench td:last-child{text-align:right}tr.ours td{background:#fff3c4;font-we
     const int64_t i = wrong[n];
     const int64_t channels = test_data.channels;
     data::Image image{channels, test_data.height, test_data.width,
-                      std::vector<uint8_t>(test_data.image(i), test_data.image(i) + test_data.image_bytes())};
+                      std::vector<uint8_t>(static_cast<size_t>(test_data.image_bytes()))};
+    test_data.read(i, image.pixels.data());
     if (channels != 1 && channels != 3) image = data::convert_channels(image, 1);
     html += fmt::format(
         R"(<div class="cell"><img alt="test image {}" src="data:image/png;base64,{}">true {}<br>pred {} ({:.0f}%)</div>)",

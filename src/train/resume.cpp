@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -16,11 +17,12 @@ using json = nlohmann::ordered_json;
 // The flags a resumed run takes from the command line: they steer this process, not the run's
 // numbers (--data only with the same data, checked once it is loaded).
 constexpr const char* kMayChange[] = {
-    "--resume",         "--out",   "--data",         "--epochs", "--threads", "--checkpoint-every", "--max-pixels",
-    "--skip-nonfinite", "--plain", "--comm-timeout", "--teacher"};
+    "--resume",     "--out",   "--data",         "--epochs",         "--threads",        "--checkpoint-every",
+    "--max-pixels", "--plain", "--comm-timeout", "--data-residency", "--loader-threads", "--skip-nonfinite",
+    "--teacher"};
 constexpr const char* kMayChangeText =
     "--data (the same data, moved), --epochs (to extend it), --threads, --checkpoint-every, --max-pixels, "
-    "--skip-nonfinite, --plain and --teacher (the teacher's file, moved)";
+    "--data-residency, --loader-threads, --skip-nonfinite, --plain and --teacher (the teacher's file, moved)";
 
 struct FixedFlag {
   const char* flag;
@@ -158,6 +160,15 @@ uint64_t hash_bytes(const uint8_t* bytes, size_t n, uint64_t h) {
 
 uint64_t hash_dataset(const data::Dataset& d, uint64_t h) {
   h = hash_bytes(d.pixels.data(), d.pixels.size(), h);
+  // A streamed folder by its files: class folder and name (a moved folder is the same data) and size.
+  for (const std::string& file : d.files) {
+    const std::filesystem::path path(file);
+    const std::string name = (path.parent_path().filename() / path.filename()).string();
+    std::error_code ec;
+    const uint64_t bytes = std::filesystem::file_size(path, ec);
+    h = hash_bytes(reinterpret_cast<const uint8_t*>(name.data()), name.size(), h);
+    h = hash_bytes(reinterpret_cast<const uint8_t*>(&bytes), sizeof(bytes), h);
+  }
   return hash_bytes(reinterpret_cast<const uint8_t*>(d.labels.data()), d.labels.size() * sizeof(int64_t), h);
 }
 
@@ -198,6 +209,8 @@ TrainConfig resume_config(const TrainConfig& asked, const checkpoint::LoadedChec
   saved.stop_after_epoch = asked.stop_after_epoch;
   saved.checkpoint_every = asked.checkpoint_every;
   saved.max_pixels = asked.max_pixels;
+  saved.data_residency = asked.data_residency;
+  saved.loader_threads = asked.loader_threads;
   saved.comm_timeout = asked.comm_timeout;
   saved.resume = true;
   saved.overwrite = asked.overwrite;  // refused by validate(): a resumed run continues, never replaces

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "data/loader.h"
 #include "infer/request.h"
 #include "kernels/gemm/bf16_gemm.h"
 #include "kernels/threads.h"
@@ -70,11 +71,21 @@ void size_head(Run& run) {
 void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed, InitSource* init) {
   const TrainConfig& c = run.config;
   const model::ViTConfig& mc = c.model;
-  run.data.train = data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels);
-  run.data.test = data::load_dataset(c.data_dir, data::Split::Test, mc.in_channels, mc.image_size, c.max_pixels);
+  const data::Residency residency = data::parse_residency(c.data_residency);
+  data::set_loader_threads(static_cast<int>(c.loader_threads));
+  run.data.train =
+      data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels, residency);
+  run.data.test =
+      data::load_dataset(c.data_dir, data::Split::Test, mc.in_channels, mc.image_size, c.max_pixels, residency);
   for (const data::Dataset* d : {&run.data.train, &run.data.test}) {
     if (const std::string note = data::skipped_note(*d); !note.empty() && run.lead())
       std::fprintf(stderr, "note: %s\n", note.c_str());
+    if (d->streamed() && run.lead()) {
+      std::printf("data: %s: %ld images streamed from disk (%.0f MiB decoded at %ldx%ldx%ld; %d loader threads)\n",
+                  d->source.c_str(), d->size(),
+                  static_cast<double>(d->size()) * static_cast<double>(d->image_bytes()) / (1024.0 * 1024.0),
+                  d->channels, d->height, d->width, data::loader_threads());
+    }
   }
   // Class names (folder names, classes.txt lines) are any bytes, but checkpoints and report.html
   // record them as UTF-8 text: bytes that are not are recorded as "\xHH" (they are labels only,

@@ -76,6 +76,8 @@ struct TrainConfig {
   std::function<bool(const EpochReport&)> on_epoch;
   int64_t checkpoint_every = 0;                  // > 0: also save last.safetensors every this many steps (mid-epoch)
   int64_t max_pixels = data::kDefaultMaxPixels;  // image folders: refuse larger images (decompression bombs)
+  std::string data_residency = "auto";           // image folders: "auto", "memory" or "stream" (data::Residency)
+  int64_t loader_threads = 0;                    // threads decoding a streamed folder's images (0: one per core)
   // Under mpirun: seconds a rank waits for the others without progress before it stops the job
   // (a lost rank or host; distributed/comm.h).
   double comm_timeout = 120.0;
@@ -112,7 +114,8 @@ struct TrainConfig {
   // The fields saved in a checkpoint's "train_config", in its JSON order, all required but the
   // milestones (added later). The model is saved on its own ("model_config"), and so is the
   // normalisation in use; the rest (threads, out_dir, resume, overwrite, progress, model_explicit,
-  // given_flags, given_model_fields, stop_after_epoch, checkpoint_every, max_pixels, comm_timeout) belongs to one
+  // given_flags, given_model_fields, stop_after_epoch, checkpoint_every, max_pixels, data_residency,
+  // loader_threads, comm_timeout) belongs to one
   // process's run and is not saved.
   template <class Visitor>
   void visit_fields(Visitor& visit) {

@@ -73,11 +73,11 @@ std::function<void(TrainConfig&, const Values&, const std::string&)> numbers(
 std::string type_of(const std::string& name, Arity arity) {
   if (arity == Arity::Flag) return "";
   for (const char* n : {"data", "preset", "optimizer", "teacher", "distillation", "out", "resume", "precision", "tta",
-                        "init", "freeze"}) {
+                        "init", "freeze", "data_residency"}) {
     if (name == n) return "TEXT";
   }
   for (const char* n : {"epochs", "steps", "val_split", "batch_size", "crop_padding", "seed", "threads",
-                        "checkpoint_every", "max_pixels", "teacher_heads"}) {
+                        "checkpoint_every", "max_pixels", "teacher_heads", "loader_threads"}) {
     if (name == n) return "INT";
   }
   if (name == "time_budget") return "DURATION";
@@ -223,6 +223,15 @@ std::vector<TrainOption> make_table() {
       std::to_string(d.checkpoint_every), into(&TrainConfig::checkpoint_every));
   add("max_pixels", Arity::One, "image folders: refuse images with more pixels (decompression bombs)",
       std::to_string(d.max_pixels), into(&TrainConfig::max_pixels));
+  add("data_residency", Arity::One,
+      "image folders: memory (decode every image once, hold them all), stream (hold only the file list: loader "
+      "threads decode each batch's images while the step runs) or auto (stream when the decoded images would take "
+      "more than 256 MiB)",
+      d.data_residency, [](TrainConfig& c, const Values& v, const std::string& what) {
+        c.data_residency = parse_choice(one(v, what), kOp, what, {"auto", "memory", "stream"});
+      });
+  add("loader_threads", Arity::One, "threads decoding a streamed image folder's images (0: one per core)",
+      std::to_string(d.loader_threads), into(&TrainConfig::loader_threads));
   add("comm_timeout", Arity::One,
       "under mpirun: seconds a rank waits for the others without progress before stopping the job (a lost rank or "
       "host)",

@@ -182,13 +182,18 @@ TEST(ImageFolder, RefusesADatasetThatCannotFitInMemoryBeforeDecoding) {
     }
   }
   ::setenv("VIT_MEMORY_LIMIT", "4096", 1);  // 4 images x 3x32x32 = 12 KiB do not fit in 4 KiB
-  const std::string e = error_of([&] { load_image_folder(dir.file("train"), 3, 32); });
+  const std::string e =
+      error_of([&] { load_image_folder(dir.file("train"), 3, 32, kDefaultMaxPixels, Residency::Memory); });
+  const Dataset streamed = load_image_folder(dir.file("train"), 3, 32);  // auto: streamed instead
   ::unsetenv("VIT_MEMORY_LIMIT");
   EXPECT_NE(e.find("[memory] " + dir.file("train") +
                    ": 4 images at 3x32x32 needs about 12 KiB but this machine has "
-                   "4 KiB (datasets are held in memory)"),
+                   "4 KiB (--data-residency memory holds them in memory; stream decodes them batch by batch)"),
             std::string::npos)
       << e;
+  EXPECT_TRUE(streamed.streamed());
+  EXPECT_TRUE(streamed.pixels.empty());
+  EXPECT_EQ(streamed.size(), 4);
   EXPECT_EQ(load_image_folder(dir.file("train"), 3, 32).size(), 4);
   // A pixel limit given by the caller applies to every image of the folder.
   EXPECT_NE(
@@ -244,6 +249,54 @@ TEST(Image, RefusesWhatStbWouldMishandle) {
   EXPECT_NE(e2.find("[image] hand.jpg: corrupt JPEG (a Huffman table declares 4080 codes, at most 256 exist)"),
             std::string::npos)
       << e2;
+}
+
+}  // namespace
+}  // namespace vit::data
+
+namespace vit::data {
+namespace {
+
+// A folder of photos of two sizes, one class each, held in memory and streamed: the same images,
+// labels and classes, and Dataset::read gives the same bytes; a subset of a streamed folder stays
+// streamed; a file that stops decoding after the listing is named when its batch is read.
+TEST(StreamedFolder, ReadsTheSameImagesAsTheFolderHeldInMemory) {
+  testing::TempDir dir;
+  for (int c = 0; c < 2; ++c) {
+    const std::string cls = c == 0 ? "dog" : "cat";
+    std::filesystem::create_directories(dir.file("train/" + cls));
+    for (int i = 0; i < 3; ++i) {
+      Image img{3, 20 + 7 * i, 31 - 5 * i, {}};
+      img.pixels.resize(static_cast<size_t>(img.channels * img.height * img.width));
+      for (size_t p = 0; p < img.pixels.size(); ++p) img.pixels[p] = static_cast<uint8_t>((p * (3 + i + c)) % 251);
+      write_png(dir.file("train/" + cls + "/" + std::to_string(i) + ".png"), img);
+    }
+  }
+  const Dataset memory = load_image_folder(dir.file("train"), 3, 12, kDefaultMaxPixels, Residency::Memory);
+  const Dataset stream = load_image_folder(dir.file("train"), 3, 12, kDefaultMaxPixels, Residency::Stream);
+  EXPECT_FALSE(memory.streamed());
+  ASSERT_TRUE(stream.streamed());
+  EXPECT_TRUE(stream.pixels.empty());
+  EXPECT_EQ(stream.class_names, memory.class_names);
+  EXPECT_EQ(stream.labels, memory.labels);
+  ASSERT_EQ(stream.size(), 6);
+  std::vector<uint8_t> a(static_cast<size_t>(memory.image_bytes())), b(a.size());
+  for (int64_t i = 0; i < 6; ++i) {
+    memory.read(i, a.data());
+    stream.read(i, b.data());
+    EXPECT_EQ(a, b) << i;
+  }
+  const Dataset part = subset(stream, {4, 1}, "part");
+  EXPECT_TRUE(part.streamed());
+  EXPECT_EQ(part.files, (std::vector<std::string>{stream.files[4], stream.files[1]}));
+  EXPECT_EQ(part.labels, (std::vector<int64_t>{stream.labels[4], stream.labels[1]}));
+  // Broken after the listing: named when read, by Dataset::read and by the loader threads.
+  testing::write_bytes(stream.files[2], {0x89, 'P', 'N', 'G', 1, 2, 3});
+  EXPECT_NE(error_of([&] { stream.read(2, b.data()); }).find("[image] " + stream.files[2] + ": cannot decode"),
+            std::string::npos);
+  EXPECT_EQ(parse_residency("stream"), Residency::Stream);
+  EXPECT_NE(error_of([] { parse_residency("disk"); }).find("--data-residency: must be one of auto, memory, stream"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "core/check.h"
+#include "support/errors.h"
 #include "support/files.h"
 #include "support/tolerances.h"
 
@@ -246,6 +249,68 @@ TEST(Loader, BackgroundBatchesEqualDirectOnesAndErrorsPropagate) {
     one_ahead.prefetch = 1;
     BatchLoader abandoned(d, batches, one_ahead);
   }  // destroyed mid-epoch: joins cleanly
+}
+
+}  // namespace
+}  // namespace vit::data
+
+namespace vit::data {
+namespace {
+
+// A streamed folder makes the very batches the folder held in memory makes: every augmentation and
+// mixup/cutmix (keyed randomness), slices of a batch (a row's partner outside the slice decoded
+// too), any number of loader threads; its normalisation over all images when there are fewer than
+// the sample; the BatchLoader runs it; a file broken after the listing stops the batch naming it.
+TEST(StreamedFolder, MakesTheBatchesOfTheFolderHeldInMemory) {
+  testing::TempDir dir;
+  for (int c = 0; c < 3; ++c) {
+    const std::string cls = "class" + std::to_string(c);
+    std::filesystem::create_directories(dir.file("train/" + cls));
+    for (int i = 0; i < 4; ++i) {
+      Image img{3, 17 + 3 * i, 23 - 2 * c, {}};
+      img.pixels.resize(static_cast<size_t>(img.channels * img.height * img.width));
+      for (size_t p = 0; p < img.pixels.size(); ++p) img.pixels[p] = static_cast<uint8_t>((p * (7 + i + 3 * c)) % 253);
+      write_png(dir.file("train/" + cls + "/" + std::to_string(i) + ".png"), img);
+    }
+  }
+  const Dataset memory = load_image_folder(dir.file("train"), 3, 10, kDefaultMaxPixels, Residency::Memory);
+  const Dataset stream = load_image_folder(dir.file("train"), 3, 10, kDefaultMaxPixels, Residency::Stream);
+  ASSERT_TRUE(stream.streamed());
+  const Normalization norm = compute_normalization(memory);
+  const Normalization streamed_norm = compute_normalization(stream);
+  EXPECT_EQ(norm.mean, streamed_norm.mean);
+  EXPECT_EQ(norm.std, streamed_norm.std);
+  AugmentConfig aug;
+  aug.crop_padding = 2;
+  aug.hflip = true;
+  aug.rotate_degrees = 10;
+  aug.erase_prob = 0.5;
+  aug.mixup_alpha = 0.8;
+  aug.cutmix_alpha = 1.0;
+  const std::vector<int64_t> indices = {11, 3, 7, 0, 5, 9, 2};
+  for (int threads : {1, 3}) {
+    set_loader_threads(threads);
+    for (uint64_t key : {1u, 2u, 3u}) {
+      for (const BatchSlice slice : {BatchSlice{}, BatchSlice{2, 5}}) {
+        const Batch a = make_batch(memory, indices, aug, norm, true, key, slice);
+        const Batch b = make_batch(stream, indices, aug, norm, true, key, slice);
+        ASSERT_EQ(a.images.numel(), b.images.numel());
+        EXPECT_EQ(0, std::memcmp(a.images.data<float>(), b.images.data<float>(),
+                                 static_cast<size_t>(a.images.numel()) * sizeof(float)))
+            << "threads " << threads << " key " << key << " slice " << slice.begin;
+        EXPECT_EQ(a.lam, b.lam);
+        EXPECT_EQ(a.indices, b.indices);
+      }
+    }
+  }
+  set_loader_threads(0);
+  BatchLoader loader(stream, epoch_batches(stream.size(), 5, true, false, 7, 0), {aug, norm, true, 7, 0});
+  int64_t seen = 0;
+  while (const std::optional<Batch> batch = loader.next()) seen += batch->images.size(0);
+  EXPECT_EQ(seen, stream.size());
+  testing::write_bytes(stream.files[5], {'B', 'M', 0, 0});
+  const std::string e = testing::error_of([&] { make_batch(stream, indices, aug, norm, true, 1); });
+  EXPECT_NE(e.find(stream.files[5]), std::string::npos) << e;
 }
 
 }  // namespace

@@ -1,0 +1,95 @@
+// `vit train` and `vit eval` on an image folder streamed from disk (--data-residency stream) as a
+// user types them: the run is the very run the folder held in memory gives (same batches, same
+// weights, bit for bit), eval scores the same, the streamed mode is said, and bad values refused.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "data/image.h"
+#include "io/safetensors.h"
+#include "support/files.h"
+#include "support/run_vit.h"
+
+namespace vit {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::TempDir;
+using testing::vit;
+
+const char* kTiny =
+    " --conv-stages 0 --channels 3 --image-size 28 --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean"
+    " --batch-size 8 --threads 1 --plain --seed 3 --ema 0";
+
+// JPEG photos of two sizes (not square, not the model's size) in train/ and test/, classes a, b.
+std::string photo_folders(const TempDir& dir) {
+  const std::string d = dir.file("photos");
+  for (const char* split : {"train", "test"}) {
+    for (int k = 0; k < 2; ++k) {
+      const std::string cls = d + "/" + split + "/" + (k == 0 ? "a" : "b");
+      fs::create_directories(cls);
+      for (int i = 0; i < 10; ++i) {
+        const int64_t h = 30 + 4 * (i % 3), w = 41 - 3 * (i % 2);
+        data::Image im{3, h, w, std::vector<uint8_t>(static_cast<size_t>(3 * h * w))};
+        for (int64_t c = 0; c < 3; ++c)
+          for (int64_t y = 0; y < h; ++y)
+            for (int64_t x = 0; x < w; ++x)
+              im.pixels[static_cast<size_t>((c * h + y) * w + x)] =
+                  static_cast<uint8_t>(((x < w / 2) == (k == 0) ? 190 : 40) + 5 * i + 9 * c);
+        data::write_image(cls + "/" + std::to_string(i) + ".jpg", im);
+      }
+    }
+  }
+  return d;
+}
+
+TEST(StreamedDataCli, TrainsAndEvaluatesAsTheFolderHeldInMemory) {
+  TempDir dir;
+  const std::string data = photo_folders(dir);
+  const CommandResult streamed = vit("train --data " + data + " --out " + dir.file("streamed") + kTiny +
+                                     " --epochs 2 --data-residency stream --loader-threads 3");
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.out;
+  EXPECT_NE(streamed.out.find(": 20 images streamed from disk"), std::string::npos) << streamed.out;
+  EXPECT_NE(streamed.out.find("3 loader threads"), std::string::npos) << streamed.out;
+  const CommandResult memory =
+      vit("train --data " + data + " --out " + dir.file("memory") + kTiny + " --epochs 2 --data-residency memory");
+  ASSERT_EQ(memory.exit_code, 0) << memory.out;
+  EXPECT_EQ(memory.out.find("streamed from disk"), std::string::npos) << memory.out;
+  // The same batches in the same order: the same weights, bit for bit.
+  const io::WeightsFile a = io::load_safetensors(dir.file("streamed/last.safetensors"));
+  const io::WeightsFile b = io::load_safetensors(dir.file("memory/last.safetensors"));
+  ASSERT_EQ(a.spans.size(), b.spans.size());
+  for (const auto& span : a.spans) {
+    if (span.name == "optimizer.step") continue;
+    const Tensor x = a.get(span.name).contiguous(), y = b.get(span.name).contiguous();
+    ASSERT_EQ(x.shape(), y.shape()) << span.name;
+    if (span.dtype != "F32") continue;
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(x.data<float>()[i], y.data<float>()[i]) << span.name;
+  }
+  // vit eval streams too and scores the same.
+  const std::string model = dir.file("memory/last.safetensors");
+  const CommandResult e1 = vit("eval --checkpoint " + model + " --data " + data + " --data-residency stream --json");
+  const CommandResult e2 = vit("eval --checkpoint " + model + " --data " + data + " --data-residency memory --json");
+  ASSERT_EQ(e1.exit_code, 0) << e1.out;
+  ASSERT_EQ(e2.exit_code, 0) << e2.out;
+  const nlohmann::json j1 = nlohmann::json::parse(e1.out), j2 = nlohmann::json::parse(e2.out);
+  EXPECT_EQ(j1["images"], 20) << e1.out;
+  ASSERT_TRUE(j1["loss"].is_number() && j1["top1"].is_number()) << e1.out;
+  EXPECT_EQ(j1["loss"], j2["loss"]) << e1.out << e2.out;
+  EXPECT_EQ(j1["top1"], j2["top1"]) << e1.out << e2.out;
+  // Bad values are refused, naming the flag.
+  const CommandResult bad =
+      vit("train --data " + data + " --out " + dir.file("bad") + kTiny + " --steps 1 --data-residency disk");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("--data-residency"), std::string::npos) << bad.out;
+  EXPECT_FALSE(fs::exists(dir.file("bad/last.safetensors")));
+  const CommandResult threads = vit("eval --checkpoint " + model + " --data " + data + " --loader-threads -1");
+  EXPECT_NE(threads.exit_code, 0);
+  EXPECT_NE(threads.out.find("--loader-threads"), std::string::npos) << threads.out;
+}
+
+}  // namespace
+}  // namespace vit
