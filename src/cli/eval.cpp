@@ -31,8 +31,11 @@ void add_eval_flags(CLI::App* cmd, EvalOptions& o) {
                   "model file: .safetensors (ours, int8, timm, torchvision, Hugging Face), PyTorch .pth/.bin or JAX "
                   ".npz (a classifier)")
       ->required();
-  // The load options that apply to scoring a classifier (its own preprocessing is the dataset's).
-  add_load_options(cmd, o, {"layout", "heads", "ema", "raw", "allow_nonfinite", "precision"});
+  // The load options that apply to scoring a classifier; an image folder's photos are shaped and
+  // normalised by the model's evaluation transform (or these overrides), as vit predict does.
+  add_load_options(cmd, o,
+                   {"layout", "heads", "ema", "raw", "allow_nonfinite", "precision", "resize", "crop", "interpolation",
+                    "mean", "std"});
   o.max_pixels = data::kDefaultMaxPixels;
   cmd->add_option("--data", o.data, "dataset directory")->capture_default_str();
   cmd->add_option("--split", o.split, "test or train")->capture_default_str()->check(CLI::IsMember({"test", "train"}));
@@ -73,8 +76,17 @@ infer::LoadedModel load_classifier(const EvalOptions& o, const infer::LoadSettin
 data::Dataset load_eval_data(const EvalOptions& o, const infer::LoadedModel& m) {
   const model::ViTConfig& mc = m.model->config();
   data::set_loader_threads(o.loader_threads);
-  data::Dataset d = data::load_dataset(o.data, o.split == "test" ? data::Split::Test : data::Split::Train,
-                                       mc.in_channels, mc.image_size, o.max_pixels, data::parse_residency(o.residency));
+  // Photos of an image folder: the model's own evaluation transform (the shorter side resized and a
+  // centre crop, for a timm or torchvision model), exactly vit predict's; IDX and CIFAR arrays are
+  // used as they are.
+  const infer::Preprocess preprocess = m.preprocess;
+  const int64_t channels = mc.in_channels;
+  const data::ImageShaper shaper = [preprocess, channels](const data::Image& image) {
+    return infer::resize_and_crop(data::convert_channels(image, channels), preprocess);
+  };
+  data::Dataset d =
+      data::load_dataset(o.data, o.split == "test" ? data::Split::Test : data::Split::Train, mc.in_channels,
+                         mc.image_size, o.max_pixels, data::parse_residency(o.residency), shaper);
   // Class names as training recorded them (bytes that are not UTF-8 as \xHH), so the data a
   // model was trained on matches its checkpoint.
   (void)train::escape_class_names(d);

@@ -92,6 +92,7 @@ Dataset subset(const Dataset& d, const std::vector<int64_t>& indices, std::strin
   out.class_names = d.class_names;
   out.source = std::move(source);
   out.max_pixels = d.max_pixels;
+  out.shaper = d.shaper;
   const auto bytes = static_cast<size_t>(d.image_bytes());
   if (!d.streamed()) out.pixels.reserve(bytes * indices.size());
   out.labels.reserve(indices.size());
@@ -107,14 +108,28 @@ Dataset subset(const Dataset& d, const std::vector<int64_t>& indices, std::strin
   return out;
 }
 
+namespace {
+
+// One file of an image folder as the dataset holds it (the shaper's, or converted and squashed).
+Image shaped_image(const std::string& file, int64_t channels, int64_t size, int64_t max_pixels,
+                   const ImageShaper& shaper) {
+  if (!shaper) return resize(convert_channels(read_image(file, max_pixels), channels), size, size);
+  Image image = shaper(read_image(file, max_pixels));
+  VIT_CHECK(image.channels == channels && image.height == size && image.width == size, "image_folder",
+            "{}: shaped to {}x{}x{}, not the {}x{}x{} of the dataset", file, image.channels, image.height, image.width,
+            channels, size, size);
+  return image;
+}
+
+}  // namespace
+
 void Dataset::read(int64_t i, uint8_t* out) const {
   VIT_CHECK(i >= 0 && i < size(), "data", "{}: image {} out of range (it has {})", source, i, size());
   if (!streamed()) {
     std::memcpy(out, image(i), static_cast<size_t>(image_bytes()));
     return;
   }
-  const Image decoded =
-      resize(convert_channels(read_image(files[static_cast<size_t>(i)], max_pixels), channels), height, width);
+  const Image decoded = shaped_image(files[static_cast<size_t>(i)], channels, height, max_pixels, shaper);
   std::memcpy(out, decoded.pixels.data(), static_cast<size_t>(image_bytes()));
 }
 
@@ -201,7 +216,7 @@ void append_cifar10_batch(const uint8_t* bytes, size_t size, const std::string& 
 }
 
 Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size, int64_t max_pixels,
-                          Residency residency) {
+                          Residency residency, const ImageShaper& shaper) {
   const char* op = "image_folder";
   std::error_code ec;
   VIT_CHECK(fs::is_directory(root, ec), op, "{}: not a directory", root);
@@ -211,6 +226,7 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
   d.height = d.width = size;
   d.source = root;
   d.max_pixels = max_pixels;
+  d.shaper = shaper;
   for (const auto& entry : fs::directory_iterator(root)) {
     if (entry.is_directory()) d.class_names.push_back(entry.path().filename().string());
   }
@@ -256,7 +272,7 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
   d.pixels.reserve(static_cast<size_t>(total) * static_cast<size_t>(channels * size * size));
   for (size_t k = 0; k < d.class_names.size(); ++k) {
     for (const auto& file : class_files[k]) {
-      const Image image = resize(convert_channels(read_image(file.string(), max_pixels), channels), size, size);
+      const Image image = shaped_image(file.string(), channels, size, max_pixels, shaper);
       d.pixels.insert(d.pixels.end(), image.pixels.begin(), image.pixels.end());
       d.labels.push_back(static_cast<int64_t>(k));
     }
@@ -317,7 +333,7 @@ std::string skipped_note(const Dataset& d) {
 }
 
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size, int64_t max_pixels,
-                     Residency residency) {
+                     Residency residency, const ImageShaper& shaper) {
   std::error_code ec;
   VIT_CHECK(fs::exists(dir, ec), "data", "{}: no such directory", dir);
   VIT_CHECK(fs::is_directory(dir, ec), "data", "{}: not a directory", dir);
@@ -360,7 +376,7 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
   const std::string folder =
       train ? (root / "train").string() : existing({(root / "test").string(), (root / "val").string()});
   if (!folder.empty() && fs::is_directory(folder, ec)) {
-    return non_empty(load_image_folder(folder, channels, size, max_pixels, residency), split_name);
+    return non_empty(load_image_folder(folder, channels, size, max_pixels, residency, shaper), split_name);
   }
   const std::string other_folder =
       train ? existing({(root / "test").string(), (root / "val").string()}) : (root / "train").string();

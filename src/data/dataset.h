@@ -5,12 +5,19 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "data/image.h"
 
 namespace vit::data {
+
+// How an image folder's decoded image becomes the dataset's (channels, height, width) pixels. By
+// default it is converted to the channels and resized to the square (stb_image_resize,
+// antialiased); a caller may give its own: `vit eval` shapes each photo by the model's evaluation
+// transform (shorter side, centre crop, PIL's filters), as `vit predict` does.
+using ImageShaper = std::function<Image(const Image&)>;
 
 struct Dataset {
   int64_t channels = 0, height = 0, width = 0;
@@ -20,6 +27,7 @@ struct Dataset {
   // the pixel limit they were listed under; pixels stay empty.
   std::vector<std::string> files;
   int64_t max_pixels = kDefaultMaxPixels;
+  ImageShaper shaper;  // an image folder's, when not the default (read() applies it too)
   std::vector<std::string> class_names;
   std::string source;
   // Image folders: entries of the class folders that were not read as images although named like
@@ -65,7 +73,8 @@ void append_cifar10_batch(const uint8_t* bytes, size_t size, const std::string& 
 // (decompression bombs), and so is a folder held in memory whose resized images would not fit.
 // Streamed (Residency: the folder's size decides under Auto), only the file list is read here.
 Dataset load_image_folder(const std::string& root, int64_t channels, int64_t size,
-                          int64_t max_pixels = kDefaultMaxPixels, Residency residency = Residency::Auto);
+                          int64_t max_pixels = kDefaultMaxPixels, Residency residency = Residency::Auto,
+                          const ImageShaper& shaper = {});
 
 // The images at `indices` (in that order, repeats allowed) as a dataset of their own named
 // `source`: same image shape and class names. Throws on an index out of range.
@@ -83,7 +92,8 @@ enum class Split { Train, Test };
 // A split without images is refused, naming its file or folder; so is a directory holding only
 // the other split's files (naming what was found and what is missing).
 Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int64_t size,
-                     int64_t max_pixels = kDefaultMaxPixels, Residency residency = Residency::Auto);
+                     int64_t max_pixels = kDefaultMaxPixels, Residency residency = Residency::Auto,
+                     const ImageShaper& shaper = {});
 
 // Labels are positions in a dataset's own class list; a model's outputs are positions in the
 // list it was trained with. This maps `d` onto `known` by class name: afterwards d.class_names

@@ -135,11 +135,16 @@ std::string Preprocess::describe() const {
                      filter_name(filter), crop, fmt::join(mean, ", "), fmt::join(std, ", "));
 }
 
-Tensor to_tensor(const data::Image& image, const Preprocess& p) {
+data::Image resize_and_crop(const data::Image& image, const Preprocess& p) {
   VIT_CHECK(p.resize > 0, "preprocess", "resize must be positive, got {}", p.resize);
   const auto [h, w] = p.square ? std::pair{p.resize, p.resize} : resized_size(image.height, image.width, p.resize);
   data::Image resized = resize_pil(image, h, w, p.filter);
   if (p.crop > 0) resized = center_crop(resized, p.crop);
+  return resized;
+}
+
+Tensor to_tensor(const data::Image& image, const Preprocess& p) {
+  const data::Image resized = resize_and_crop(image, p);
   Tensor t = Tensor::empty({resized.channels, resized.height, resized.width});
   float* out = t.data<float>();
   for (size_t i = 0; i < resized.pixels.size(); ++i) out[i] = static_cast<float>(resized.pixels[i]) / 255.0f;

@@ -35,6 +35,9 @@ std::pair<int64_t, int64_t> resized_size(int64_t height, int64_t width, int64_t 
 // torchvision's CenterCrop offsets (round half to even, like Python's round).
 data::Image center_crop(const data::Image& image, int64_t size);
 
+// Resize + crop, 8-bit: the geometric part of the pipeline (an image folder's images are shaped by
+// it for `vit eval`, as `vit predict` shapes each image).
+data::Image resize_and_crop(const data::Image& image, const Preprocess& p);
 // Resize + crop + ToTensor: (C, H, W) floats in [0, 1], before normalisation.
 Tensor to_tensor(const data::Image& image, const Preprocess& p);
 // Full pipeline into out (C, H, W): channels converted to `channels`, then normalised.

@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "data/image.h"
 #include "io/safetensors.h"
@@ -20,12 +22,12 @@ using testing::CommandResult;
 using testing::TempDir;
 using testing::vit;
 
-const char* kTiny =
+const char* kStreamTiny =
     " --conv-stages 0 --channels 3 --image-size 28 --patch-size 7 --dim 16 --depth 1 --heads 2 --pool mean"
     " --batch-size 8 --threads 1 --plain --seed 3 --ema 0";
 
 // JPEG photos of two sizes (not square, not the model's size) in train/ and test/, classes a, b.
-std::string photo_folders(const TempDir& dir) {
+std::string streamed_photo_folders(const TempDir& dir) {
   const std::string d = dir.file("photos");
   for (const char* split : {"train", "test"}) {
     for (int k = 0; k < 2; ++k) {
@@ -48,14 +50,14 @@ std::string photo_folders(const TempDir& dir) {
 
 TEST(StreamedDataCli, TrainsAndEvaluatesAsTheFolderHeldInMemory) {
   TempDir dir;
-  const std::string data = photo_folders(dir);
-  const CommandResult streamed = vit("train --data " + data + " --out " + dir.file("streamed") + kTiny +
+  const std::string data = streamed_photo_folders(dir);
+  const CommandResult streamed = vit("train --data " + data + " --out " + dir.file("streamed") + kStreamTiny +
                                      " --epochs 2 --data-residency stream --loader-threads 3");
   ASSERT_EQ(streamed.exit_code, 0) << streamed.out;
   EXPECT_NE(streamed.out.find(": 20 images streamed from disk"), std::string::npos) << streamed.out;
   EXPECT_NE(streamed.out.find("3 loader threads"), std::string::npos) << streamed.out;
-  const CommandResult memory =
-      vit("train --data " + data + " --out " + dir.file("memory") + kTiny + " --epochs 2 --data-residency memory");
+  const CommandResult memory = vit("train --data " + data + " --out " + dir.file("memory") + kStreamTiny +
+                                   " --epochs 2 --data-residency memory");
   ASSERT_EQ(memory.exit_code, 0) << memory.out;
   EXPECT_EQ(memory.out.find("streamed from disk"), std::string::npos) << memory.out;
   // The same batches in the same order: the same weights, bit for bit.
@@ -82,13 +84,51 @@ TEST(StreamedDataCli, TrainsAndEvaluatesAsTheFolderHeldInMemory) {
   EXPECT_EQ(j1["top1"], j2["top1"]) << e1.out << e2.out;
   // Bad values are refused, naming the flag.
   const CommandResult bad =
-      vit("train --data " + data + " --out " + dir.file("bad") + kTiny + " --steps 1 --data-residency disk");
+      vit("train --data " + data + " --out " + dir.file("bad") + kStreamTiny + " --steps 1 --data-residency disk");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.out.find("--data-residency"), std::string::npos) << bad.out;
   EXPECT_FALSE(fs::exists(dir.file("bad/last.safetensors")));
   const CommandResult threads = vit("eval --checkpoint " + model + " --data " + data + " --loader-threads -1");
   EXPECT_NE(threads.exit_code, 0);
   EXPECT_NE(threads.out.find("--loader-threads"), std::string::npos) << threads.out;
+}
+
+// vit eval scores each photo of a folder as vit predict classifies it (the model's evaluation
+// transform, not a squash): its top-1 accuracy is the share of vit predict's answers that are right.
+TEST(StreamedDataCli, EvalScoresEachPhotoAsVitPredictClassifiesIt) {
+  TempDir dir;
+  const std::string data = streamed_photo_folders(dir);
+  const CommandResult run = vit("train --data " + data + " --out " + dir.file("run") + kStreamTiny + " --epochs 1");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const std::string model = dir.file("run/last.safetensors");
+  const CommandResult e = vit("eval --checkpoint " + model + " --data " + data + " --json");
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  std::string images;
+  std::vector<std::string> truth;
+  for (const char* cls : {"a", "b"}) {
+    for (int i = 0; i < 10; ++i) {
+      images += " " + data + "/test/" + cls + "/" + std::to_string(i) + ".jpg";
+      truth.emplace_back(cls);
+    }
+  }
+  const CommandResult p = vit("predict --checkpoint " + model + " --top-k 1" + images);
+  ASSERT_EQ(p.exit_code, 0) << p.out;
+  // Each image's line, then "   NN.NN%  CLASS".
+  std::istringstream lines(p.out);
+  std::vector<std::string> answers;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("   ", 0) == 0 && line.find('%') != std::string::npos)
+      answers.push_back(line.substr(line.rfind(' ') + 1));
+  }
+  ASSERT_EQ(answers.size(), truth.size()) << p.out;
+  int right = 0;
+  for (size_t i = 0; i < truth.size(); ++i) right += answers[i] == truth[i];
+  const nlohmann::json j = nlohmann::json::parse(e.out);
+  EXPECT_DOUBLE_EQ(j["top1"].get<double>(), right / 20.0) << e.out << p.out;
+  // --crop that does not give the model's size: refused, naming the photo.
+  const CommandResult crop = vit("eval --checkpoint " + model + " --data " + data + " --resize 32 --crop 20");
+  EXPECT_NE(crop.exit_code, 0);
+  EXPECT_NE(crop.out.find("shaped to 3x20x20, not the 3x28x28 of the dataset"), std::string::npos) << crop.out;
 }
 
 }  // namespace
