@@ -51,16 +51,24 @@ EpochReport end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalR
   const double train_loss = s.seen ? s.loss_sum / static_cast<double>(s.seen) : NAN;
   const double train_acc = s.seen ? static_cast<double>(s.correct) / static_cast<double>(s.seen) : NAN;
   const double images_per_s = static_cast<double>(s.seen) / e.train_seconds;
-  nlohmann::ordered_json row = {{"epoch", epoch + 1},     {"train_loss", train_loss},     {"train_acc", train_acc},
-                                {"test_loss", eval.loss}, {"test_acc", eval.top1},        {"test_top5", eval.top5},
-                                {"lr", run.opt->lr},      {"images_per_s", images_per_s}, {"seconds", epoch_seconds},
-                                {"elapsed", elapsed},     {"skipped_steps", s.skipped},   {"step", run.step},
-                                {"threads", run.threads}, {"ranks", run.comm.size()}};
+  nlohmann::ordered_json row = {
+      {"epoch", epoch + 1},     {"train_loss", train_loss},     {"train_acc", train_acc},
+      {"test_loss", eval.loss}, {"test_acc", eval.top1},        {"test_top5", eval.top5},
+      {"lr", run.opt->lr},      {"images_per_s", images_per_s}, {"seconds", epoch_seconds},
+      {"elapsed", elapsed},     {"skipped_steps", s.skipped},   {"step", run.step},
+      {"threads", run.threads}, {"ranks", run.comm.size()},     {"data_wait_seconds", e.data_wait}};
   if (run.lead()) append_line(run.files.metrics, row.dump());
   const char* set = c.val_split > 0 ? "val" : "test";
   std::printf("epoch %ld/%ld  train loss %.4f acc %.2f%%  %s loss %.4f acc %.2f%%  %.0f img/s  %.1fs (total %.1fs)\n",
               epoch + 1, c.epochs, train_loss, 100 * train_acc, set, eval.loss, 100 * eval.top1, images_per_s,
               epoch_seconds, elapsed);
+  // The data side: how long the steps waited for the loader (decoding a streamed folder's images,
+  // augmenting), so a slow disk or decoder shows.
+  if (e.train_seconds > 0 && (run.data.train.streamed() || e.data_wait > 0.05 * e.train_seconds)) {
+    std::printf("  data: the steps waited %.1f s of %.1f s for the loader (%.1f%%)%s\n", e.data_wait, e.train_seconds,
+                100.0 * e.data_wait / e.train_seconds,
+                e.data_wait > 0.05 * e.train_seconds ? "; more --loader-threads or a faster disk would help" : "");
+  }
   // The two weakest classes by name: where the model still errs.
   if (eval.per_class_accuracy.size() > 2 && !run.data.test.class_names.empty()) {
     std::vector<size_t> order(eval.per_class_accuracy.size());

@@ -55,6 +55,7 @@ struct EpochResult {
   EpochStats stats;
   Clock::time_point start;     // of this process's part of the epoch
   double train_seconds = 0.0;  // the epoch's training time (without evaluation)
+  double data_wait = 0.0;      // of it, seconds the steps waited for the loader's next batch
   double seconds() const { return stats.seconds + std::chrono::duration<double>(Clock::now() - start).count(); }
 };
 

@@ -104,7 +104,15 @@ EpochResult train_epoch(Run& run, DataParallel& parallel, const StopSignals& sig
     return checkpoint_info(run, epoch, batch_index,
                            e.stats.to_json(std::chrono::duration<double>(Clock::now() - e.start).count()));
   };
-  while (auto batch = loader.next()) {
+  // The loader prepares batches ahead of the steps; the time a step waits for one is the data
+  // side's share of the epoch (said at its end).
+  auto next = [&] {
+    const Clock::time_point asked = Clock::now();
+    std::optional<data::Batch> batch = loader.next();
+    e.data_wait += std::chrono::duration<double>(Clock::now() - asked).count();
+    return batch;
+  };
+  while (auto batch = next()) {
     const bool stepped = train_step(run, parallel, *batch, epoch, progress, e, signals);
     ++batch_index;
     if (!stepped) continue;

@@ -56,6 +56,9 @@ TEST(StreamedDataCli, TrainsAndEvaluatesAsTheFolderHeldInMemory) {
   ASSERT_EQ(streamed.exit_code, 0) << streamed.out;
   EXPECT_NE(streamed.out.find(": 20 images streamed from disk"), std::string::npos) << streamed.out;
   EXPECT_NE(streamed.out.find("3 loader threads"), std::string::npos) << streamed.out;
+  EXPECT_NE(streamed.out.find("  data: the steps waited "), std::string::npos) << streamed.out;
+  const std::vector<uint8_t> metrics = testing::read_bytes(dir.file("streamed/metrics.jsonl"));
+  EXPECT_NE(std::string(metrics.begin(), metrics.end()).find("\"data_wait_seconds\":"), std::string::npos);
   const CommandResult memory = vit("train --data " + data + " --out " + dir.file("memory") + kStreamTiny +
                                    " --epochs 2 --data-residency memory");
   ASSERT_EQ(memory.exit_code, 0) << memory.out;
