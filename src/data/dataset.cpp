@@ -133,6 +133,12 @@ void Dataset::read(int64_t i, uint8_t* out) const {
   std::memcpy(out, decoded.pixels.data(), static_cast<size_t>(image_bytes()));
 }
 
+Image Dataset::original(int64_t i) const {
+  VIT_CHECK(i >= 0 && i < size(), "data", "{}: image {} out of range (it has {})", source, i, size());
+  if (streamed()) return convert_channels(read_image(files[static_cast<size_t>(i)], max_pixels), channels);
+  return Image{channels, height, width, std::vector<uint8_t>(image(i), image(i) + image_bytes())};
+}
+
 Residency parse_residency(const std::string& text) {
   if (text == "auto") return Residency::Auto;
   if (text == "memory") return Residency::Memory;

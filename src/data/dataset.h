@@ -44,6 +44,9 @@ struct Dataset {
   // `channels` and resized as load_image_folder does (the same bytes either way). Throws naming the
   // file when it no longer decodes.
   void read(int64_t i, uint8_t* out) const;
+  // Image i before it was resized: a streamed folder's photo decoded and converted to `channels`,
+  // else the image held (C, H, W).
+  Image original(int64_t i) const;
 };
 
 // Where an image folder's images live: decoded once into memory, or streamed from disk batch by

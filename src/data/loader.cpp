@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 namespace vit::data {
@@ -121,9 +122,11 @@ int loader_threads() {
 
 void set_loader_threads(int threads) { loader_threads_setting() = std::max(0, threads); }
 
-std::vector<std::vector<uint8_t>> decode_images(const Dataset& d, const std::vector<int64_t>& indices) {
-  std::vector<std::vector<uint8_t>> out(indices.size());
-  const auto n = static_cast<int64_t>(indices.size());
+namespace {
+
+// fn(j) for j in [0, n) on the loader threads (the caller is one of them); the first error is
+// rethrown after all have stopped.
+void on_loader_threads(int64_t n, const std::function<void(int64_t)>& fn) {
   const int threads = static_cast<int>(std::min<int64_t>(loader_threads(), n));
   std::atomic<int64_t> next{0};
   std::exception_ptr error;
@@ -131,8 +134,7 @@ std::vector<std::vector<uint8_t>> decode_images(const Dataset& d, const std::vec
   auto work = [&] {
     for (int64_t j = next++; j < n; j = next++) {
       try {
-        out[static_cast<size_t>(j)].resize(static_cast<size_t>(d.image_bytes()));
-        d.read(indices[static_cast<size_t>(j)], out[static_cast<size_t>(j)].data());
+        fn(j);
       } catch (...) {
         const std::lock_guard<std::mutex> lock(error_mutex);
         if (!error) error = std::current_exception();
@@ -145,7 +147,43 @@ std::vector<std::vector<uint8_t>> decode_images(const Dataset& d, const std::vec
   work();
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+std::vector<std::vector<uint8_t>> decode_images(const Dataset& d, const std::vector<int64_t>& indices) {
+  std::vector<std::vector<uint8_t>> out(indices.size());
+  on_loader_threads(static_cast<int64_t>(indices.size()), [&](int64_t j) {
+    out[static_cast<size_t>(j)].resize(static_cast<size_t>(d.image_bytes()));
+    d.read(indices[static_cast<size_t>(j)], out[static_cast<size_t>(j)].data());
+  });
   return out;
+}
+
+CropBox random_resized_box(int64_t height, int64_t width, double scale_min, Generator& gen) {
+  constexpr double kRatioMin = 3.0 / 4.0, kRatioMax = 4.0 / 3.0;
+  const double area = static_cast<double>(height) * static_cast<double>(width);
+  const double log_lo = std::log(kRatioMin), log_hi = std::log(kRatioMax);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * (scale_min + (1.0 - scale_min) * gen.uniform_double());
+    const double aspect = std::exp(log_lo + (log_hi - log_lo) * gen.uniform_double());
+    const auto w = static_cast<int64_t>(std::lround(std::sqrt(target * aspect)));
+    const auto h = static_cast<int64_t>(std::lround(std::sqrt(target / aspect)));
+    if (w > 0 && w <= width && h > 0 && h <= height) {
+      const auto top = static_cast<int64_t>(gen.integer(static_cast<uint64_t>(height - h + 1)));
+      const auto left = static_cast<int64_t>(gen.integer(static_cast<uint64_t>(width - w + 1)));
+      return {top, left, h, w};
+    }
+  }
+  // The fallback: the whole image, cut to the nearest allowed aspect, centred.
+  const double in_ratio = static_cast<double>(width) / static_cast<double>(height);
+  int64_t w = width, h = height;
+  if (in_ratio < kRatioMin) {
+    h = std::lround(static_cast<double>(w) / kRatioMin);
+  } else if (in_ratio > kRatioMax) {
+    w = std::lround(static_cast<double>(h) * kRatioMax);
+  }
+  return {(height - h) / 2, (width - w) / 2, h, w};
 }
 
 Normalization compute_normalization(const Dataset& data) {
@@ -217,21 +255,42 @@ Batch make_batch(const Dataset& d, const std::vector<int64_t>& indices, const Au
   float* out = batch.images.data<float>();
   const bool mixup = aug.mixup_alpha > 0, cutmix = aug.cutmix_alpha > 0;
   const bool mixed = train && B > 1 && (mixup || cutmix);
-  // A streamed dataset: the rows this slice needs (and, mixed, their partners) decoded first, by
-  // the loader threads; source[b] is row b's pixels either way.
+  // A streamed dataset, or a random resized crop: the rows this slice needs (and, mixed, their
+  // partners) made first, by the loader threads (decoded; cropped from the original photo and
+  // resized, the box drawn from the row's own stream); source[b] is row b's pixels either way.
+  const bool crop = train && aug.rrc_scale > 0;
   std::vector<const uint8_t*> source(static_cast<size_t>(B), nullptr);
-  std::vector<std::vector<uint8_t>> decoded;
-  if (d.streamed()) {
-    std::vector<int64_t> rows, wanted;
+  std::vector<std::vector<uint8_t>> made;
+  if (d.streamed() || crop) {
+    std::vector<int64_t> rows;
     for (int64_t b = begin; b < end; ++b) rows.push_back(b);
     if (mixed) {
       for (int64_t b = begin; b < end; ++b) {
         if (B - 1 - b < begin || B - 1 - b >= end) rows.push_back(B - 1 - b);
       }
     }
-    for (const int64_t b : rows) wanted.push_back(indices[b]);
-    decoded = decode_images(d, wanted);
-    for (size_t j = 0; j < rows.size(); ++j) source[static_cast<size_t>(rows[j])] = decoded[j].data();
+    made.resize(rows.size());
+    on_loader_threads(static_cast<int64_t>(rows.size()), [&](int64_t j) {
+      const int64_t b = rows[static_cast<size_t>(j)];
+      std::vector<uint8_t>& pixels = made[static_cast<size_t>(j)];
+      if (!crop) {
+        pixels.resize(static_cast<size_t>(d.image_bytes()));
+        return d.read(indices[b], pixels.data());
+      }
+      const Image photo = d.original(indices[b]);
+      Generator gen(mix_seed(key, 0x5252C, static_cast<uint64_t>(b)));
+      const CropBox box = random_resized_box(photo.height, photo.width, aug.rrc_scale, gen);
+      Image part{photo.channels, box.height, box.width,
+                 std::vector<uint8_t>(static_cast<size_t>(photo.channels * box.height * box.width))};
+      for (int64_t c = 0; c < photo.channels; ++c) {
+        for (int64_t y = 0; y < box.height; ++y) {
+          const uint8_t* from = photo.pixels.data() + (c * photo.height + box.top + y) * photo.width + box.left;
+          std::copy_n(from, box.width, part.pixels.data() + (c * box.height + y) * box.width);
+        }
+      }
+      pixels = resize(part, d.height, d.width).pixels;
+    });
+    for (size_t j = 0; j < rows.size(); ++j) source[static_cast<size_t>(rows[j])] = made[j].data();
   } else {
     for (int64_t b = 0; b < B; ++b) source[static_cast<size_t>(b)] = d.image(indices[b]);
   }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/fields.h"
+#include "core/random.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
 
@@ -27,9 +28,13 @@ struct AugmentConfig {
   double mixup_alpha = 0.0;   // > 0: mix pairs of images, lam ~ Beta(a, a)
   double cutmix_alpha = 0.0;  // > 0: paste a box from another image (chosen instead of mixup half the time)
   double erase_prob = 0.0;    // random erasing: this share of images gets a box of noise (2-33% of the area)
+  // > 0: random resized crop (torchvision's / timm's RandomResizedCrop, first of the augmentations):
+  // a box of [rrc_scale, 1] of the image's area and aspect in [3/4, 4/3], resized to the model's
+  // size; from the original photo when the folder is streamed, else from the image held.
+  double rrc_scale = 0.0;
   bool any() const {
     return crop_padding > 0 || hflip || rotate_degrees > 0 || translate > 0 || scale_min != 1.0 || scale_max != 1.0 ||
-           mixup_alpha > 0 || cutmix_alpha > 0 || erase_prob > 0;
+           mixup_alpha > 0 || cutmix_alpha > 0 || erase_prob > 0 || rrc_scale > 0;
   }
   // Every field, in the order of the "augment" object of a saved training config (core/fields.h).
   template <class Visitor>
@@ -43,6 +48,7 @@ struct AugmentConfig {
     visit("mixup_alpha", mixup_alpha);
     visit("cutmix_alpha", cutmix_alpha);
     visit("erase_prob", erase_prob, Presence::Optional);
+    visit("rrc_scale", rrc_scale, Presence::Optional);
   }
 };
 
@@ -67,6 +73,14 @@ void set_loader_threads(int threads);
 // The pixels (C, H, W) of images `indices` of d (Dataset::read), decoded by loader_threads()
 // threads; the first error (naming its file) is rethrown after all stop.
 std::vector<std::vector<uint8_t>> decode_images(const Dataset& d, const std::vector<int64_t>& indices);
+
+// torchvision's RandomResizedCrop.get_params: a box of [scale_min, 1] of the area with aspect in
+// [3/4, 4/3] (ten tries, then the centre crop of the nearest allowed aspect), returned as
+// (top, left, height, width) of an image of `height` x `width`.
+struct CropBox {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
+CropBox random_resized_box(int64_t height, int64_t width, double scale_min, Generator& gen);
 
 struct Batch {
   Tensor images;                 // (n, C, H, W) float32, normalised: rows [first, first + n) of the global batch

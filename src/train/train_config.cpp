@@ -71,6 +71,8 @@ void TrainConfig::validate() const {
             op, "augmentation amounts must be >= 0");
   VIT_CHECK(augment.erase_prob >= 0 && augment.erase_prob <= 1, op, "--erase must be in [0, 1], got {}",
             augment.erase_prob);
+  VIT_CHECK(augment.rrc_scale >= 0 && augment.rrc_scale <= 1, op,
+            "--rrc-scale must be in [0, 1] (0: off; timm's 0.08), got {}", augment.rrc_scale);
   VIT_CHECK(std::isfinite(layer_decay) && layer_decay > 0 && layer_decay <= 1, op,
             "--layer-decay must be in (0, 1] (1: off), got {}", layer_decay);
   VIT_CHECK(std::isfinite(head_lr) && head_lr >= 0, op, "--head-lr must be >= 0 (0: the --lr), got {}", head_lr);

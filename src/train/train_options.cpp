@@ -170,6 +170,11 @@ std::vector<TrainOption> make_table() {
       augment(&data::AugmentConfig::cutmix_alpha));
   add("erase", Arity::One, "random erasing: share of images given a box of noise (0: off)", num(d.augment.erase_prob),
       augment(&data::AugmentConfig::erase_prob));
+  add("rrc_scale", Arity::One,
+      "random resized crop (timm's RandomResizedCrop, before the other augmentations): a box of this share to all of "
+      "the image's area, aspect 3/4 to 4/3, resized to the model's size; from the original photo when the folder is "
+      "streamed (0: off; timm's 0.08)",
+      num(d.augment.rrc_scale), augment(&data::AugmentConfig::rrc_scale));
   add("no_augment", Arity::Flag, "turn all augmentation off", "");
   add("teacher", Arity::One,
       "DeiT distillation: a teacher checkpoint (any layout vit loads) whose predictions the student's distillation "
@@ -272,8 +277,8 @@ TrainConfig make_train_config(const TrainArgs& args) {
   exclude(args, "time_budget", "epochs");
   exclude(args, "steps", "epochs");
   exclude(args, "steps", "time_budget");
-  for (const char* a :
-       {"rotate", "translate", "scale_min", "scale_max", "crop_padding", "hflip", "mixup", "cutmix", "erase"}) {
+  for (const char* a : {"rotate", "translate", "scale_min", "scale_max", "crop_padding", "hflip", "mixup", "cutmix",
+                        "erase", "rrc_scale"}) {
     exclude(args, a, "no_augment");  // augmentation asked for and turned off: not silently overridden
   }
   VIT_CHECK(args.has("mean") == args.has("std"), kOp, "{} needs {}", args.what(args.has("mean") ? "mean" : "std"),

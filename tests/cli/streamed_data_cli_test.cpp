@@ -134,5 +134,26 @@ TEST(StreamedDataCli, EvalScoresEachPhotoAsVitPredictClassifiesIt) {
   EXPECT_NE(crop.out.find("shaped to 3x20x20, not the 3x28x28 of the dataset"), std::string::npos) << crop.out;
 }
 
+// --rrc-scale: timm's random resized crop, from the original photos of a streamed folder; recorded
+// in the checkpoint (a resumed run keeps it); out-of-range values and --no-augment beside it refused.
+TEST(StreamedDataCli, RandomResizedCropTrainsFromTheOriginalPhotos) {
+  TempDir dir;
+  const std::string data = streamed_photo_folders(dir);
+  const CommandResult r = vit("train --data " + data + " --out " + dir.file("rrc") + kStreamTiny +
+                              " --steps 3 --data-residency stream --rrc-scale 0.08 --hflip");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const io::WeightsFile f = io::load_safetensors(dir.file("rrc/last.safetensors"));
+  EXPECT_NE(f.metadata.at("train_config").find("\"rrc_scale\":0.08"), std::string::npos)
+      << f.metadata.at("train_config");
+  const CommandResult big =
+      vit("train --data " + data + " --out " + dir.file("bad1") + kStreamTiny + " --steps 1 --rrc-scale 1.5");
+  EXPECT_NE(big.exit_code, 0);
+  EXPECT_NE(big.out.find("--rrc-scale must be in [0, 1]"), std::string::npos) << big.out;
+  const CommandResult off = vit("train --data " + data + " --out " + dir.file("bad2") + kStreamTiny +
+                                " --steps 1 --rrc-scale 0.5 --no-augment");
+  EXPECT_NE(off.exit_code, 0);
+  EXPECT_NE(off.out.find("--rrc-scale"), std::string::npos) << off.out;
+}
+
 }  // namespace
 }  // namespace vit

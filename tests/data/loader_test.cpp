@@ -315,3 +315,76 @@ TEST(StreamedFolder, MakesTheBatchesOfTheFolderHeldInMemory) {
 
 }  // namespace
 }  // namespace vit::data
+
+namespace vit::data {
+namespace {
+
+// torchvision's RandomResizedCrop box: inside the image, area and aspect within the asked ranges
+// (to rounding), the same for the same stream; an image whose aspect leaves no room falls back to
+// its centre at the nearest allowed aspect.
+TEST(RandomResizedCrop, BoxesKeepToTheirRangesAndFallBackToTheCentre) {
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    Generator gen(seed), again(seed);
+    const CropBox box = random_resized_box(375, 500, 0.08, gen);
+    const CropBox same = random_resized_box(375, 500, 0.08, again);
+    EXPECT_EQ(box.top, same.top);
+    EXPECT_EQ(box.width, same.width);
+    ASSERT_GE(box.top, 0);
+    ASSERT_GE(box.left, 0);
+    ASSERT_LE(box.top + box.height, 375);
+    ASSERT_LE(box.left + box.width, 500);
+    const double share = static_cast<double>(box.height * box.width) / (375.0 * 500.0);
+    EXPECT_GE(share, 0.07) << seed;
+    const double aspect = static_cast<double>(box.width) / static_cast<double>(box.height);
+    EXPECT_GE(aspect, 0.75 * 0.9) << seed;
+    EXPECT_LE(aspect, 4.0 / 3.0 / 0.9) << seed;
+  }
+  Generator gen(1);
+  const CropBox strip = random_resized_box(10, 1000, 0.99, gen);  // aspect 100: no try fits
+  EXPECT_EQ(strip.height, 10);
+  EXPECT_EQ(strip.width, 13);
+  EXPECT_EQ(strip.left, (1000 - 13) / 2);
+}
+
+// In a batch: drawn per row from the batch's key (the same key, the same crops), from the original
+// photo of a streamed folder; a scale of 1 on photos of allowed aspect is the whole photo, i.e. the
+// batch without the crop.
+TEST(RandomResizedCrop, CropsEachRowFromTheOriginalPhoto) {
+  testing::TempDir dir;
+  for (int c = 0; c < 2; ++c) {
+    const std::string cls = dir.file(std::string("train/") + (c == 0 ? "x" : "y"));
+    std::filesystem::create_directories(cls);
+    for (int i = 0; i < 3; ++i) {
+      const int64_t h = i == 0 ? 30 : 36, w = i == 0 ? 40 : 36;  // aspects 4/3 and 1
+      Image img{3, h, w, std::vector<uint8_t>(static_cast<size_t>(3 * h * w))};
+      for (size_t p = 0; p < img.pixels.size(); ++p) img.pixels[p] = static_cast<uint8_t>((p * (11 + i + 5 * c)) % 241);
+      write_png(cls + "/" + std::to_string(i) + ".png", img);
+    }
+  }
+  const Dataset stream = load_image_folder(dir.file("train"), 3, 16, kDefaultMaxPixels, Residency::Stream);
+  const Dataset memory = load_image_folder(dir.file("train"), 3, 16, kDefaultMaxPixels, Residency::Memory);
+  const Normalization norm{{0.5, 0.5, 0.5}, {0.25, 0.25, 0.25}};
+  const std::vector<int64_t> all = {0, 1, 2, 3, 4, 5};
+  auto bytes_of = [](const Batch& b) {
+    const float* p = b.images.data<float>();
+    return std::vector<float>(p, p + b.images.numel());
+  };
+  AugmentConfig plain, whole, rrc;
+  whole.rrc_scale = 1.0;
+  rrc.rrc_scale = 0.08;
+  EXPECT_EQ(bytes_of(make_batch(stream, all, whole, norm, true, 4)),
+            bytes_of(make_batch(stream, all, plain, norm, true, 4)));
+  const std::vector<float> cropped = bytes_of(make_batch(stream, all, rrc, norm, true, 4));
+  EXPECT_EQ(cropped, bytes_of(make_batch(stream, all, rrc, norm, true, 4)));
+  EXPECT_NE(cropped, bytes_of(make_batch(stream, all, rrc, norm, true, 5)));
+  EXPECT_NE(cropped, bytes_of(make_batch(stream, all, plain, norm, true, 4)));
+  // Held in memory: cropped from the resized image instead (another image, same shape).
+  const Batch held = make_batch(memory, all, rrc, norm, true, 4);
+  EXPECT_EQ(held.images.shape(), make_batch(stream, all, rrc, norm, true, 4).images.shape());
+  // Evaluation batches are never cropped.
+  EXPECT_EQ(bytes_of(make_batch(stream, all, rrc, norm, false, 4)),
+            bytes_of(make_batch(stream, all, plain, norm, false, 4)));
+}
+
+}  // namespace
+}  // namespace vit::data

@@ -25,7 +25,8 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("weight_decay":0.05,"momentum":0.9,"warmup_epochs":1.0,"label_smoothing":0.1,"clip_grad":1.0,)"
       R"("ema_decay":0.995,"seed":0,"skip_nonfinite":false,"eval_batch_size":500,"augment":{"crop_padding":0,)"
       R"("hflip":false,"rotate_degrees":8.0,"translate":0.08,"scale_min":0.92,"scale_max":1.08,"mixup_alpha":0.0,)"
-      R"("cutmix_alpha":0.0,"erase_prob":0.0},"milestones":[0.97,0.985],"time_budget":0.0,"steps":0,"val_split":0,"schedule":[],)"
+      R"("cutmix_alpha":0.0,"erase_prob":0.0,"rrc_scale":0.0},"milestones":[0.97,0.985],"time_budget":0.0,"steps":0,)"
+      R"("val_split":0,"schedule":[],)"
       R"("teacher":"","teacher_heads":0,"distillation":"hard","distill_alpha":0.5,"distill_tau":1.0,)"
       R"("precision":"fp32","init":"","init_notes":[],"new_head":false,"keep_head":false,"layer_decay":1.0,"head_lr":0.0,)"
       R"("freeze":"none"})";
@@ -47,7 +48,7 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("weight_decay":0.05,"momentum":0.9,"warmup_epochs":1.0,"label_smoothing":0.1,"clip_grad":0.0,)"
       R"("ema_decay":0.0,"seed":18446744073709551615,"skip_nonfinite":true,"eval_batch_size":500,)"
       R"("augment":{"crop_padding":4,"hflip":true,"rotate_degrees":0.0,"translate":0.0,"scale_min":1.0,)"
-      R"("scale_max":1.0,"mixup_alpha":0.8,"cutmix_alpha":1.0,"erase_prob":0.0},)"
+      R"("scale_max":1.0,"mixup_alpha":0.8,"cutmix_alpha":1.0,"erase_prob":0.0,"rrc_scale":0.0},)"
       R"("milestones":[],"time_budget":0.0,"steps":0,)"
       R"("val_split":0,"schedule":[],"teacher":"","teacher_heads":0,"distillation":"hard","distill_alpha":0.5,)"
       R"("distill_tau":1.0,"precision":"fp32","init":"","init_notes":[],"new_head":false,"keep_head":false,"layer_decay":1.0,)"
@@ -58,6 +59,10 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
   const std::string before = recipe.substr(0, recipe.find(R"(,"teacher")")) + "}";
   EXPECT_EQ(TrainConfig::from_json(before).to_json(), recipe);
   for (const std::string& json : {recipe, custom}) EXPECT_EQ(TrainConfig::from_json(json).to_json(), json);
+  // ... and before the random resized crop (none).
+  std::string no_rrc = recipe;
+  no_rrc.erase(no_rrc.find(R"(,"rrc_scale":0.0)"), std::string(R"(,"rrc_scale":0.0)").size());
+  EXPECT_EQ(TrainConfig::from_json(no_rrc).to_json(), recipe);
   const TrainConfig back = TrainConfig::from_json(custom);
   EXPECT_EQ(back.seed, 18446744073709551615ull);
   EXPECT_EQ(back.threads, 0);
