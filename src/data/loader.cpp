@@ -81,7 +81,7 @@ void fill_image(const Dataset& d, const uint8_t* src, const AugmentConfig& aug, 
   const double cx = (static_cast<double>(W) - 1) / 2, cy = (static_cast<double>(H) - 1) / 2;
   for (int64_t c = 0; c < C; ++c) {
     const uint8_t* plane = src + c * H * W;
-    const double mean = norm.mean[c], inv_std = 1.0 / norm.std[c];
+    const double mean = norm.mean[c], std = norm.std[c];
     auto pixel = [&](int64_t y, int64_t x) -> double {
       return (y >= 0 && y < H && x >= 0 && x < W) ? plane[y * W + x] : 0.0;
     };
@@ -100,7 +100,9 @@ void fill_image(const Dataset& d, const uint8_t* src, const AugmentConfig& aug, 
           v = (1 - fy) * ((1 - fx) * pixel(y0, x0) + fx * pixel(y0, x0 + 1)) +
               fy * ((1 - fx) * pixel(y0 + 1, x0) + fx * pixel(y0 + 1, x0 + 1));
         }
-        out[(c * H + y) * W + x] = static_cast<float>((v / 255.0 - mean) * inv_std);
+        // vit predict's arithmetic (infer::preprocess_into): the pixel scaled in float32, then
+        // normalised in double, so an image folder's photo reaches the model bit for bit as there.
+        out[(c * H + y) * W + x] = static_cast<float>((static_cast<float>(v) / 255.0f - mean) / std);
       }
     }
   }
