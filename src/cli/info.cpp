@@ -93,6 +93,7 @@ void add_info_command(CLI::App& app) {
     std::unique_ptr<model::VisionTransformer> model;
     std::string origin;        // a checkpoint's layout, family and the keys inference does not use
     std::string storage_json;  // a bf16 file's "storage" metadata
+    std::string preprocess;    // a file's evaluation transform, as vit eval / predict / serve apply it
     if (!checkpoint->empty()) {
       // --heads, the one load option of vit info (a model flag without --checkpoint), through infer's table.
       OptionArgs heads;
@@ -106,6 +107,7 @@ void add_info_command(CLI::App& app) {
       if (!loaded.ignored_keys.empty())
         origin += fmt::format("; not used for inference: {}", printable_list(loaded.ignored_keys));
       storage_json = loaded.recorded.storage_json;
+      preprocess = loaded.preprocess.describe();
       model = std::move(loaded.model);
     } else {
       // Model flags without --preset describe a "custom" model over vit_digits, as `vit train` does.
@@ -149,6 +151,7 @@ void add_info_command(CLI::App& app) {
     if (!m.has_head()) options.push_back("no head (features only)");
     if (!options.empty()) std::printf("  %s\n", fmt::format("{}", fmt::join(options, ", ")).c_str());
     if (!origin.empty()) std::printf("%s\n", origin.c_str());
+    if (!preprocess.empty()) std::printf("  preprocessing (vit eval, predict, serve): %s\n", preprocess.c_str());
     std::printf("  dropout %g, attn_dropout %g, drop_path %g\n", m.dropout, m.attn_dropout, m.drop_path);
     std::printf("parameters:\n");
     int64_t total = 0;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <numeric>
+#include <system_error>
 
 namespace vit::data {
 namespace {
@@ -145,7 +146,11 @@ void on_loader_threads(int64_t n, const std::function<void(int64_t)>& fn) {
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  try {
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // No more threads to be had (a process limit): the ones started and this one do the work.
+  }
   work();
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);

@@ -128,6 +128,10 @@ TEST(StreamedDataCli, EvalScoresEachPhotoAsVitPredictClassifiesIt) {
   for (size_t i = 0; i < truth.size(); ++i) right += answers[i] == truth[i];
   const nlohmann::json j = nlohmann::json::parse(e.out);
   EXPECT_DOUBLE_EQ(j["top1"].get<double>(), right / 20.0) << e.out << p.out;
+  // vit info says the transform eval and predict apply.
+  const CommandResult info = vit("info --checkpoint " + model);
+  ASSERT_EQ(info.exit_code, 0) << info.out;
+  EXPECT_NE(info.out.find("  preprocessing (vit eval, predict, serve): resize "), std::string::npos) << info.out;
   // --crop that does not give the model's size: refused, naming the photo.
   const CommandResult crop = vit("eval --checkpoint " + model + " --data " + data + " --resize 32 --crop 20");
   EXPECT_NE(crop.exit_code, 0);
