@@ -112,18 +112,17 @@ void fill_image(const Dataset& d, const uint8_t* src, const AugmentConfig& aug, 
 
 }  // namespace
 
-int& loader_threads_setting() {
-  static int threads = 0;
-  return threads;
-}
+namespace {
+std::atomic<int> loader_threads_asked{0};  // set_loader_threads'
+}  // namespace
 
 int loader_threads() {
-  const int asked = loader_threads_setting();
+  const int asked = loader_threads_asked.load();
   if (asked > 0) return asked;
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
-void set_loader_threads(int threads) { loader_threads_setting() = std::max(0, threads); }
+void set_loader_threads(int threads) { loader_threads_asked.store(std::max(0, threads)); }
 
 namespace {
 
