@@ -163,10 +163,11 @@ uint64_t hash_dataset(const data::Dataset& d, uint64_t h) {
   h = hash_bytes(d.pixels.data(), d.pixels.size(), h);
   // A streamed folder by its files: class folder and name (a moved folder is the same data) and size.
   for (const std::string& file : d.files) {
-    const std::filesystem::path path(file);
-    const std::string name = (path.parent_path().filename() / path.filename()).string();
+    const size_t last = file.rfind('/'),
+                 parent = last == 0 || last == std::string::npos ? last : file.rfind('/', last - 1);
+    const std::string name = parent == std::string::npos ? file : file.substr(parent + 1);  // "class/photo.jpg"
     std::error_code ec;
-    const uint64_t bytes = std::filesystem::file_size(path, ec);
+    const uint64_t bytes = std::filesystem::file_size(file, ec);
     h = hash_bytes(reinterpret_cast<const uint8_t*>(name.data()), name.size(), h);
     h = hash_bytes(reinterpret_cast<const uint8_t*>(&bytes), sizeof(bytes), h);
   }
