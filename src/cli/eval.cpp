@@ -23,7 +23,7 @@ struct EvalOptions : LoadFlags {
   int64_t batch = 500;
   std::string tta = "none";
   std::string residency = "auto";
-  int loader_threads = 0;
+  int64_t loader_threads = 0;
 };
 
 void add_eval_flags(CLI::App* cmd, EvalOptions& o) {
@@ -43,14 +43,9 @@ void add_eval_flags(CLI::App* cmd, EvalOptions& o) {
   cmd->add_option("--max-pixels", o.max_pixels, "image folders: refuse images with more pixels")
       ->capture_default_str()
       ->check(kPositive);
-  cmd->add_option("--data-residency", o.residency,
-                  "image folders: memory (decode every image once), stream (decode each batch's images as it is "
-                  "scored) or auto (stream above 256 MiB of decoded images)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "memory", "stream"}));
-  cmd->add_option("--loader-threads", o.loader_threads, "threads decoding a streamed folder's images (0: one per core)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 256));
+  // (Both checked by the data layer, as vit train's: data::parse_residency, data::check_loader_threads.)
+  cmd->add_option("--data-residency", o.residency, data::kResidencyHelp)->capture_default_str();
+  cmd->add_option("--loader-threads", o.loader_threads, data::kLoaderThreadsHelp)->capture_default_str();
   cmd->add_option("--tta", o.tta,
                   "test-time augmentation, reported beside the plain single-view result: none, or flip (the mean "
                   "probabilities of each image and its horizontal mirror)")

@@ -55,6 +55,12 @@ enum class Residency { Auto, Memory, Stream };
 inline constexpr double kStreamAboveBytes = 256.0 * 1024 * 1024;
 // "auto", "memory", "stream" (the --data-residency values); throws naming the flag for others.
 Residency parse_residency(const std::string& text);
+// The --data-residency and --loader-threads help of every command that reads image folders.
+inline constexpr const char* kResidencyHelp =
+    "image folders: memory (decode every image once, hold them all), stream (hold only the file list: loader "
+    "threads decode each batch's images as it is needed) or auto (stream when the decoded images would take more "
+    "than 256 MiB or half the memory)";
+inline constexpr const char* kLoaderThreadsHelp = "threads decoding a streamed image folder's images (0: one per core)";
 
 // "ROOT: skipped N entries of the class folders that are not image files (...): a, b, c, ..." or ""
 // when nothing was skipped.

@@ -122,7 +122,15 @@ int loader_threads() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
-void set_loader_threads(int threads) { loader_threads_asked.store(std::max(0, threads)); }
+void check_loader_threads(int64_t threads) {
+  VIT_CHECK(threads >= 0 && threads <= kMaxLoaderThreads, "data", "--loader-threads must be in [0, {}], got {}",
+            kMaxLoaderThreads, threads);
+}
+
+void set_loader_threads(int64_t threads) {
+  check_loader_threads(threads);
+  loader_threads_asked.store(static_cast<int>(threads));
+}
 
 namespace {
 

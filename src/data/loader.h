@@ -67,9 +67,12 @@ inline constexpr int64_t kNormalizationSample = 2048;
 Normalization compute_normalization(const Dataset& data);
 
 // The loader threads that decode a streamed dataset's images (make_batch, compute_normalization):
-// set_loader_threads(n), n > 0; 0 (the default): one per core.
+// set_loader_threads(n), n > 0; 0 (the default): one per core. check_loader_threads refuses a
+// count outside [0, kMaxLoaderThreads], naming --loader-threads (set_loader_threads checks too).
+inline constexpr int64_t kMaxLoaderThreads = 256;
+void check_loader_threads(int64_t threads);
 int loader_threads();
-void set_loader_threads(int threads);
+void set_loader_threads(int64_t threads);
 // The pixels (C, H, W) of images `indices` of d (Dataset::read), decoded by loader_threads()
 // threads; the first error (naming its file) is rethrown after all stop.
 std::vector<std::vector<uint8_t>> decode_images(const Dataset& d, const std::vector<int64_t>& indices);

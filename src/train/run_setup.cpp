@@ -72,7 +72,7 @@ void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed, InitSource
   const TrainConfig& c = run.config;
   const model::ViTConfig& mc = c.model;
   const data::Residency residency = data::parse_residency(c.data_residency);
-  data::set_loader_threads(static_cast<int>(c.loader_threads));
+  data::set_loader_threads(c.loader_threads);
   run.data.train =
       data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels, residency);
   run.data.test =

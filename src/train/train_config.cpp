@@ -97,8 +97,7 @@ void TrainConfig::validate() const {
   VIT_CHECK(threads >= 0, op, "--threads must be >= 0, got {}", threads);
   VIT_CHECK(max_pixels > 0, op, "--max-pixels must be positive, got {}", max_pixels);
   (void)data::parse_residency(data_residency);  // throws naming the flag and the choices
-  VIT_CHECK(loader_threads >= 0 && loader_threads <= 256, op, "--loader-threads must be in [0, 256], got {}",
-            loader_threads);
+  data::check_loader_threads(loader_threads);
   VIT_CHECK(!(resume && overwrite), op,
             "--overwrite and --resume contradict each other: --resume continues the run in {}, --overwrite replaces it",
             out_dir);

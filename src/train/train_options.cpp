@@ -228,15 +228,9 @@ std::vector<TrainOption> make_table() {
       std::to_string(d.checkpoint_every), into(&TrainConfig::checkpoint_every));
   add("max_pixels", Arity::One, "image folders: refuse images with more pixels (decompression bombs)",
       std::to_string(d.max_pixels), into(&TrainConfig::max_pixels));
-  add("data_residency", Arity::One,
-      "image folders: memory (decode every image once, hold them all), stream (hold only the file list: loader "
-      "threads decode each batch's images while the step runs) or auto (stream when the decoded images would take "
-      "more than 256 MiB)",
-      d.data_residency, [](TrainConfig& c, const Values& v, const std::string& what) {
-        c.data_residency = parse_choice(one(v, what), kOp, what, {"auto", "memory", "stream"});
-      });
-  add("loader_threads", Arity::One, "threads decoding a streamed image folder's images (0: one per core)",
-      std::to_string(d.loader_threads), into(&TrainConfig::loader_threads));
+  add("data_residency", Arity::One, data::kResidencyHelp, d.data_residency, into(&TrainConfig::data_residency));
+  add("loader_threads", Arity::One, data::kLoaderThreadsHelp, std::to_string(d.loader_threads),
+      into(&TrainConfig::loader_threads));
   add("comm_timeout", Arity::One,
       "under mpirun: seconds a rank waits for the others without progress before stopping the job (a lost rank or "
       "host)",

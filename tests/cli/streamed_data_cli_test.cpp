@@ -93,7 +93,16 @@ TEST(StreamedDataCli, TrainsAndEvaluatesAsTheFolderHeldInMemory) {
   EXPECT_FALSE(fs::exists(dir.file("bad/last.safetensors")));
   const CommandResult threads = vit("eval --checkpoint " + model + " --data " + data + " --loader-threads -1");
   EXPECT_NE(threads.exit_code, 0);
-  EXPECT_NE(threads.out.find("--loader-threads"), std::string::npos) << threads.out;
+  EXPECT_NE(threads.out.find("--loader-threads must be in [0, 256], got -1"), std::string::npos) << threads.out;
+  const CommandResult many =
+      vit("train --data " + data + " --out " + dir.file("bad") + kStreamTiny + " --steps 1 --loader-threads 100000");
+  EXPECT_NE(many.exit_code, 0);
+  EXPECT_NE(many.out.find("--loader-threads must be in [0, 256], got 100000"), std::string::npos) << many.out;
+  EXPECT_FALSE(fs::exists(dir.file("bad/last.safetensors")));
+  const CommandResult residency = vit("eval --checkpoint " + model + " --data " + data + " --data-residency disk");
+  EXPECT_NE(residency.exit_code, 0);
+  EXPECT_NE(residency.out.find("--data-residency: must be one of auto, memory, stream, got 'disk'"), std::string::npos)
+      << residency.out;
 }
 
 // vit eval scores each photo of a folder as vit predict classifies it (the model's evaluation
