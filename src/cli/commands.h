@@ -16,6 +16,7 @@ void add_bench_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+void add_shard_command(CLI::App& app);
 // Applies --threads (0 = all cores) to OpenMP and BLAS.
 void set_threads(int threads);
 

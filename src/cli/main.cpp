@@ -32,6 +32,7 @@ int run_command(int argc, char** argv) {
   vit::cli::add_quantize_command(app);
   vit::cli::add_convert_command(app);
   vit::cli::add_serve_command(app);
+  vit::cli::add_shard_command(app);
   vit::cli::add_demo_command(app);
   // CLI11 answers an unknown word with "A subcommand is required": name it instead.
   if (argc > 1 && argv[1][0] != '-') {

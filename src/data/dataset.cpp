@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "core/system.h"
 #include "data/image.h"
+#include "data/shards.h"
 
 namespace vit::data {
 namespace fs = std::filesystem;
@@ -93,13 +94,15 @@ Dataset subset(const Dataset& d, const std::vector<int64_t>& indices, std::strin
   out.source = std::move(source);
   out.max_pixels = d.max_pixels;
   out.shaper = d.shaper;
+  out.shards = d.shards;
   const auto bytes = static_cast<size_t>(d.image_bytes());
   if (!d.streamed()) out.pixels.reserve(bytes * indices.size());
   out.labels.reserve(indices.size());
   for (const int64_t i : indices) {
     VIT_CHECK(i >= 0 && i < d.size(), "data", "{}: image {} out of range (it has {})", d.source, i, d.size());
+    if (d.sharded()) out.members.push_back(d.members[static_cast<size_t>(i)]);
     if (d.streamed()) {
-      out.files.push_back(d.files[static_cast<size_t>(i)]);
+      if (!d.files.empty()) out.files.push_back(d.files[static_cast<size_t>(i)]);
     } else {
       out.pixels.insert(out.pixels.end(), d.image(i), d.image(i) + bytes);
     }
@@ -110,18 +113,45 @@ Dataset subset(const Dataset& d, const std::vector<int64_t>& indices, std::strin
 
 namespace {
 
-// One file of an image folder as the dataset holds it (the shaper's, or converted and squashed).
-Image shaped_image(const std::string& file, int64_t channels, int64_t size, int64_t max_pixels,
-                   const ImageShaper& shaper) {
-  if (!shaper) return resize(convert_channels(read_image(file, max_pixels), channels), size, size);
-  Image image = shaper(read_image(file, max_pixels));
+// An image as the dataset holds it (the shaper's, or converted and squashed).
+Image shaped_image(Image image, const std::string& name, int64_t channels, int64_t size, const ImageShaper& shaper) {
+  if (!shaper) return resize(convert_channels(image, channels), size, size);
+  image = shaper(image);
   VIT_CHECK(image.channels == channels && image.height == size && image.width == size, "image_folder",
-            "{}: shaped to {}x{}x{}, not the {}x{}x{} of the dataset", file, image.channels, image.height, image.width,
+            "{}: shaped to {}x{}x{}, not the {}x{}x{} of the dataset", name, image.channels, image.height, image.width,
             channels, size, size);
   return image;
 }
 
 }  // namespace
+
+Residency parse_residency(const std::string& text) {
+  if (text == "auto") return Residency::Auto;
+  if (text == "memory") return Residency::Memory;
+  if (text == "stream") return Residency::Stream;
+  fail("data", "--data-residency: must be one of auto, memory, stream, got '{}'", text);
+}
+
+bool streams(double decoded_bytes, Residency residency) {
+  const bool large = decoded_bytes > std::min(kStreamAboveBytes, 0.5 * static_cast<double>(memory_limit_bytes()));
+  return residency == Residency::Stream || (residency == Residency::Auto && large);
+}
+
+std::string Dataset::image_name(int64_t i) const {
+  if (!members.empty()) {
+    const ShardMember& m = members[static_cast<size_t>(i)];
+    return fmt::format("{} (the file at byte {})", shards[m.shard], m.offset);
+  }
+  return files[static_cast<size_t>(i)];
+}
+
+Image Dataset::decoded(int64_t i) const {
+  VIT_CHECK(i >= 0 && i < size() && (!files.empty() || !members.empty()), "data", "{}: image {} has no file", source,
+            i);
+  if (members.empty()) return read_image(files[static_cast<size_t>(i)], max_pixels);
+  const std::vector<uint8_t> bytes = read_shard_member(*this, i);
+  return decode_image(bytes.data(), bytes.size(), image_name(i), max_pixels);
+}
 
 void Dataset::read(int64_t i, uint8_t* out) const {
   VIT_CHECK(i >= 0 && i < size(), "data", "{}: image {} out of range (it has {})", source, i, size());
@@ -129,21 +159,14 @@ void Dataset::read(int64_t i, uint8_t* out) const {
     std::memcpy(out, image(i), static_cast<size_t>(image_bytes()));
     return;
   }
-  const Image decoded = shaped_image(files[static_cast<size_t>(i)], channels, height, max_pixels, shaper);
-  std::memcpy(out, decoded.pixels.data(), static_cast<size_t>(image_bytes()));
+  const Image shaped = shaped_image(decoded(i), image_name(i), channels, height, shaper);
+  std::memcpy(out, shaped.pixels.data(), static_cast<size_t>(image_bytes()));
 }
 
 Image Dataset::original(int64_t i) const {
   VIT_CHECK(i >= 0 && i < size(), "data", "{}: image {} out of range (it has {})", source, i, size());
-  if (streamed()) return convert_channels(read_image(files[static_cast<size_t>(i)], max_pixels), channels);
+  if (streamed()) return convert_channels(decoded(i), channels);
   return Image{channels, height, width, std::vector<uint8_t>(image(i), image(i) + image_bytes())};
-}
-
-Residency parse_residency(const std::string& text) {
-  if (text == "auto") return Residency::Auto;
-  if (text == "memory") return Residency::Memory;
-  if (text == "stream") return Residency::Stream;
-  fail("data", "--data-residency: must be one of auto, memory, stream, got '{}'", text);
 }
 
 Dataset load_mnist_idx(const std::string& images_path, const std::string& labels_path) {
@@ -267,8 +290,7 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
   const double image_bytes = static_cast<double>(channels) * static_cast<double>(size) * static_cast<double>(size);
   // Auto: streamed above kStreamAboveBytes, or when they would take over half the memory there is.
   const double decoded = total * image_bytes;
-  const bool large = decoded > std::min(kStreamAboveBytes, 0.5 * static_cast<double>(memory_limit_bytes()));
-  if (residency == Residency::Stream || (residency == Residency::Auto && large)) {
+  if (streams(decoded, residency)) {
     for (size_t k = 0; k < d.class_names.size(); ++k) {
       for (std::string& file : class_files[k]) {
         d.files.push_back(std::move(file));
@@ -284,7 +306,7 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
   d.pixels.reserve(static_cast<size_t>(total) * static_cast<size_t>(channels * size * size));
   for (size_t k = 0; k < d.class_names.size(); ++k) {
     for (const auto& file : class_files[k]) {
-      const Image image = shaped_image(file, channels, size, max_pixels, shaper);
+      const Image image = shaped_image(read_image(file, max_pixels), file, channels, size, shaper);
       d.pixels.insert(d.pixels.end(), image.pixels.begin(), image.pixels.end());
       d.labels.push_back(static_cast<int64_t>(k));
     }
@@ -293,30 +315,37 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
   return d;
 }
 
-// Class names from a text file, one per line (blank lines ignored), replacing the format's
-// default names ("0".."9" for IDX); the file must name exactly as many classes as the format has.
-void read_class_names(const fs::path& file, Dataset& d) {
+std::vector<std::string> read_names_file(const std::string& file) {
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return;
+  if (!fs::is_regular_file(file, ec)) return {};
   std::ifstream in(file);
   std::vector<std::string> names;
   for (std::string line; std::getline(in, line);) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
     if (!line.empty()) names.push_back(line);
   }
-  VIT_CHECK(!in.bad(), "data", "{}: cannot read", file.string());
-  VIT_CHECK(names.size() == d.class_names.size(), "data",
-            "{}: {} class names, but {} has {} classes (one name per line)", file.string(), names.size(), d.source,
-            d.class_names.size());
+  VIT_CHECK(!in.bad(), "data", "{}: cannot read", file);
   for (size_t k = 1; k < names.size(); ++k) {  // a prediction names one class: names must differ
     const auto earlier = std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(k), names[k]);
     VIT_CHECK(earlier == names.begin() + static_cast<std::ptrdiff_t>(k), "data",
-              "{}: class name '{}' appears twice (one different name per line)", file.string(), names[k]);
+              "{}: class name '{}' appears twice (one different name per line)", file, names[k]);
   }
-  d.class_names = std::move(names);
+  VIT_CHECK(!names.empty(), "data", "{}: no class names (one name per line)", file);
+  return names;
 }
 
 namespace {
+
+// Class names from a text file, one per line (blank lines ignored), replacing the format's
+// default names ("0".."9" for IDX); the file must name exactly as many classes as the format has.
+void read_class_names(const fs::path& file, Dataset& d) {
+  std::vector<std::string> names = read_names_file(file.string());
+  if (names.empty()) return;
+  VIT_CHECK(names.size() == d.class_names.size(), "data",
+            "{}: {} class names, but {} has {} classes (one name per line)", file.string(), names.size(), d.source,
+            d.class_names.size());
+  d.class_names = std::move(names);
+}
 
 // A split with no images cannot be trained or scored on (an IDX file may hold 0 images).
 Dataset non_empty(Dataset d, const char* split) {
@@ -385,6 +414,17 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
       return non_empty(std::move(d), split_name);
     }
   }
+  // WebDataset shards: train-*.tar, test-*.tar (or val-*.tar), and classes.txt beside them.
+  std::vector<std::string> shards = find_shards(dir, train ? "train" : "test");
+  if (shards.empty() && !train) shards = find_shards(dir, "val");
+  if (!shards.empty()) {
+    return non_empty(
+        load_shards(shards, (root / "classes.txt").string(), channels, size, max_pixels, residency, shaper),
+        split_name);
+  }
+  const std::vector<std::string> other_shards = find_shards(dir, train ? "test" : "train");
+  VIT_CHECK(other_shards.empty(), "data", "{}: found {} but no {}-*.tar shards for the {} split", dir,
+            other_shards.front(), train ? "train" : "test (or val)", split_name);
   const std::string folder =
       train ? (root / "train").string() : existing({(root / "test").string(), (root / "val").string()});
   if (!folder.empty() && fs::is_directory(folder, ec)) {
@@ -395,9 +435,9 @@ Dataset load_dataset(const std::string& dir, Split split, int64_t channels, int6
   VIT_CHECK(!fs::is_directory(other_folder, ec), "data", "{}: found {}/ but no {}/ folder for the {} split", dir,
             other_folder, train ? "train" : "test (or val)", split_name);
   fail("data",
-       "{}: not a dataset directory (expected MNIST IDX files, CIFAR-10 batches, or {}/<class>/ image "
-       "folders)",
-       dir, train ? "train" : "test");
+       "{}: not a dataset directory (expected MNIST IDX files, CIFAR-10 batches, {}/<class>/ image "
+       "folders or {}-*.tar shards)",
+       dir, train ? "train" : "test", train ? "train" : "test");
 }
 
 std::vector<std::string> map_classes(Dataset& d, const std::vector<std::string>& known, const std::string& whose) {

@@ -19,6 +19,12 @@ namespace vit::data {
 // transform (shorter side, centre crop, PIL's filters), as `vit predict` does.
 using ImageShaper = std::function<Image(const Image&)>;
 
+// Where one image of a sharded dataset lies: shard index, byte offset and size of its file.
+struct ShardMember {
+  uint32_t shard = 0;
+  uint64_t offset = 0, size = 0;
+};
+
 struct Dataset {
   int64_t channels = 0, height = 0, width = 0;
   std::vector<uint8_t> pixels;  // (N, C, H, W); empty when streamed
@@ -26,6 +32,11 @@ struct Dataset {
   // A streamed image folder: the image files (N), decoded when a batch needs them (read()), with
   // the pixel limit they were listed under; pixels stay empty.
   std::vector<std::string> files;
+  // A dataset read from WebDataset tar shards (data/shards.h): the shard files and, per image, where
+  // its encoded bytes lie in them. Kept when the images are decoded into memory too: which shard an
+  // image came from decides which rank reads it (data/epoch_plan.h).
+  std::vector<std::string> shards;
+  std::vector<ShardMember> members;
   int64_t max_pixels = kDefaultMaxPixels;
   ImageShaper shaper;  // an image folder's, when not the default (read() applies it too)
   std::vector<std::string> class_names;
@@ -37,7 +48,8 @@ struct Dataset {
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
   int64_t num_classes() const { return static_cast<int64_t>(class_names.size()); }
   int64_t image_bytes() const { return channels * height * width; }
-  bool streamed() const { return !files.empty(); }
+  bool streamed() const { return pixels.empty() && (!files.empty() || !members.empty()); }
+  bool sharded() const { return !members.empty(); }
   // Image i of a dataset held in memory (not of a streamed one: read() serves both).
   const uint8_t* image(int64_t i) const { return pixels.data() + i * image_bytes(); }
   // Image i (C, H, W) into out (image_bytes()): copied, or decoded from its file, converted to
@@ -47,12 +59,18 @@ struct Dataset {
   // Image i before it was resized: a streamed folder's photo decoded and converted to `channels`,
   // else the image held (C, H, W).
   Image original(int64_t i) const;
+  // Image i's file as it was read (before conversion): a folder's file or a shard's member decoded.
+  Image decoded(int64_t i) const;
+  // "PATH" of a folder's image, "SHARD (the file at byte N)" of a shard's.
+  std::string image_name(int64_t i) const;
 };
 
 // Where an image folder's images live: decoded once into memory, or streamed from disk batch by
 // batch; Auto streams a folder whose decoded images would take more than kStreamAboveBytes.
 enum class Residency { Auto, Memory, Stream };
 inline constexpr double kStreamAboveBytes = 256.0 * 1024 * 1024;
+// Whether images that take `decoded_bytes` decoded are streamed under `residency`.
+bool streams(double decoded_bytes, Residency residency);
 // "auto", "memory", "stream" (the --data-residency values); throws naming the flag for others.
 Residency parse_residency(const std::string& text);
 // The --data-residency and --loader-threads help of every command that reads image folders.
@@ -88,6 +106,10 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
 // The images at `indices` (in that order, repeats allowed) as a dataset of their own named
 // `source`: same image shape and class names. Throws on an index out of range.
 Dataset subset(const Dataset& d, const std::vector<int64_t>& indices, std::string source);
+
+// The class names of a names file (classes.txt: one per line, blank lines ignored, each name once);
+// empty when there is no such file.
+std::vector<std::string> read_names_file(const std::string& file);
 
 enum class Split { Train, Test };
 // A dataset directory of any of the three kinds, detected by its contents:

@@ -394,6 +394,12 @@ BatchLoader::BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> 
   consumed_ = options_.first;
   VIT_CHECK(options_.parts >= 1 && options_.part >= 0 && options_.part < options_.parts, "data",
             "part {} of {} is not a share of a batch", options_.part, options_.parts);
+  VIT_CHECK(options_.bounds.empty() || options_.bounds.size() == batches_.size(), "data",
+            "{} batches but row bounds for {}", batches_.size(), options_.bounds.size());
+  for (const auto& b : options_.bounds) {
+    VIT_CHECK(static_cast<int64_t>(b.size()) == options_.parts + 1, "data", "row bounds for {} ranks, not {}",
+              static_cast<int64_t>(b.size()) - 1, options_.parts);
+  }
   worker_ = std::thread([this] { work(); });
 }
 
@@ -410,9 +416,12 @@ void BatchLoader::work() {
   try {
     for (size_t i = options_.first; i < batches_.size(); ++i) {
       const auto size = static_cast<int64_t>(batches_[i].size());
+      const auto part = static_cast<size_t>(options_.part);
+      const BatchSlice slice = options_.bounds.empty()
+                                   ? BatchSlice::share(size, options_.part, options_.parts)
+                                   : BatchSlice{options_.bounds[i][part], options_.bounds[i][part + 1]};
       Batch batch = make_batch(data_, batches_[i], options_.augment, options_.norm, options_.train,
-                               mix_seed(options_.seed, static_cast<uint64_t>(options_.epoch) + 1, i + 1),
-                               BatchSlice::share(size, options_.part, options_.parts));
+                               mix_seed(options_.seed, static_cast<uint64_t>(options_.epoch) + 1, i + 1), slice);
       std::unique_lock<std::mutex> lock(mutex_);
       space_.wait(lock, [this] { return stop_ || queue_.size() < options_.prefetch; });
       if (stop_) return;

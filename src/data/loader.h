@@ -128,6 +128,9 @@ struct LoaderOptions {
   size_t prefetch = 3;          // batches prepared ahead of the consumer (at least 1)
   size_t first = 0;             // the epoch's first batches to skip (resuming mid-epoch)
   int64_t part = 0, parts = 1;  // this rank's share of every batch (BatchSlice::share)
+  // Sharded datasets: per batch, where each rank's rows start (EpochPlan::bounds, parts + 1 offsets);
+  // empty: BatchSlice::share.
+  std::vector<std::vector<int64_t>> bounds = {};
 };
 
 // Prepares the batches of one epoch on a background thread, `prefetch` ahead of the consumer.

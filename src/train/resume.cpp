@@ -171,6 +171,18 @@ uint64_t hash_dataset(const data::Dataset& d, uint64_t h) {
     h = hash_bytes(reinterpret_cast<const uint8_t*>(name.data()), name.size(), h);
     h = hash_bytes(reinterpret_cast<const uint8_t*>(&bytes), sizeof(bytes), h);
   }
+  // Shards by their names (a moved folder is the same data) and sizes, and where each image lies in them.
+  for (const std::string& shard : d.shards) {
+    const std::string name = std::filesystem::path(shard).filename().string();
+    std::error_code ec;
+    const uint64_t bytes = std::filesystem::file_size(shard, ec);
+    h = hash_bytes(reinterpret_cast<const uint8_t*>(name.data()), name.size(), h);
+    h = hash_bytes(reinterpret_cast<const uint8_t*>(&bytes), sizeof(bytes), h);
+  }
+  for (const data::ShardMember& m : d.members) {
+    const uint64_t where[3] = {m.shard, m.offset, m.size};
+    h = hash_bytes(reinterpret_cast<const uint8_t*>(where), sizeof(where), h);
+  }
   return hash_bytes(reinterpret_cast<const uint8_t*>(d.labels.data()), d.labels.size() * sizeof(int64_t), h);
 }
 

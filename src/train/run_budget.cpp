@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "data/epoch_plan.h"
 #include "io/safetensors.h"
 #include "train/budget.h"
 
@@ -15,8 +16,10 @@ namespace fs = std::filesystem;
 double fit_budget(Run& run, DataParallel& parallel) {
   TrainConfig& c = run.config;
   const double budget = c.time_budget;
-  auto batches = data::epoch_batches(run.data.train.size(), c.batch_size, true, true, c.seed, 0);
+  data::EpochPlan planned = data::plan_epoch(run.data.train, c.batch_size, true, true, c.seed, 0, run.comm.size());
+  auto& batches = planned.batches;
   batches.resize(std::min<size_t>(batches.size(), 64));
+  if (!planned.bounds.empty()) planned.bounds.resize(batches.size());
   data::BatchLoader loader(run.data.train, batches,
                            {.augment = c.augment,
                             .norm = run.data.norm,
@@ -24,7 +27,8 @@ double fit_budget(Run& run, DataParallel& parallel) {
                             .seed = c.seed,
                             .epoch = 0,
                             .part = run.comm.rank(),
-                            .parts = run.comm.size()});
+                            .parts = run.comm.size(),
+                            .bounds = planned.bounds});
   run.model->train();
   constexpr int64_t kMinTimed = 5;
   // The first two batches warm caches and the allocator: untimed, unless there are too few.

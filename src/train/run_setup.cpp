@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "data/epoch_plan.h"
 #include "data/loader.h"
 #include "infer/request.h"
 #include "kernels/gemm/bf16_gemm.h"
@@ -199,8 +200,8 @@ std::string workers_str(const Run& run) {
 
 void plan(Run& run) {
   TrainConfig& c = run.config;
-  run.steps_per_epoch =
-      static_cast<int64_t>(data::epoch_batches(run.data.train.size(), c.batch_size, true, true, c.seed, 0).size());
+  run.steps_per_epoch = static_cast<int64_t>(
+      data::plan_epoch(run.data.train, c.batch_size, true, true, c.seed, 0, run.comm.size()).batches.size());
   if (c.steps > 0) set_steps(run, c.steps);
   run.total_steps = c.steps > 0 ? c.steps : run.steps_per_epoch * c.epochs;
   run.warmup_steps = static_cast<int64_t>(std::llround(c.warmup_epochs * static_cast<double>(run.steps_per_epoch)));

@@ -6,7 +6,9 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 
+#include "data/epoch_plan.h"
 #include "infer/request.h"
 #include "train/data_parallel.h"
 #include "train/epoch_end.h"
@@ -86,10 +88,27 @@ EpochResult train_epoch(Run& run, DataParallel& parallel, const StopSignals& sig
   int64_t batch_index = run.first_batch;
   run.first_batch = 0;
   run.model->train();
-  auto batches = data::epoch_batches(run.data.train.size(), c.batch_size, true, true, c.seed, epoch);
+  data::EpochPlan planned = data::plan_epoch(run.data.train, c.batch_size, true, true, c.seed, epoch, run.comm.size());
+  if (run.data.train.sharded() && run.comm.distributed() && epoch == run.start_epoch) {
+    // Each rank says which shards it reads (the first epoch it runs: they are dealt again every epoch).
+    const std::vector<uint32_t> mine =
+        data::rank_shards(run.data.train, true, c.seed, epoch, run.comm.rank(), run.comm.size());
+    std::string names;
+    for (const uint32_t s : mine) {
+      names += (names.empty() ? "" : " ") + std::filesystem::path(run.data.train.shards[s]).filename().string();
+    }
+    // (stderr for the other ranks: only the lead's stdout is kept)
+    std::fprintf(run.lead() ? stdout : stderr, "shards: rank %d of %d reads %zu of the %zu shards in epoch %ld: %s\n",
+                 run.comm.rank(), run.comm.size(), mine.size(), run.data.train.shards.size(), epoch + 1, names.c_str());
+    std::fflush(run.lead() ? stdout : stderr);
+  }
+  auto& batches = planned.batches;
   // A schedule in steps ends inside its last epoch.
   const int64_t left = run.total_steps - epoch * run.steps_per_epoch;
-  if (left < static_cast<int64_t>(batches.size())) batches.resize(static_cast<size_t>(std::max<int64_t>(left, 0)));
+  if (left < static_cast<int64_t>(batches.size())) {
+    batches.resize(static_cast<size_t>(std::max<int64_t>(left, 0)));
+    if (!planned.bounds.empty()) planned.bounds.resize(batches.size());
+  }
   data::BatchLoader loader(run.data.train, std::move(batches),
                            {.augment = c.augment,
                             .norm = run.data.norm,
@@ -98,7 +117,8 @@ EpochResult train_epoch(Run& run, DataParallel& parallel, const StopSignals& sig
                             .epoch = epoch,
                             .first = static_cast<size_t>(batch_index),
                             .part = run.comm.rank(),
-                            .parts = run.comm.size()});
+                            .parts = run.comm.size(),
+                            .bounds = std::move(planned.bounds)});
   Progress progress(run.bar, fmt::format("epoch {}/{}", epoch + 1, c.epochs), loader.num_batches());
   auto mid_epoch_info = [&] {
     return checkpoint_info(run, epoch, batch_index,

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "checkpoint/checkpoint.h"
@@ -284,6 +286,40 @@ TEST(Mpi, RanksWithDifferentFlagsOrDataAreRefused) {
   EXPECT_NE(data.out.find("rank 1 (pid"), std::string::npos) << data.out;
   EXPECT_NE(data.out.find("data: "), std::string::npos) << data.out;
   EXPECT_NE(data.out.find("differ from rank 0's"), std::string::npos) << data.out;
+}
+
+// `vit shard` then `mpirun -np 2 vit train` over the shards: each rank reads its own shards (the
+// two lists are disjoint and cover the set), and the job trains every image of an epoch (the data
+// layer's test counts the images each rank's rows hold: tests/data/shards_test.cpp).
+TEST(Mpi, TwoRanksReadDisjointShards) {
+  TempDir dir;
+  write_photo_folder(dir.file("photos"), 2, 24, 4, 12, 12);
+  const CommandResult made = vit("shard " + dir.file("photos") + " " + dir.file("shards") + " --shard-size 6");
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  EXPECT_NE(made.out.find("train: 48 samples in " + dir.file("shards/train-{000000..000007}.tar (8 shards)")),
+            std::string::npos)
+      << made.out;
+  const CommandResult r = mpirun("train --data " + dir.file("shards") +
+                                 " --preset vit_digits --image-size 12 --patch-size 4 --epochs 2 --batch-size 8 "
+                                 "--threads 1 --plain --out " +
+                                 dir.file("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("48 training / 8 test images"), std::string::npos) << r.out;
+  std::set<std::string> seen;
+  size_t lines = 0;
+  for (const int rank : {0, 1}) {
+    const std::string head = "shards: rank " + std::to_string(rank) + " of 2 reads ";
+    const size_t at = r.out.find(head);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const size_t colon = r.out.find(": ", at + head.size()), end = r.out.find('\n', at);
+    std::istringstream names(r.out.substr(colon + 2, end - colon - 2));
+    for (std::string name; names >> name; ++lines) {
+      EXPECT_TRUE(seen.insert(name).second) << name << " read by both ranks\n" << r.out;
+    }
+  }
+  EXPECT_EQ(seen.size(), 8u) << r.out;
+  EXPECT_EQ(lines, 8u);
+  EXPECT_TRUE(fs::exists(dir.file("run/last.safetensors")));
 }
 
 // Commands that do not run as one job are refused under mpirun, once (not once per rank), before

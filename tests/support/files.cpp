@@ -8,6 +8,8 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "data/image.h"
+
 namespace vit::testing {
 
 TempDir::TempDir() {
@@ -90,6 +92,26 @@ void write_toy_mnist(const std::string& dir, int64_t train, int64_t test, int64_
     write_bytes(dir + "/" + prefix + "-images-idx3-ubyte", images);
     write_bytes(dir + "/" + prefix + "-labels-idx1-ubyte", idx_labels(labels));
   }
+}
+
+int64_t write_photo_folder(const std::string& dir, int64_t classes, int64_t train, int64_t test, int64_t height,
+                           int64_t width, const std::string& ext) {
+  int64_t written = 0;
+  for (const auto& [split, n] : {std::pair<std::string, int64_t>{"train", train}, {"test", test}}) {
+    for (int64_t k = 0; k < classes; ++k) {
+      const std::string folder = dir + "/" + split + "/c" + std::to_string(k);
+      std::filesystem::create_directories(folder);
+      for (int64_t i = 0; i < n; ++i) {
+        data::Image image{3, height, width, std::vector<uint8_t>(static_cast<size_t>(3 * height * width))};
+        for (size_t p = 0; p < image.pixels.size(); ++p) {
+          image.pixels[p] = static_cast<uint8_t>((k * 50 + i * 7 + static_cast<int64_t>(p)) % 256);
+        }
+        data::write_image(folder + "/i" + std::to_string(i) + "." + ext, image);
+        ++written;
+      }
+    }
+  }
+  return written;
 }
 
 }  // namespace vit::testing

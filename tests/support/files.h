@@ -32,4 +32,11 @@ std::vector<uint8_t> idx_labels(const std::vector<uint8_t>& labels);
 // label k is a texture: bright horizontal stripes every k + 2 rows, over faint noise.
 void write_toy_mnist(const std::string& dir, int64_t train, int64_t test, int64_t size = 28);
 
+// An image folder dataset under dir: train/cK/iN.EXT and test/cK/iN.EXT for `classes` classes
+// (c0, c1, ...), `train`/`test` images per class, each 3 x height x width with pixel p of image N
+// of class K = (K * 50 + N * 7 + p) % 256 (so every image differs), written as PNG, JPEG or BMP by
+// `ext`. Returns the number of images written.
+int64_t write_photo_folder(const std::string& dir, int64_t classes, int64_t train, int64_t test, int64_t height,
+                           int64_t width, const std::string& ext = "png");
+
 }  // namespace vit::testing
