@@ -10,6 +10,7 @@
 #include "cli/validators.h"
 #include "kernels/cpu_features.h"
 #include "perf/allreduce_benchmark.h"
+#include "perf/loader_benchmark.h"
 #include "perf/model_benchmark.h"
 
 namespace vit::cli {
@@ -22,6 +23,9 @@ void add_bench_command(CLI::App& app) {
     bool json = false;
     bool allreduce = false;
     std::string isa;
+    std::string data;
+    double rrc_scale = 0.08;
+    int64_t loader_threads = 0;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("bench", "time inference (or a training step with --train) of a preset");
@@ -57,8 +61,36 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--allreduce", o->allreduce,
                 "under mpirun: time the sum over the ranks (the gradient allreduce) of 64 KB to 64 MB, with the bus "
                 "bandwidth achieved");
-  cmd->callback([o, preset, model_flags] {
+  cmd->add_option("--data", o->data,
+                  "time the input pipeline alone on this dataset's training split (an image folder or shards): "
+                  "decode, random resized crop, flip and normalise at the model's size by the loader threads, no "
+                  "model; images/s (--batch: 64 unless given)");
+  cmd->add_option("--rrc-scale", o->rrc_scale, "with --data: the random resized crop's smallest area (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--loader-threads", o->loader_threads, data::kLoaderThreadsHelp)
+      ->check(CLI::Range(int64_t{0}, data::kMaxLoaderThreads));
+  CLI::Option* batch_given = cmd->get_option("--batch");
+  cmd->callback([o, preset, model_flags, batch_given] {
     set_threads(o->threads);
+    if (!o->data.empty()) {
+      data::set_loader_threads(o->loader_threads);
+      const model::ViTConfig m = model_flags->config(o->preset, preset->count() > 0);
+      perf::LoaderBenchmarkConfig c{.data_dir = o->data,
+                                    .channels = m.in_channels,
+                                    .size = m.image_size,
+                                    .batch = batch_given->count() > 0 ? o->config.batch : 64,
+                                    .batches = o->config.iters,
+                                    .warmup = o->config.warmup};
+      c.augment.hflip = true;
+      c.augment.rrc_scale = o->rrc_scale;
+      const perf::LoaderBenchmarkResult r = perf::time_loader(c);
+      std::printf("loader: %s at %ldx%ldx%ld (random resized crop %g-1, flip), batch %ld, %d loader threads\n",
+                  r.source.c_str(), c.channels, c.size, c.size, c.augment.rrc_scale, c.batch, r.loader_threads);
+      std::printf("  %.1f images/s (%ld images in %.2f s after %ld warm-up batches)\n", r.images_per_s, r.images,
+                  r.seconds, c.warmup);
+      return;
+    }
     if (!o->isa.empty()) kernels::set_isa_limit(kernels::parse_isa(o->isa, "--isa"));
     if (o->allreduce) {
       distributed::Comm& comm = distributed::Comm::world();

@@ -4,6 +4,7 @@
 // file in its errors.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -61,6 +62,12 @@ struct Dataset {
   Image original(int64_t i) const;
   // Image i's file as it was read (before conversion): a folder's file or a shard's member decoded.
   Image decoded(int64_t i) const;
+  // Its encoded bytes (a folder's file, a shard's member).
+  std::vector<uint8_t> encoded(int64_t i) const;
+  // A streamed image's box (top, left, height, width, drawn by `draw` from the photo's full height
+  // and width) converted to `channels` and resized to the dataset's size; the JPEG decoded at the
+  // smallest DCT scale that keeps the box at least that size (decode_image_reduced).
+  Image cropped(int64_t i, const std::function<std::array<int64_t, 4>(int64_t height, int64_t width)>& draw) const;
   // "PATH" of a folder's image, "SHARD (the file at byte N)" of a shard's.
   std::string image_name(int64_t i) const;
 };

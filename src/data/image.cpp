@@ -120,8 +120,11 @@ bool has_adobe_marker(const uint8_t* bytes, size_t size) {
   return false;
 }
 
+// min_height/min_width > 0: decoded at libjpeg-turbo's smallest DCT scaling (at most 1) that still
+// gives that many pixels (decode_image_reduced).
 template <typename CheckSize>
-Image decode_jpeg(const uint8_t* bytes, size_t size, const std::string& name, CheckSize check_size) {
+Image decode_jpeg(const uint8_t* bytes, size_t size, const std::string& name, CheckSize check_size,
+                  int64_t min_height = 0, int64_t min_width = 0) {
   std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitDecompress(), tjDestroy);
   VIT_CHECK(handle != nullptr, "image", "{}: cannot start the JPEG decoder", name);
   const bool truncated = !has_end_marker(bytes, size);
@@ -138,6 +141,19 @@ Image decode_jpeg(const uint8_t* bytes, size_t size, const std::string& name, Ch
   VIT_CHECK(w > 0 && h > 0, "image", "{}: cannot decode ({} JPEG: no image header (SOF) {})", name,
             truncated ? "truncated" : "corrupt", truncated ? "before the data ends" : "before its end-of-image marker");
   check_size(w, h);
+  if (min_height > 0 || min_width > 0) {
+    int factors = 0;
+    const tjscalingfactor* f = tjGetScalingFactors(&factors);
+    const int full_w = w, full_h = h;
+    for (int i = 0; f && i < factors; ++i) {
+      if (f[i].num > f[i].denom) continue;  // never enlarge
+      const int sw = TJSCALED(full_w, f[i]), sh = TJSCALED(full_h, f[i]);
+      if (sw >= min_width && sh >= min_height && static_cast<int64_t>(sw) * sh < static_cast<int64_t>(w) * h) {
+        w = sw;
+        h = sh;
+      }
+    }
+  }
   const bool grey = colorspace == TJCS_GRAY;
   // CMYK (and YCCK) JPEGs, as print workflows write them, decode as CMYK and are converted to RGB
   // as Pillow does (R = (255 - C)(255 - K) / 255); Adobe's files store the inks inverted.
@@ -170,10 +186,11 @@ Image decode_jpeg(const uint8_t* bytes, size_t size, const std::string& name, Ch
   image.height = h;
   image.width = w;
   image.pixels.resize(interleaved.size());
-  for (int64_t y = 0; y < h; ++y) {
-    for (int64_t x = 0; x < w; ++x) {
-      for (int64_t ch = 0; ch < c; ++ch) image.pixels[(ch * h + y) * w + x] = interleaved[(y * w + x) * c + ch];
-    }
+  const int64_t plane = static_cast<int64_t>(w) * h;
+  for (int64_t ch = 0; ch < c; ++ch) {  // interleaved -> planar, plane by plane
+    uint8_t* dst = image.pixels.data() + ch * plane;
+    const uint8_t* src = interleaved.data() + ch;
+    for (int64_t i = 0; i < plane; ++i) dst[i] = src[i * c];
   }
   return image;
 }
@@ -181,6 +198,11 @@ Image decode_jpeg(const uint8_t* bytes, size_t size, const std::string& name, Ch
 }  // namespace
 
 Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels) {
+  return decode_image_reduced(bytes, size, name, max_pixels, 0, 0);
+}
+
+Image decode_image_reduced(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels,
+                           int64_t min_height, int64_t min_width) {
   VIT_CHECK(size > 0, "image", "{}: the file is empty (0 bytes)", name);
   VIT_CHECK(size <= static_cast<size_t>(INT32_MAX), "image", "{}: too large ({} bytes; at most 2 GiB)", name, size);
   size_t jpeg_start = 0;
@@ -194,7 +216,8 @@ Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, i
   };
   if (std::string_view(format) == "jpeg") {
     check_jpeg_segments(bytes, size, jpeg_start, name);
-    return decode_jpeg(bytes, size, name, check_size);
+    return decode_jpeg(bytes, size, name, check_size, std::max<int64_t>(min_height, 0),
+                       std::max<int64_t>(min_width, 0));
   }
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(bytes, static_cast<int>(size), &w, &h, &c)) {
@@ -242,7 +265,7 @@ ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::stri
   return {c, h, w};
 }
 
-Image read_image(const std::string& path, int64_t max_pixels) {
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
   std::error_code ec;
   VIT_CHECK(std::filesystem::is_regular_file(path, ec), "image", "{}: cannot open (no such file, or not a file)", path);
   const auto bytes_on_disk = std::filesystem::file_size(path, ec);
@@ -250,7 +273,15 @@ Image read_image(const std::string& path, int64_t max_pixels) {
             "{}: {} bytes is too large for an image file", path, bytes_on_disk);
   std::ifstream in(path, std::ios::binary);
   VIT_CHECK(in.good(), "image", "{}: cannot open", path);
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes(static_cast<size_t>(bytes_on_disk));
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  VIT_CHECK(!in.bad() && in.gcount() == static_cast<std::streamsize>(bytes.size()), "image",
+            "{}: cannot read its {} bytes (changed while read?)", path, bytes.size());
+  return bytes;
+}
+
+Image read_image(const std::string& path, int64_t max_pixels) {
+  const std::vector<uint8_t> bytes = read_file_bytes(path);
   return decode_image(bytes.data(), bytes.size(), path, max_pixels);
 }
 
@@ -258,6 +289,11 @@ Image convert_channels(const Image& image, int64_t channels) {
   VIT_CHECK(channels == 1 || channels == 3, "image", "can convert to 1 or 3 channels, not {}", channels);
   const int64_t plane = image.height * image.width;
   const int64_t colour = image.channels >= 3 ? 3 : 1;  // ignore alpha
+  if (image.channels == channels) return image;
+  if (channels == 3 && colour == 3) {  // alpha dropped: the first three planes
+    return Image{3, image.height, image.width,
+                 std::vector<uint8_t>(image.pixels.begin(), image.pixels.begin() + 3 * plane)};
+  }
   Image out{channels, image.height, image.width, std::vector<uint8_t>(static_cast<size_t>(channels * plane))};
   for (int64_t i = 0; i < plane; ++i) {
     if (channels == 1) {

@@ -21,6 +21,14 @@ inline constexpr int64_t kDefaultMaxPixels = 64ll * 1024 * 1024;  // decompressi
 // Throws "[image] FILE: ..." if the file is missing, not an image, or larger than max_pixels.
 Image read_image(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
 Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels = kDefaultMaxPixels);
+// A JPEG decoded at libjpeg-turbo's smallest DCT scaling (7/8, 3/4, ... 1/8 of each side) that
+// still gives at least min_height x min_width pixels: the inverse DCT and colour conversion of
+// the pixels not wanted are never done (at 1/2, a quarter of them). PNG and BMP decode whole. For
+// training, which shrinks the image anyway; evaluation decodes whole, as PIL does.
+Image decode_image_reduced(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels,
+                           int64_t min_height, int64_t min_width);
+// An image file's bytes ("[image] PATH: ..." if it cannot be read).
+std::vector<uint8_t> read_file_bytes(const std::string& path);
 // What an image's header says, without decoding it (a server sizes the decode first): the
 // channels decode_image gives, height, width. Throws as decode_image does for a file it cannot read.
 struct ImageHeader {

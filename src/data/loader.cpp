@@ -83,6 +83,20 @@ void fill_image(const Dataset& d, const uint8_t* src, const AugmentConfig& aug, 
   for (int64_t c = 0; c < C; ++c) {
     const uint8_t* plane = src + c * H * W;
     const double mean = norm.mean[c], std = norm.std[c];
+    if (identity && crop_dx == 0 && crop_dy == 0) {  // each pixel value's normalised float, by table
+      float table[256];
+      for (int v = 0; v < 256; ++v) table[v] = static_cast<float>((static_cast<float>(v) / 255.0f - mean) / std);
+      for (int64_t y = 0; y < H; ++y) {
+        const uint8_t* row = plane + y * W;
+        float* dst = out + (c * H + y) * W;
+        if (flip) {
+          for (int64_t x = 0; x < W; ++x) dst[x] = table[row[W - 1 - x]];
+        } else {
+          for (int64_t x = 0; x < W; ++x) dst[x] = table[row[x]];
+        }
+      }
+      continue;
+    }
     auto pixel = [&](int64_t y, int64_t x) -> double {
       return (y >= 0 && y < H && x >= 0 && x < W) ? plane[y * W + x] : 0.0;
     };
@@ -291,8 +305,15 @@ Batch make_batch(const Dataset& d, const std::vector<int64_t>& indices, const Au
         pixels.resize(static_cast<size_t>(d.image_bytes()));
         return d.read(indices[b], pixels.data());
       }
-      const Image photo = d.original(indices[b]);
       Generator gen(mix_seed(key, 0x5252C, static_cast<uint64_t>(b)));
+      if (d.streamed()) {  // the photo's box, decoded no larger than it needs (DCT scaling)
+        pixels = d.cropped(indices[b], [&](int64_t h, int64_t w) {
+                    const CropBox box = random_resized_box(h, w, aug.rrc_scale, gen);
+                    return std::array<int64_t, 4>{box.top, box.left, box.height, box.width};
+                  }).pixels;
+        return;
+      }
+      const Image photo = d.original(indices[b]);
       const CropBox box = random_resized_box(photo.height, photo.width, aug.rrc_scale, gen);
       Image part{photo.channels, box.height, box.width,
                  std::vector<uint8_t>(static_cast<size_t>(photo.channels * box.height * box.width))};
@@ -313,10 +334,12 @@ Batch make_batch(const Dataset& d, const std::vector<int64_t>& indices, const Au
     Generator gen(mix_seed(key, 0x1A6E, static_cast<uint64_t>(b)));
     fill_image(d, source[static_cast<size_t>(b)], aug, norm, train, gen, dst);
   };
-  for (int64_t b = begin; b < end; ++b) {
-    fill_row(b, out + (b - begin) * image);
-    labels[b - begin] = d.labels[indices[b]];
+  if (d.streamed() || crop) {  // rows augmented by the loader threads too (each from its own stream)
+    on_loader_threads(end - begin, [&](int64_t j) { fill_row(begin + j, out + j * image); });
+  } else {
+    for (int64_t b = begin; b < end; ++b) fill_row(b, out + (b - begin) * image);
   }
+  for (int64_t b = begin; b < end; ++b) labels[b - begin] = d.labels[indices[b]];
   batch.targets = Tensor::from_data(labels, {n});
   if (mixed) {
     // Row b is mixed with row B-1-b of the global batch (timm's flipped batch); partners outside

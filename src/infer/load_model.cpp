@@ -56,6 +56,18 @@ std::string with_source_keys(std::string message, const std::map<std::string, st
 
 }  // namespace
 
+Preprocess at_size(Preprocess p, int64_t size) {
+  const int64_t crop = p.crop > 0 ? p.crop : p.resize;
+  if (crop != size && crop > 0) {
+    p.resize = static_cast<int64_t>(
+        std::llround(static_cast<double>(p.resize) * static_cast<double>(size) / static_cast<double>(crop)));
+    p.crop = p.crop > 0 || !p.square ? size : 0;
+  } else if (p.crop == 0 && !p.square) {
+    p.crop = size;  // the shorter side alone: cropped to the model's square
+  }
+  return p;
+}
+
 std::string preprocess_json(const Preprocess& p) {
   return nlohmann::json{{"resize", p.resize}, {"square", p.square}, {"crop", p.crop}, {"filter", filter_name(p.filter)},
                         {"mean", p.mean},     {"std", p.std}}

@@ -66,6 +66,11 @@ checkpoint::CheckpointInfo checkpoint_info(const LoadedModel& m);
 
 // A Preprocess as the "preprocess" metadata of a checkpoint records it (checkpoint.h).
 std::string preprocess_json(const Preprocess& p);
+// The "preprocess" metadata of a checkpoint read back, every field checked ("[checkpoint] PATH: ...").
+Preprocess parse_preprocess(const std::string& text, int64_t channels, const std::string& path);
+// A model's evaluation transform for another input size: the crop becomes `size` and the resize
+// keeps its ratio to the crop (timm's crop_pct: 256/224 stays 256/224).
+Preprocess at_size(Preprocess p, int64_t size);
 
 // The 1000 ImageNet-1k class names (torchvision's category names).
 const std::vector<std::string>& imagenet_class_names();

@@ -3,12 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
+#include "infer/load_model.h"
 #include "infer/model_source.h"
 
 namespace vit::infer {
-namespace {
 
-// The "preprocess" metadata of a checkpoint (checkpoint.h), every field checked.
 Preprocess parse_preprocess(const std::string& text, int64_t channels, const std::string& path) {
   Preprocess p;
   try {
@@ -38,6 +37,8 @@ Preprocess parse_preprocess(const std::string& text, int64_t channels, const std
   }
   return p;
 }
+
+namespace {
 
 // The evaluation transform a checkpoint records: its "preprocess" metadata, or (older files) a
 // square resize to the model's size with the recorded normalisation.

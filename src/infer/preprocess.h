@@ -11,10 +11,11 @@
 
 #include "core/tensor.h"
 #include "data/image.h"
+#include "data/resample.h"
 
 namespace vit::infer {
 
-enum class Filter { Bilinear, Bicubic };
+using Filter = data::Resample;
 Filter parse_filter(const std::string& name);  // "bilinear" | "bicubic"
 const char* filter_name(Filter filter);
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/fields.h"
+#include "infer/load_model.h"
 #include "train/budget.h"
 
 namespace vit::train {
@@ -31,6 +32,13 @@ void set_steps(Run& run, int64_t steps) {
 }
 
 checkpoint::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_t batch, std::string epoch_stats_json) {
+  std::string preprocess;
+  if (run.eval_transform) {
+    infer::Preprocess p = *run.eval_transform;
+    p.mean = run.data.norm.mean;
+    p.std = run.data.norm.std;
+    preprocess = infer::preprocess_json(p);
+  }
   return {run.config.model,
           run.config.to_json(),
           epoch,
@@ -42,7 +50,7 @@ checkpoint::CheckpointInfo checkpoint_info(const Run& run, int64_t epoch, int64_
           std::move(epoch_stats_json),
           run.data.fingerprint,
           "",
-          "",
+          std::move(preprocess),
           run.ema ? "ema" : "raw",
           "",
           "",

@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "distributed/comm.h"
+#include "infer/preprocess.h"
 #include "model/vision_transformer.h"
 #include "optim/optimizer.h"
 #include "train/benchmark_table.h"
@@ -81,6 +82,10 @@ struct Run {
   bool bar = false;      // a redrawn progress bar (terminal) instead of plain lines
   bool resumed = false;  // from the folder's last checkpoint
   RunData data;
+  // A fine-tuning run's evaluation transform: the --init model's (its resize, crop and filter at the
+  // run's image size), recorded in every checkpoint with the run's normalisation and used on an
+  // image folder's test split (as vit eval and vit predict shape photos); unset: squashed to the size.
+  std::optional<infer::Preprocess> eval_transform;
   std::unique_ptr<model::VisionTransformer> model;
   optim::NamedParameters params;
   optim::NamedParameters

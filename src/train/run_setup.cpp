@@ -14,6 +14,7 @@
 
 #include "data/epoch_plan.h"
 #include "data/loader.h"
+#include "infer/load_model.h"
 #include "infer/request.h"
 #include "kernels/gemm/bf16_gemm.h"
 #include "kernels/threads.h"
@@ -76,8 +77,20 @@ void load_data(Run& run, const checkpoint::LoadedCheckpoint* resumed, InitSource
   data::set_loader_threads(c.loader_threads);
   run.data.train =
       data::load_dataset(c.data_dir, data::Split::Train, mc.in_channels, mc.image_size, c.max_pixels, residency);
+  // Fine-tuning: the --init model's evaluation transform (a resumed run: the one its checkpoint records).
+  if (init) {
+    run.eval_transform = infer::at_size(init->loaded.preprocess, mc.image_size);
+  } else if (resumed && !resumed->info.preprocess_json.empty()) {
+    run.eval_transform = infer::parse_preprocess(resumed->info.preprocess_json, mc.in_channels, c.out_dir);
+  }
+  data::ImageShaper shaper;
+  if (run.eval_transform) {
+    shaper = [p = *run.eval_transform, channels = mc.in_channels](const data::Image& image) {
+      return infer::resize_and_crop(data::convert_channels(image, channels), p);
+    };
+  }
   run.data.test =
-      data::load_dataset(c.data_dir, data::Split::Test, mc.in_channels, mc.image_size, c.max_pixels, residency);
+      data::load_dataset(c.data_dir, data::Split::Test, mc.in_channels, mc.image_size, c.max_pixels, residency, shaper);
   for (const data::Dataset* d : {&run.data.train, &run.data.test}) {
     if (const std::string note = data::skipped_note(*d); !note.empty() && run.lead())
       std::fprintf(stderr, "note: %s\n", note.c_str());
