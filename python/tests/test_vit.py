@@ -117,6 +117,21 @@ def test_images_are_decoded_and_classified_as_vit_predict_does():
     np.testing.assert_allclose(m.predict(pixels[None])[0].argmax(), top[0]["index"])
 
 
+def test_the_same_image_is_the_same_tensor_as_vit_predict_gives():
+    # Model.load_image (the C++ facade's) against the tensor `vit predict --save-input` fed the model:
+    # bit for bit, for a timm classifier and a torchvision one (their own evaluation transforms).
+    image = os.path.join(GOLDEN, "preprocess", "chelsea.png")
+    for path in (TIMM, os.path.join(GOLDEN, "pth", "torchvision.pth")):
+        with tempfile.TemporaryDirectory() as d:
+            saved = os.path.join(d, "input.npy")
+            r = cli("predict", "--checkpoint", path, "--heads", "4", image, "--save-input", saved)
+            assert r.returncode == 0, r.stderr
+            given = np.load(saved)
+            pixels = vit.load(path, heads=4).load_image(image)
+            assert given.shape == (1,) + pixels.shape
+            assert np.array_equal(given[0], pixels), path
+
+
 def test_errors_are_vit_errors_with_the_commands_messages():
     with pytest.raises(vit.Error, match=r"\[file\] /nonexistent.safetensors: cannot open \(No such file"):
         vit.load("/nonexistent.safetensors")

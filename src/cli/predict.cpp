@@ -18,7 +18,7 @@ namespace {
 
 struct PredictOptions : LoadFlags {
   std::vector<std::string> images;
-  std::string tensor, out;
+  std::string tensor, out, save_input;
   int64_t top_k = 5, batch = 16;
   bool invert = false, overwrite = false;
 };
@@ -28,7 +28,11 @@ void add_predict_flags(CLI::App* cmd, PredictOptions& o) {
   cmd->add_option("images", o.images, "image files (PNG, JPEG, BMP, ...)");
   cmd->add_option("--tensor", o.tensor, "a float32 (B, C, H, W) .npy input instead of images");
   cmd->add_option("--out", o.out, "with --tensor: write the (B, K) float32 logits here as .npy");
-  cmd->add_flag("--overwrite", o.overwrite, "replace --out if it exists (never an input: the checkpoint, --tensor)");
+  cmd->add_option("--save-input", o.save_input,
+                  "with images: write the (B, C, H, W) float32 tensor the model was given (decoded and "
+                  "preprocessed) here as .npy, to compare preprocessing with another runtime");
+  cmd->add_flag("--overwrite", o.overwrite,
+                "replace --out / --save-input if it exists (never an input: the checkpoint, --tensor)");
   cmd->add_option("--top-k", o.top_k, "classes to show")->capture_default_str()->check(kPositive);
   cmd->add_option("--batch-size", o.batch, "images per forward pass")->capture_default_str()->check(kPositive);
   cmd->add_flag("--invert", o.invert, "invert grey levels (dark digits on light paper -> MNIST style)");
@@ -85,15 +89,18 @@ std::vector<size_t> read_chunk(const infer::Predictor& model, const PredictOptio
 
 // Image files in chunks of --batch-size: every image gets its answer or its error; a bad file does
 // not hide the good ones, and the command exits non-zero at the end if any image failed.
-void predict_images(infer::Predictor& model, const PredictOptions& o) {
+void predict_images(infer::Predictor& model, const PredictOptions& o, const OutputFile& input_file,
+                    const std::vector<InputFile>& inputs) {
   const int64_t C = model.config().in_channels, S = model.config().image_size;
   std::vector<std::string> failed;
+  std::vector<Tensor> given;  // --save-input: every decoded image's tensor, in order
   for (size_t start = 0; start < o.images.size(); start += static_cast<size_t>(o.batch)) {
     const size_t end = std::min(o.images.size(), start + static_cast<size_t>(o.batch));
     Tensor batch = Tensor::empty({static_cast<int64_t>(end - start), C, S, S});
     const std::vector<size_t> ok = read_chunk(model, o, start, end, batch, failed);
     if (ok.empty()) continue;
     const Tensor logits = model.predict(batch.slice(0, 0, static_cast<int64_t>(ok.size())));
+    if (!o.save_input.empty()) given.push_back(batch.slice(0, 0, static_cast<int64_t>(ok.size())).contiguous());
     const std::vector<std::vector<infer::ClassScore>> top = model.top_k(logits, o.top_k);
     for (size_t j = 0; j < ok.size(); ++j) {
       std::printf("%s\n", o.images[ok[j]].c_str());
@@ -104,17 +111,29 @@ void predict_images(infer::Predictor& model, const PredictOptions& o) {
     std::fflush(stdout);
   }
   if (failed.empty()) say_weights(model);
-  VIT_CHECK(failed.empty(), "predict", "{} of {} images could not be read: {}", failed.size(), o.images.size(),
-            fmt::join(failed, ", "));
+  VIT_CHECK(failed.empty(), "predict", "{} of {} images could not be read: {}{}", failed.size(), o.images.size(),
+            fmt::join(failed, ", "), o.save_input.empty() ? "" : " (--save-input not written)");
+  if (!o.save_input.empty()) {
+    check_output("predict", input_file, inputs, o.overwrite);  // again, just before writing
+    const Tensor all = cat(given, 0);
+    io::save_npy(o.save_input, all, o.overwrite ? Existing::Replace : Existing::Refuse);
+    std::printf("wrote %s: the input %s\n", o.save_input.c_str(), shape_str(all.shape()).c_str());
+  }
 }
 
 void run_predict(const PredictOptions& o) {
   VIT_CHECK(o.images.empty() != o.tensor.empty(), "predict", "give image files or --tensor FILE.npy (not both)");
   VIT_CHECK(o.out.empty() || !o.tensor.empty(), "predict", "--out writes logits of a --tensor input");
-  VIT_CHECK(!o.overwrite || !o.out.empty(), "predict", "--overwrite replaces --out: give --out too");
-  const std::vector<InputFile> inputs = {{"the checkpoint", o.checkpoint}, {"the --tensor input", o.tensor}};
+  VIT_CHECK(o.save_input.empty() || o.tensor.empty(), "predict",
+            "--save-input writes the tensor made of image files (a --tensor input is one already)");
+  VIT_CHECK(!o.overwrite || !o.out.empty() || !o.save_input.empty(), "predict",
+            "--overwrite replaces --out: give --out too");
+  std::vector<InputFile> inputs = {{"the checkpoint", o.checkpoint}, {"the --tensor input", o.tensor}};
+  for (const std::string& image : o.images) inputs.push_back({"an input image", image});
   const OutputFile out_file{"--out", o.out, "the .npy file", "--overwrite"};
+  const OutputFile input_file{"--save-input", o.save_input, "the .npy file", "--overwrite"};
   if (!o.out.empty()) check_output("predict", out_file, inputs, o.overwrite);  // before the model is loaded
+  if (!o.save_input.empty()) check_output("predict", input_file, inputs, o.overwrite);
   // The graph-free path; the model is only read from here on, so the mapped copy of every
   // packed weight can be dropped (resident memory ~1x the weights).
   infer::Predictor model = load_predictor(o, infer::Predictor::WeightPages::Release);
@@ -124,7 +143,7 @@ void run_predict(const PredictOptions& o) {
   if (!o.tensor.empty()) {
     predict_tensor(model, o, out_file, inputs);
   } else {
-    predict_images(model, o);
+    predict_images(model, o, input_file, inputs);
   }
 }
 
