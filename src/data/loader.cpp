@@ -8,6 +8,8 @@
 #include <numeric>
 #include <system_error>
 
+#include "data/auto_augment.h"
+
 namespace vit::data {
 namespace {
 
@@ -329,12 +331,19 @@ Batch make_batch(const Dataset& d, const std::vector<int64_t>& indices, const Au
   } else {
     for (int64_t b = 0; b < B; ++b) source[static_cast<size_t>(b)] = d.image(indices[b]);
   }
-  // Row b of the global batch, augmented from its own stream.
+  // Row b of the global batch, augmented from its own streams (the automatic policy's apart, so
+  // the other draws are the same with it or without).
+  const AutoAugment policy = train ? parse_auto_augment(aug.auto_augment) : AutoAugment{};
   auto fill_row = [&](int64_t b, float* dst) {
     Generator gen(mix_seed(key, 0x1A6E, static_cast<uint64_t>(b)));
-    fill_image(d, source[static_cast<size_t>(b)], aug, norm, train, gen, dst);
+    if (policy.kind == AutoAugment::Kind::None)
+      return fill_image(d, source[static_cast<size_t>(b)], aug, norm, train, gen, dst);
+    std::vector<uint8_t> pixels(source[static_cast<size_t>(b)], source[static_cast<size_t>(b)] + image);
+    Generator draws(mix_seed(key, 0xA07A, static_cast<uint64_t>(b)));
+    apply_auto_augment(policy, pixels.data(), d.channels, d.height, d.width, draws);
+    fill_image(d, pixels.data(), aug, norm, train, gen, dst);
   };
-  if (d.streamed() || crop) {  // rows augmented by the loader threads too (each from its own stream)
+  if (d.streamed() || crop || policy.kind != AutoAugment::Kind::None) {  // rows augmented by the loader threads too
     on_loader_threads(end - begin, [&](int64_t j) { fill_row(begin + j, out + j * image); });
   } else {
     for (int64_t b = begin; b < end; ++b) fill_row(b, out + (b - begin) * image);

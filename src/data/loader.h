@@ -32,9 +32,12 @@ struct AugmentConfig {
   // a box of [rrc_scale, 1] of the image's area and aspect in [3/4, 4/3], resized to the model's
   // size; from the original photo when the folder is streamed, else from the image held.
   double rrc_scale = 0.0;
+  // "" (none), "ta_wide" (TrivialAugmentWide) or "rand-mM-nN" (RandAugment): data/auto_augment.h,
+  // after the crop, before normalisation.
+  std::string auto_augment;
   bool any() const {
     return crop_padding > 0 || hflip || rotate_degrees > 0 || translate > 0 || scale_min != 1.0 || scale_max != 1.0 ||
-           mixup_alpha > 0 || cutmix_alpha > 0 || erase_prob > 0 || rrc_scale > 0;
+           mixup_alpha > 0 || cutmix_alpha > 0 || erase_prob > 0 || rrc_scale > 0 || !auto_augment.empty();
   }
   // Every field, in the order of the "augment" object of a saved training config (core/fields.h).
   template <class Visitor>
@@ -49,6 +52,7 @@ struct AugmentConfig {
     visit("cutmix_alpha", cutmix_alpha);
     visit("erase_prob", erase_prob, Presence::Optional);
     visit("rrc_scale", rrc_scale, Presence::Optional);
+    visit("auto_augment", auto_augment, Presence::Optional);
   }
 };
 

@@ -51,12 +51,22 @@ EpochReport end_epoch(Run& run, int64_t epoch, const EpochResult& e, const EvalR
   const double train_loss = s.seen ? s.loss_sum / static_cast<double>(s.seen) : NAN;
   const double train_acc = s.seen ? static_cast<double>(s.correct) / static_cast<double>(s.seen) : NAN;
   const double images_per_s = static_cast<double>(s.seen) / e.train_seconds;
-  nlohmann::ordered_json row = {
-      {"epoch", epoch + 1},     {"train_loss", train_loss},     {"train_acc", train_acc},
-      {"test_loss", eval.loss}, {"test_acc", eval.top1},        {"test_top5", eval.top5},
-      {"lr", run.opt->lr},      {"images_per_s", images_per_s}, {"seconds", epoch_seconds},
-      {"elapsed", elapsed},     {"skipped_steps", s.skipped},   {"step", run.step},
-      {"threads", run.threads}, {"ranks", run.comm.size()},     {"data_wait_seconds", e.data_wait}};
+  nlohmann::ordered_json row = {{"epoch", epoch + 1},
+                                {"train_loss", train_loss},
+                                {"train_acc", train_acc},
+                                {"test_loss", eval.loss},
+                                {"test_acc", eval.top1},
+                                {"test_top5", eval.top5},
+                                {"lr", run.opt->lr},
+                                {"images_per_s", images_per_s},
+                                {"seconds", epoch_seconds},
+                                {"elapsed", elapsed},
+                                {"skipped_steps", s.skipped},
+                                {"step", run.step},
+                                {"threads", run.threads},
+                                {"ranks", run.comm.size()},
+                                {"data_wait_seconds", e.data_wait},
+                                {"train_seconds", e.train_seconds}};
   if (run.lead()) append_line(run.files.metrics, row.dump());
   const char* set = c.val_split > 0 ? "val" : "test";
   std::printf("epoch %ld/%ld  train loss %.4f acc %.2f%%  %s loss %.4f acc %.2f%%  %.0f img/s  %.1fs (total %.1fs)\n",
@@ -160,6 +170,16 @@ void print_summary(const Run& run) {
                 run.best_epoch, 100 * result.best_test_accuracy, run.ema ? ", EMA weights as evaluated" : "");
   } else {
     std::printf(" wrote %s (last.safetensors; no epoch ended, so no best.safetensors)\n", c.out_dir.c_str());
+  }
+  // The loader's share of the training time over the whole run (every epoch's metrics row).
+  double waited = 0, trained = 0;
+  for (const nlohmann::json& row : read_metrics(run.files.metrics)) {
+    waited += row.value("data_wait_seconds", 0.0);
+    trained += row.value("train_seconds", 0.0);
+  }
+  if (trained > 0 && (run.data.train.streamed() || waited > 0.05 * trained)) {
+    std::printf("data: over the run the steps waited %.1f s of %.1f s of training for the loader (%.1f%%)\n", waited,
+                trained, 100.0 * waited / trained);
   }
   if (std::isfinite(result.final_raw_accuracy)) {
     std::printf(

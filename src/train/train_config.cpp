@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "data/auto_augment.h"
 #include "infer/request.h"
 #include "model/vit_config.h"
 #include "train/utf8.h"
@@ -73,6 +74,7 @@ void TrainConfig::validate() const {
             augment.erase_prob);
   VIT_CHECK(augment.rrc_scale >= 0 && augment.rrc_scale <= 1, op,
             "--rrc-scale must be in [0, 1] (0: off; timm's 0.08), got {}", augment.rrc_scale);
+  (void)data::parse_auto_augment(augment.auto_augment);
   VIT_CHECK(std::isfinite(layer_decay) && layer_decay > 0 && layer_decay <= 1, op,
             "--layer-decay must be in (0, 1] (1: off), got {}", layer_decay);
   VIT_CHECK(std::isfinite(head_lr) && head_lr >= 0, op, "--head-lr must be >= 0 (0: the --lr), got {}", head_lr);

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/parse.h"
+#include "data/auto_augment.h"
 #include "model/model_options.h"
 
 namespace vit::train {
@@ -175,6 +176,15 @@ std::vector<TrainOption> make_table() {
       "the image's area, aspect 3/4 to 4/3, resized to the model's size; from the original photo when the folder is "
       "streamed (0: off; timm's 0.08)",
       num(d.augment.rrc_scale), augment(&data::AugmentConfig::rrc_scale));
+  add("auto_augment", Arity::One,
+      "automatic augmentation after the crop and flip: ta_wide (torchvision's TrivialAugmentWide) or rand-mM-nN "
+      "(RandAugment: N operations at magnitude M of 0-30; rand = rand-m9-n2); none: off",
+      d.augment.auto_augment.empty() ? "none" : d.augment.auto_augment,
+      [](TrainConfig& c, const Values& v, const std::string& what) {
+        const std::string& text = one(v, what);
+        (void)data::parse_auto_augment(text, what);  // refused here, naming the flag
+        c.augment.auto_augment = text == "none" ? "" : text;
+      });
   add("no_augment", Arity::Flag, "turn all augmentation off", "");
   add("teacher", Arity::One,
       "DeiT distillation: a teacher checkpoint (any layout vit loads) whose predictions the student's distillation "
@@ -272,7 +282,7 @@ TrainConfig make_train_config(const TrainArgs& args) {
   exclude(args, "steps", "epochs");
   exclude(args, "steps", "time_budget");
   for (const char* a : {"rotate", "translate", "scale_min", "scale_max", "crop_padding", "hflip", "mixup", "cutmix",
-                        "erase", "rrc_scale"}) {
+                        "erase", "rrc_scale", "auto_augment"}) {
     exclude(args, a, "no_augment");  // augmentation asked for and turned off: not silently overridden
   }
   VIT_CHECK(args.has("mean") == args.has("std"), kOp, "{} needs {}", args.what(args.has("mean") ? "mean" : "std"),

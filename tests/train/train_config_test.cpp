@@ -25,7 +25,7 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("weight_decay":0.05,"momentum":0.9,"warmup_epochs":1.0,"label_smoothing":0.1,"clip_grad":1.0,)"
       R"("ema_decay":0.995,"seed":0,"skip_nonfinite":false,"eval_batch_size":500,"augment":{"crop_padding":0,)"
       R"("hflip":false,"rotate_degrees":8.0,"translate":0.08,"scale_min":0.92,"scale_max":1.08,"mixup_alpha":0.0,)"
-      R"("cutmix_alpha":0.0,"erase_prob":0.0,"rrc_scale":0.0},"milestones":[0.97,0.985],"time_budget":0.0,"steps":0,)"
+      R"("cutmix_alpha":0.0,"erase_prob":0.0,"rrc_scale":0.0,"auto_augment":""},"milestones":[0.97,0.985],"time_budget":0.0,"steps":0,)"
       R"("val_split":0,"schedule":[],)"
       R"("teacher":"","teacher_heads":0,"distillation":"hard","distill_alpha":0.5,"distill_tau":1.0,)"
       R"("precision":"fp32","init":"","init_notes":[],"new_head":false,"keep_head":false,"layer_decay":1.0,"head_lr":0.0,)"
@@ -48,7 +48,7 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
       R"("weight_decay":0.05,"momentum":0.9,"warmup_epochs":1.0,"label_smoothing":0.1,"clip_grad":0.0,)"
       R"("ema_decay":0.0,"seed":18446744073709551615,"skip_nonfinite":true,"eval_batch_size":500,)"
       R"("augment":{"crop_padding":4,"hflip":true,"rotate_degrees":0.0,"translate":0.0,"scale_min":1.0,)"
-      R"("scale_max":1.0,"mixup_alpha":0.8,"cutmix_alpha":1.0,"erase_prob":0.0,"rrc_scale":0.0},)"
+      R"("scale_max":1.0,"mixup_alpha":0.8,"cutmix_alpha":1.0,"erase_prob":0.0,"rrc_scale":0.0,"auto_augment":""},)"
       R"("milestones":[],"time_budget":0.0,"steps":0,)"
       R"("val_split":0,"schedule":[],"teacher":"","teacher_heads":0,"distillation":"hard","distill_alpha":0.5,)"
       R"("distill_tau":1.0,"precision":"fp32","init":"","init_notes":[],"new_head":false,"keep_head":false,"layer_decay":1.0,)"
@@ -63,6 +63,10 @@ TEST(TrainConfigJson, TextIsPinnedAndRoundTrips) {
   std::string no_rrc = recipe;
   no_rrc.erase(no_rrc.find(R"(,"rrc_scale":0.0)"), std::string(R"(,"rrc_scale":0.0)").size());
   EXPECT_EQ(TrainConfig::from_json(no_rrc).to_json(), recipe);
+  // ... and before the automatic augmentation policies (none).
+  std::string no_policy = recipe;
+  no_policy.erase(no_policy.find(R"(,"auto_augment":"")"), std::string(R"(,"auto_augment":"")").size());
+  EXPECT_EQ(TrainConfig::from_json(no_policy).to_json(), recipe);
   const TrainConfig back = TrainConfig::from_json(custom);
   EXPECT_EQ(back.seed, 18446744073709551615ull);
   EXPECT_EQ(back.threads, 0);
