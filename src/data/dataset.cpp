@@ -102,9 +102,8 @@ Dataset subset(const Dataset& d, const std::vector<int64_t>& indices, std::strin
   for (const int64_t i : indices) {
     VIT_CHECK(i >= 0 && i < d.size(), "data", "{}: image {} out of range (it has {})", d.source, i, d.size());
     if (d.sharded()) out.members.push_back(d.members[static_cast<size_t>(i)]);
-    if (d.streamed()) {
-      if (!d.files.empty()) out.files.push_back(d.files[static_cast<size_t>(i)]);
-    } else {
+    if (!d.files.empty()) out.files.push_back(d.files[static_cast<size_t>(i)]);
+    if (!d.streamed()) {
       out.pixels.insert(out.pixels.end(), d.image(i), d.image(i) + bytes);
     }
     out.labels.push_back(d.labels[static_cast<size_t>(i)]);
@@ -348,6 +347,7 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
   d.pixels.reserve(static_cast<size_t>(total) * static_cast<size_t>(channels * size * size));
   for (size_t k = 0; k < d.class_names.size(); ++k) {
     for (const auto& file : class_files[k]) {
+      d.files.push_back(file);  // kept: the folder is identified by its files, held in memory or not
       const Image image = shaped_image(read_file_bytes(file), file, channels, size, max_pixels, shaper);
       d.pixels.insert(d.pixels.end(), image.pixels.begin(), image.pixels.end());
       d.labels.push_back(static_cast<int64_t>(k));

@@ -30,8 +30,9 @@ struct Dataset {
   int64_t channels = 0, height = 0, width = 0;
   std::vector<uint8_t> pixels;  // (N, C, H, W); empty when streamed
   std::vector<int64_t> labels;  // (N)
-  // A streamed image folder: the image files (N), decoded when a batch needs them (read()), with
-  // the pixel limit they were listed under; pixels stay empty.
+  // An image folder's image files (N): decoded when a batch needs them (read()) when streamed
+  // (pixels empty), with the pixel limit they were listed under; held in memory, kept to name the
+  // data (a resumed run checks it is the same files, whichever way it is held).
   std::vector<std::string> files;
   // A dataset read from WebDataset tar shards (data/shards.h): the shard files and, per image, where
   // its encoded bytes lie in them. Kept when the images are decoded into memory too: which shard an

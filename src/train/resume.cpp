@@ -161,7 +161,9 @@ uint64_t hash_bytes(const uint8_t* bytes, size_t n, uint64_t h) {
 }
 
 uint64_t hash_dataset(const data::Dataset& d, uint64_t h) {
-  h = hash_bytes(d.pixels.data(), d.pixels.size(), h);
+  // Image folders and shards by their files, whether held in memory or streamed (the pixels depend
+  // on the decoder and resampler, the files are the data); IDX and CIFAR by their pixels.
+  if (d.files.empty() && d.members.empty()) h = hash_bytes(d.pixels.data(), d.pixels.size(), h);
   // A streamed folder by its files: class folder and name (a moved folder is the same data) and size.
   for (const std::string& file : d.files) {
     const size_t last = file.rfind('/'),
