@@ -115,6 +115,11 @@ Dataset load_image_folder(const std::string& root, int64_t channels, int64_t siz
 // `source`: same image shape and class names. Throws on an index out of range.
 Dataset subset(const Dataset& d, const std::vector<int64_t>& indices, std::string source);
 
+// An image file's bytes as a dataset of (channels, size, size) holds it: the shaper's (decoded
+// whole), or converted and squashed (a JPEG decoded no larger than the squash needs).
+Image shape_image_file(const std::vector<uint8_t>& bytes, const std::string& name, int64_t channels, int64_t size,
+                       int64_t max_pixels, const ImageShaper& shaper);
+
 // The class names of a names file (classes.txt: one per line, blank lines ignored, each name once);
 // empty when there is no such file.
 std::vector<std::string> read_names_file(const std::string& file);
