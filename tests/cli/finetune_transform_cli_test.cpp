@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "infer/load_model.h"
 #include "io/safetensors.h"
 #include "support/files.h"
 #include "support/run_vit.h"
@@ -28,23 +27,7 @@ nlohmann::json recorded_transform(const std::string& file) {
 TEST(FinetuneTransform, TheInitModelsEvaluationTransformIsKeptAndUsed) {
   TempDir dir;
   // The init file: RGB 32 px, evaluated as resize the shorter side to 36, centre crop 32, bicubic.
-  checkpoint::CheckpointInfo info = testing::tiny_checkpoint_info();
-  info.model.image_size = 32;
-  info.model.patch_size = 8;
-  info.model.in_channels = 3;
-  info.model.num_classes = 2;
-  info.class_names = {"c0", "c1"};
-  info.normalization = {{0.5, 0.5, 0.5}, {0.25, 0.25, 0.25}};
-  infer::Preprocess pre;
-  pre.resize = 36;
-  pre.crop = 32;
-  pre.square = false;
-  pre.filter = infer::Filter::Bicubic;
-  pre.mean = info.normalization.mean;
-  pre.std = info.normalization.std;
-  info.preprocess_json = infer::preprocess_json(pre);
-  const model::VisionTransformer model(info.model, std::make_shared<Generator>(7));
-  checkpoint::save_checkpoint(dir.file("init.safetensors"), model, info);
+  testing::write_transform_checkpoint(dir.file("init.safetensors"));
   // Not square: a squash and a shorter-side resize + crop see different pixels.
   testing::write_photo_folder(dir.file("photos"), 2, 6, 5, 30, 50, "png");
   const std::string common = " --data " + dir.file("photos") + " --steps 3 --batch-size 4 --threads 1 --plain --ema 0";

@@ -28,23 +28,7 @@ using testing::TempDir;
 
 // Our checkpoint: RGB 32 px, 2 classes, evaluated as shorter side 36, centre crop 32, bicubic.
 std::string write_own_model(const TempDir& dir) {
-  checkpoint::CheckpointInfo info = testing::tiny_checkpoint_info();
-  info.model.image_size = 32;
-  info.model.patch_size = 8;
-  info.model.in_channels = 3;
-  info.model.num_classes = 2;
-  info.class_names = {"a", "b"};
-  info.normalization = {{0.45, 0.5, 0.55}, {0.2, 0.25, 0.3}};
-  infer::Preprocess pre;
-  pre.resize = 36;
-  pre.crop = 32;
-  pre.square = false;
-  pre.filter = infer::Filter::Bicubic;
-  pre.mean = info.normalization.mean;
-  pre.std = info.normalization.std;
-  info.preprocess_json = infer::preprocess_json(pre);
-  const model::VisionTransformer model(info.model, std::make_shared<Generator>(11));
-  checkpoint::save_checkpoint(dir.file("own.safetensors"), model, info);
+  testing::write_transform_checkpoint(dir.file("own.safetensors"));
   return dir.file("own.safetensors");
 }
 

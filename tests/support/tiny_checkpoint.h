@@ -53,6 +53,27 @@ inline void write_tiny_checkpoint(
   checkpoint::save_checkpoint(path, model, info);
 }
 
+// An RGB 32-px, 2-class (c0, c1) checkpoint whose recorded evaluation transform is not a squash:
+// the shorter side resized to 36, a centre crop of 32, bicubic (as a timm file's would be).
+inline void write_transform_checkpoint(const std::string& path) {
+  checkpoint::CheckpointInfo info = tiny_checkpoint_info();
+  info.model.image_size = 32;
+  info.model.patch_size = 8;
+  info.model.in_channels = 3;
+  info.model.num_classes = 2;
+  info.class_names = {"c0", "c1"};
+  info.normalization = {{0.45, 0.5, 0.55}, {0.2, 0.25, 0.3}};
+  nlohmann::json pre = {{"resize", 36},
+                        {"square", false},
+                        {"crop", 32},
+                        {"filter", "bicubic"},
+                        {"mean", info.normalization.mean},
+                        {"std", info.normalization.std}};
+  info.preprocess_json = pre.dump();
+  const model::VisionTransformer model(info.model, std::make_shared<Generator>(11));
+  checkpoint::save_checkpoint(path, model, info);
+}
+
 inline std::string read_text_file(const std::string& path) {
   const std::vector<uint8_t> bytes = read_bytes(path);
   return std::string(bytes.begin(), bytes.end());
