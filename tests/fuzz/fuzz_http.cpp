@@ -21,8 +21,8 @@ VIT_FUZZ_TARGET({
   if (head.state == State::Error && (head.status < 400 || head.status > 599)) __builtin_trap();
   if (head.state != State::Done) return 0;
   if (head.bytes > buffer.size()) __builtin_trap();
-  if (!head.chunked) {
-    if (head.content_length < 0 || static_cast<uint64_t>(head.content_length) > limits.max_body_bytes) __builtin_trap();
+  if (!head.chunked) {  // (the body's limit is the event loop's: 413 before reading it)
+    if (head.content_length < 0) __builtin_trap();
     return 0;
   }
   vit::serve::http::ChunkedDecoder decoder;
