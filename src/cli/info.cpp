@@ -16,6 +16,7 @@
 #include "infer/load_options.h"
 #include "kernels/cpu_features.h"
 #include "nn/layers.h"
+#include "train/train_config.h"
 
 namespace vit::cli {
 namespace {
@@ -94,6 +95,7 @@ void add_info_command(CLI::App& app) {
     std::string origin;        // a checkpoint's layout, family and the keys inference does not use
     std::string storage_json;  // a bf16 file's "storage" metadata
     std::string preprocess;    // a file's evaluation transform, as vit eval / predict / serve apply it
+    std::string augmentation;  // the training augmentation of the run that wrote the file
     if (!checkpoint->empty()) {
       // --heads, the one load option of vit info (a model flag without --checkpoint), through infer's table.
       OptionArgs heads;
@@ -108,6 +110,12 @@ void add_info_command(CLI::App& app) {
         origin += fmt::format("; not used for inference: {}", printable_list(loaded.ignored_keys));
       storage_json = loaded.recorded.storage_json;
       preprocess = loaded.preprocess.describe();
+      if (!loaded.recorded.train_config_json.empty()) {
+        try {
+          augmentation = train::TrainConfig::from_json(loaded.recorded.train_config_json).augment.describe();
+        } catch (const Error&) {  // a config this version cannot read: nothing to say about it
+        }
+      }
       model = std::move(loaded.model);
     } else {
       // Model flags without --preset describe a "custom" model over vit_digits, as `vit train` does.
@@ -152,6 +160,7 @@ void add_info_command(CLI::App& app) {
     if (!options.empty()) std::printf("  %s\n", fmt::format("{}", fmt::join(options, ", ")).c_str());
     if (!origin.empty()) std::printf("%s\n", origin.c_str());
     if (!preprocess.empty()) std::printf("  preprocessing (vit eval, predict, serve): %s\n", preprocess.c_str());
+    if (!augmentation.empty()) std::printf("  training augmentation (the run's): %s\n", augmentation.c_str());
     std::printf("  dropout %g, attn_dropout %g, drop_path %g\n", m.dropout, m.attn_dropout, m.drop_path);
     std::printf("parameters:\n");
     int64_t total = 0;

@@ -4,12 +4,15 @@
 // rounded with the border kept, equalize builds its table from the histogram's cumulative sum.
 #include "data/auto_augment.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <vector>
 
 #include "core/check.h"
+#include "data/loader.h"
 
 namespace vit::data {
 namespace {
@@ -254,6 +257,24 @@ void apply_auto_augment(const AutoAugment& policy, uint8_t* pixels, int64_t chan
     if (s.is_signed && gen.integer(2) == 1) m = -m;
     apply_augment_op(s.op, m, pixels, channels, height, width);
   }
+}
+
+std::string AugmentConfig::describe() const {
+  std::vector<std::string> parts;
+  if (rrc_scale > 0) parts.push_back(fmt::format("random resized crop {}-1", rrc_scale));
+  if (crop_padding > 0) parts.push_back(fmt::format("random crop with {} px padding", crop_padding));
+  if (rotate_degrees > 0) parts.push_back(fmt::format("rotate up to {} degrees", rotate_degrees));
+  if (translate > 0) parts.push_back(fmt::format("shift up to {}", translate));
+  if (scale_min != 1.0 || scale_max != 1.0) parts.push_back(fmt::format("zoom {}-{}", scale_min, scale_max));
+  if (hflip) parts.push_back("horizontal flip");
+  if (!auto_augment.empty()) parts.push_back(auto_augment);
+  if (erase_prob > 0) parts.push_back(fmt::format("random erasing {}", erase_prob));
+  if (mixup_alpha > 0) parts.push_back(fmt::format("mixup {}", mixup_alpha));
+  if (cutmix_alpha > 0) parts.push_back(fmt::format("cutmix {}", cutmix_alpha));
+  if (parts.empty()) return "none";
+  std::string text;
+  for (const std::string& p : parts) text += (text.empty() ? "" : ", ") + p;
+  return text;
 }
 
 }  // namespace vit::data

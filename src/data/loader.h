@@ -39,6 +39,8 @@ struct AugmentConfig {
     return crop_padding > 0 || hflip || rotate_degrees > 0 || translate > 0 || scale_min != 1.0 || scale_max != 1.0 ||
            mixup_alpha > 0 || cutmix_alpha > 0 || erase_prob > 0 || rrc_scale > 0 || !auto_augment.empty();
   }
+  // "random resized crop 0.08-1, flip, ta_wide, ..." in the order applied, or "none" (vit info).
+  std::string describe() const;
   // Every field, in the order of the "augment" object of a saved training config (core/fields.h).
   template <class Visitor>
   void visit_fields(Visitor& visit) {

@@ -32,6 +32,13 @@ TEST(AutoAugmentCli, PoliciesTrainAreRecordedAndBadOnesAreRefused) {
     const auto metadata = io::load_safetensors(out + "/last.safetensors").metadata;
     EXPECT_NE(metadata.at("train_config").find(std::string("\"auto_augment\":\"") + policy + "\""), std::string::npos)
         << metadata.at("train_config");
+    const CommandResult shown = vit("info --checkpoint " + out + "/last.safetensors");
+    // vit_digits's own (rotate, shift, zoom), then the policy.
+    EXPECT_NE(shown.out.find(std::string("training augmentation (the run's): rotate up to 8 degrees, shift up to "
+                                         "0.08, zoom 0.92-1.08, ") +
+                             policy + "\n"),
+              std::string::npos)
+        << shown.out;
     const CommandResult more = vit("train --resume " + out + " --epochs 2 --plain --threads 1");
     EXPECT_EQ(more.exit_code, 0) << more.out;
   }
