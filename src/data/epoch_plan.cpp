@@ -68,11 +68,7 @@ std::vector<int64_t> rank_stream(const std::vector<std::vector<int64_t>>& by_sha
 }  // namespace
 
 BatchSlice EpochPlan::slice(size_t i, int64_t part, int64_t parts) const {
-  if (bounds.empty()) return BatchSlice::share(static_cast<int64_t>(batches.at(i).size()), part, parts);
-  const std::vector<int64_t>& b = bounds.at(i);
-  VIT_CHECK(static_cast<int64_t>(b.size()) == parts + 1 && part >= 0 && part < parts, "data",
-            "the epoch was planned for {} ranks, not {}", static_cast<int64_t>(b.size()) - 1, parts);
-  return {b[static_cast<size_t>(part)], b[static_cast<size_t>(part) + 1]};
+  return batch_rows(bounds, i, static_cast<int64_t>(batches.at(i).size()), part, parts);
 }
 
 std::vector<uint32_t> rank_shards(const Dataset& d, bool shuffle, uint64_t seed, int64_t epoch, int64_t part,

@@ -419,6 +419,15 @@ std::vector<std::vector<int64_t>> epoch_batches(int64_t size, int64_t batch_size
   return batches;
 }
 
+BatchSlice batch_rows(const std::vector<std::vector<int64_t>>& bounds, size_t i, int64_t size, int64_t part,
+                      int64_t parts) {
+  if (bounds.empty()) return BatchSlice::share(size, part, parts);
+  const std::vector<int64_t>& b = bounds.at(i);
+  VIT_CHECK(static_cast<int64_t>(b.size()) == parts + 1 && part >= 0 && part < parts, "data",
+            "the epoch was planned for {} ranks, not {}", static_cast<int64_t>(b.size()) - 1, parts);
+  return {b[static_cast<size_t>(part)], b[static_cast<size_t>(part) + 1]};
+}
+
 BatchLoader::BatchLoader(const Dataset& data, std::vector<std::vector<int64_t>> batches, LoaderOptions options)
     : data_(data), batches_(std::move(batches)), options_(std::move(options)) {
   options_.prefetch = std::max<size_t>(options_.prefetch, 1);
@@ -447,11 +456,8 @@ BatchLoader::~BatchLoader() {
 void BatchLoader::work() {
   try {
     for (size_t i = options_.first; i < batches_.size(); ++i) {
-      const auto size = static_cast<int64_t>(batches_[i].size());
-      const auto part = static_cast<size_t>(options_.part);
-      const BatchSlice slice = options_.bounds.empty()
-                                   ? BatchSlice::share(size, options_.part, options_.parts)
-                                   : BatchSlice{options_.bounds[i][part], options_.bounds[i][part + 1]};
+      const BatchSlice slice =
+          batch_rows(options_.bounds, i, static_cast<int64_t>(batches_[i].size()), options_.part, options_.parts);
       Batch batch = make_batch(data_, batches_[i], options_.augment, options_.norm, options_.train,
                                mix_seed(options_.seed, static_cast<uint64_t>(options_.epoch) + 1, i + 1), slice);
       std::unique_lock<std::mutex> lock(mutex_);

@@ -113,6 +113,11 @@ struct BatchSlice {
   }
 };
 
+// Rank `part` of `parts`'s rows of batch i (of `size` rows): where `bounds` (a sharded epoch's
+// per-batch row offsets, parts + 1 each; data/epoch_plan.h) says, else BatchSlice::share.
+BatchSlice batch_rows(const std::vector<std::vector<int64_t>>& bounds, size_t i, int64_t size, int64_t part,
+                      int64_t parts);
+
 // The global batch `indices`, or rows [slice.begin, slice.end) of it. Randomness is keyed, not
 // drawn in sequence: image b's augmentation comes from a stream seeded by (key, b) and the batch's
 // mixup/cutmix draws from one seeded by key, so a slice holds exactly those rows of the full batch
