@@ -2,8 +2,10 @@
 // (serve/server.h): --checkpoint FILE (named after the file's stem), --model NAME=FILE (repeatable)
 // and --model-dir DIR (every file in it, named after its stem), the load options applying to each.
 // A model that fails to load stops the start, naming it (--skip-failed-models: warn and serve the
-// others). SIGTERM or SIGINT drains: no new connections, the requests in flight answered (for at
-// most --request-timeout + 1 s; what is still open then is closed), then exit 0.
+// others; under --model-control explicit or poll it is reported and may be loaded later).
+// --model-control explicit|poll makes the model repository live (serve/models/repository.h). SIGTERM or SIGINT drains:
+// no new connections, the requests in flight answered (for at most --request-timeout + 1 s; what is still open then is
+// closed), then exit 0.
 #include <signal.h>
 
 #include <atomic>
@@ -38,6 +40,16 @@ void add_serve_command(CLI::App& app) {
       "--no-attention", [o](int64_t) { o->server.attention = false; },
       "no POST /v1/attention (the page then shows no attention map): saves the copy of each model's weights its "
       "autograd graph keeps");
+  cmd->add_option_function<std::string>(
+         "--model-control", [o](const std::string& v) { o->server.repository.control = serve::parse_model_control(v); },
+         "none: the models given serve until the end; explicit: POST /v2/repository/models/NAME/load and "
+         "/unload (re)load and unload them; poll: files new or changed in --model-dir are loaded as the next "
+         "version and swapped in, files removed are unloaded")
+      ->default_str("none");
+  cmd->add_option("--repository-poll-secs", o->server.repository.poll_secs,
+                  "--model-control poll: seconds between looks at the files")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 86400.0));
   cmd->add_flag("--skip-failed-models", o->skip_failed,
                 "serve the models that load, with a warning for each that does not (default: refuse to start)");
   serve::ServerOptions& s = o->server;
@@ -92,15 +104,19 @@ void add_serve_command(CLI::App& app) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     // The server owns the weights it loaded: it never reads the checkpoint file again (a deploy
     // that rewrites or truncates it cannot change or crash what is being served).
-    const std::vector<serve::ModelSpec> specs = serve::model_specs(o->checkpoint, o->models, o->model_dir);
-    std::vector<serve::NamedModel> models = serve::load_models(
-        specs,
-        [&o](const std::string& file) {
-          LoadFlags one = *o;
-          one.checkpoint = file;
-          return load_predictor(one, infer::Predictor::WeightPages::Own);
-        },
-        o->skip_failed, [](const std::string& warning) { std::fprintf(stderr, "%s\n", warning.c_str()); });
+    const bool live = o->server.repository.control != serve::ModelControl::None;
+    o->server.repository.model_dir = o->model_dir;
+    const std::vector<serve::ModelSpec> specs = serve::model_specs(o->checkpoint, o->models, o->model_dir, live);
+    const serve::LoadModel load = [o](const std::string& file) {
+      LoadFlags one = *o;
+      one.checkpoint = file;
+      return load_predictor(one, infer::Predictor::WeightPages::Own);
+    };
+    // Under explicit or poll control a model that does not load at the start is reported and tried
+    // again later (a request, a changed file), as Triton does.
+    std::vector<serve::NamedModel> models =
+        serve::load_models(specs, load, o->skip_failed || live,
+                           [](const std::string& warning) { std::fprintf(stderr, "%s\n", warning.c_str()); });
     std::vector<std::string> lines;
     for (const serve::NamedModel& m : models) {
       const model::ViTConfig& c = m.model.config();
@@ -109,14 +125,17 @@ void add_serve_command(CLI::App& app) {
                                   c.image_size, infer::precision_name(m.model.precision()), m.file));
     }
     o->server.max_pixels = o->max_pixels;
-    serve::Server server(std::move(models), o->server);
+    serve::Server server(std::move(models), o->server, specs, load);
     const int port = server.bind();
     // An IPv6 address in a URL is bracketed (RFC 3986): http://[::1]:8080
     const std::string& host = o->server.host;
     const std::string url_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-    std::printf("vit serve: %zu model%s on http://%s:%d  (max batch %ld, max delay %ld us, queue %ld per model)\n",
-                lines.size(), lines.size() == 1 ? "" : "s", url_host.c_str(), port, o->server.batching.max_batch,
-                o->server.batching.max_delay_us, o->server.batching.max_queue);
+    std::printf(
+        "vit serve: %zu model%s on http://%s:%d  (max batch %ld, max delay %ld us, queue %ld per model; model control "
+        "%s)\n",
+        lines.size(), lines.size() == 1 ? "" : "s", url_host.c_str(), port, o->server.batching.max_batch,
+        o->server.batching.max_delay_us, o->server.batching.max_queue,
+        serve::model_control_name(o->server.repository.control));
     for (const std::string& line : lines) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     std::atomic<bool> done{false};

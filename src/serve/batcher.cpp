@@ -8,7 +8,7 @@
 
 namespace vit::serve {
 
-Batcher::Batcher(BatcherOptions options, RunBatch run, std::function<void(int64_t, int64_t)> on_batch)
+Batcher::Batcher(BatcherOptions options, RunBatch run, OnBatch on_batch)
     : options_(options), run_(std::move(run)), on_batch_(std::move(on_batch)) {
   VIT_CHECK(options_.max_batch >= 1, "serve", "--max-batch must be >= 1, got {}", options_.max_batch);
   VIT_CHECK(options_.max_delay_us >= 0, "serve", "--max-delay-us must be >= 0, got {}", options_.max_delay_us);
@@ -115,13 +115,16 @@ void Batcher::work() {
       return true;
     });
     if (!batch.empty()) {
+      const auto started = Clock::now();
+      std::vector<double> waited;  // each request's time in the queue
+      for (const auto& job : batch) waited.push_back(std::chrono::duration<double>(started - job->arrived).count());
       std::vector<Tensor> inputs;
       for (const auto& job : batch) inputs.push_back(job->images);
       try {
         const Tensor all = inputs.size() == 1 ? inputs[0] : cat(inputs, 0);
         const Tensor out = run_(kind, all);
         // Counted before anyone is answered: a client that reads the metrics after its answer sees its batch.
-        if (on_batch_) on_batch_(all.size(0), static_cast<int64_t>(batch.size()));
+        if (on_batch_) on_batch_(all.size(0), waited);
         int64_t row = 0;
         for (const auto& job : batch) {
           const int64_t n = job->images.size(0);

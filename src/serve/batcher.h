@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/tensor.h"
 #include "infer/request.h"
@@ -46,8 +47,10 @@ class ShuttingDown : public std::runtime_error {  // HTTP 503
 
 class Batcher {
  public:
-  // on_batch(images, requests) is called after each model call (metrics).
-  Batcher(BatcherOptions options, RunBatch run, std::function<void(int64_t, int64_t)> on_batch = {});
+  // on_batch(images, queue_seconds) is called after each model call (metrics): the images run and
+  // each request's time from its arrival in the queue to the batch's start.
+  using OnBatch = std::function<void(int64_t, const std::vector<double>&)>;
+  Batcher(BatcherOptions options, RunBatch run, OnBatch on_batch = {});
   ~Batcher();  // finishes the queued requests, then stops the worker
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
@@ -77,7 +80,7 @@ class Batcher {
   void work();
   BatcherOptions options_;
   RunBatch run_;
-  std::function<void(int64_t, int64_t)> on_batch_;
+  OnBatch on_batch_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<std::unique_ptr<Job>> queue_;

@@ -32,18 +32,17 @@ void ServerOptions::validate() const {
             decode_memory_bytes >> 20, pixels, largest >> 20);
 }
 
-ServeContext::ServeContext(ModelRegistry registry, ServerOptions o)
-    : models(std::move(registry)),
+ServeContext::ServeContext(std::vector<NamedModel> list, ServerOptions o)
+    : models(std::move(list), o.repository.control != ModelControl::None),
       options((o.validate(), std::move(o))),
-      metrics(models.names()),
+      metrics(),
       decode_budget(options.decode_memory_bytes) {}
 
 int64_t ServeContext::max_pixels() const {
   return options.max_pixels > 0 ? options.max_pixels : data::kDefaultMaxPixels;
 }
 
-data::Image ServeContext::decode(const ServedModel& m, const uint8_t* bytes, size_t size) {
-  const char* name = "the request body";
+data::Image ServeContext::decode(const ServedModel& m, const uint8_t* bytes, size_t size, const char* name) {
   const data::ImageHeader header = data::read_image_header(bytes, size, name);
   if (header.height * header.width > max_pixels())
     return data::decode_image(bytes, size, name, max_pixels());  // refuses

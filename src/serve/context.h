@@ -17,6 +17,7 @@
 #include "serve/fair_turn.h"
 #include "serve/metrics.h"
 #include "serve/models/registry.h"
+#include "serve/models/repository.h"
 
 namespace vit::serve {
 
@@ -34,15 +35,19 @@ struct ServerOptions {
   // POST /v1/attention runs each model's autograd graph, which then keeps float32 weights of its own
   // (infer::own_file_weights: one more copy of the weights in memory); false: refused, no copy.
   bool attention = true;
+  RepositoryOptions repository;  // --model-control, --model-dir, --repository-poll-secs
+  int grpc_port = -1;            // the gRPC service's port (-1: none; 0: any free port)
 
   // Throws "[serve] --request-timeout must be positive ..." and the like.
   void validate() const;
 };
 
 struct ServeContext {
-  ServeContext(ModelRegistry registry, ServerOptions options);
+  // Throws for bad options, no models (unless the repository may load some later), a bad name.
+  ServeContext(std::vector<NamedModel> models, ServerOptions options);
 
   ModelRegistry models;
+  Repository* repository = nullptr;  // loading and unloading (the server's)
   ServerOptions options;
   Metrics metrics;
   FairTurn compute;
@@ -54,7 +59,7 @@ struct ServeContext {
 
   // An image decoded within the decode budget (HttpError 503 when it does not fit beside the
   // decodes running).
-  data::Image decode(const ServedModel& m, const uint8_t* bytes, size_t size);
+  data::Image decode(const ServedModel& m, const uint8_t* bytes, size_t size, const char* name = "the request body");
   // A batch through the model's batcher, within the request timeout and the drain's end (429 when
   // its queue is full, 503 when shutting down or timed out: the request leaves the queue at once).
   Tensor run(ServedModel& m, const infer::Request& kind, Tensor images);

@@ -32,11 +32,13 @@ std::string Histogram::text(const std::string& name, const std::string& labels) 
 
 Metrics::PerModel::PerModel()
     : latency({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      queue({0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
       batch_images({1, 2, 4, 8, 16, 32, 64, 128, 256}),
       batch_requests({1, 2, 4, 8, 16, 32, 64, 128, 256}) {}
 
-Metrics::Metrics(std::vector<std::string> models) : models_(std::move(models)) {
-  for (const std::string& m : models_) per_model_[m];
+void Metrics::add_model(const std::string& model) {
+  std::lock_guard lock(mutex_);
+  per_model_[model];
 }
 
 void Metrics::request(const std::string& model, const std::string& endpoint, int code, double seconds) {
@@ -45,13 +47,20 @@ void Metrics::request(const std::string& model, const std::string& endpoint, int
   per_model_[model].latency.observe(seconds);
 }
 
-void Metrics::batch(const std::string& model, int64_t images, int64_t requests) {
+void Metrics::batch(const std::string& model, int64_t images, const std::vector<double>& queue_seconds) {
   std::lock_guard lock(mutex_);
-  per_model_[model].batch_images.observe(static_cast<double>(images));
-  per_model_[model].batch_requests.observe(static_cast<double>(requests));
+  PerModel& m = per_model_[model];
+  m.batch_images.observe(static_cast<double>(images));
+  m.batch_requests.observe(static_cast<double>(queue_seconds.size()));
+  for (double s : queue_seconds) m.queue.observe(s);
 }
 
-std::string Metrics::text(const std::vector<int64_t>& queue_depth, int64_t inflight) const {
+void Metrics::load(const std::string& model, bool ok) {
+  std::lock_guard lock(mutex_);
+  ++loads_[{model, ok}];
+}
+
+std::string Metrics::text(const std::vector<std::pair<std::string, int64_t>>& queue_depth, int64_t inflight) const {
   std::lock_guard lock(mutex_);
   auto label = [](const std::string& model) { return fmt::format("model=\"{}\"", model); };
   std::string out;
@@ -64,6 +73,9 @@ std::string Metrics::text(const std::vector<int64_t>& queue_depth, int64_t infli
   out += "# HELP vit_request_duration_seconds Time from a request's arrival to its answer.\n";
   out += "# TYPE vit_request_duration_seconds histogram\n";
   for (const auto& [model, m] : per_model_) out += m.latency.text("vit_request_duration_seconds", label(model));
+  out += "# HELP vit_queue_duration_seconds Time a request waited in its model's queue before its batch ran.\n";
+  out += "# TYPE vit_queue_duration_seconds histogram\n";
+  for (const auto& [model, m] : per_model_) out += m.queue.text("vit_queue_duration_seconds", label(model));
   out += "# HELP vit_batch_size Images per model call (dynamic batching).\n";
   out += "# TYPE vit_batch_size histogram\n";
   for (const auto& [model, m] : per_model_) out += m.batch_images.text("vit_batch_size", label(model));
@@ -71,11 +83,17 @@ std::string Metrics::text(const std::vector<int64_t>& queue_depth, int64_t infli
   out += "# TYPE vit_batch_requests histogram\n";
   for (const auto& [model, m] : per_model_) out += m.batch_requests.text("vit_batch_requests", label(model));
   out += "# HELP vit_queue_depth Requests waiting for the model.\n# TYPE vit_queue_depth gauge\n";
-  for (size_t i = 0; i < models_.size() && i < queue_depth.size(); ++i) {
-    out += fmt::format("vit_queue_depth{{{}}} {}\n", label(models_[i]), queue_depth[i]);
-  }
+  for (const auto& [model, depth] : queue_depth) out += fmt::format("vit_queue_depth{{{}}} {}\n", label(model), depth);
   out += "# HELP vit_inflight_requests Requests being handled.\n# TYPE vit_inflight_requests gauge\n";
   out += fmt::format("vit_inflight_requests {}\n", inflight);
+  if (!loads_.empty()) {
+    out += "# HELP vit_model_loads_total Model (re)loads while serving, by result.\n";
+    out += "# TYPE vit_model_loads_total counter\n";
+    for (const auto& [key, n] : loads_) {
+      out += fmt::format("vit_model_loads_total{{{},result=\"{}\"}} {}\n", label(key.first),
+                         key.second ? "ok" : "failed", n);
+    }
+  }
   return out;
 }
 

@@ -1,8 +1,10 @@
 // The counters `vit serve` exports at GET /metrics, in Prometheus' text format (version 0.0.4),
 // each labelled by model: vit_requests_total{model, endpoint, code}, the request latency histogram
-// (vit_request_duration_seconds{model}), the batch-size histograms of model calls (vit_batch_size:
-// images per call; vit_batch_requests: requests per call), vit_queue_depth{model}, and
-// vit_inflight_requests (all models). Thread-safe.
+// (vit_request_duration_seconds{model}: arrival to answer), the time requests waited in the model's
+// queue before their batch ran (vit_queue_duration_seconds{model}: part of the latency), the
+// batch-size histograms of model calls (vit_batch_size: images per call; vit_batch_requests:
+// requests per call), vit_queue_depth{model}, vit_inflight_requests (all models), and
+// vit_model_loads_total{model, result} (the repository's loads). Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -31,21 +33,23 @@ class Histogram {
 
 class Metrics {
  public:
-  explicit Metrics(std::vector<std::string> models);
+  void add_model(const std::string& model);  // its histograms shown (empty) before its first request
   void request(const std::string& model, const std::string& endpoint, int code, double seconds);
-  void batch(const std::string& model, int64_t images, int64_t requests);
-  // queue_depth: one per model, in the constructor's order.
-  std::string text(const std::vector<int64_t>& queue_depth, int64_t inflight) const;
+  // A model call: its images and each request's time in the queue.
+  void batch(const std::string& model, int64_t images, const std::vector<double>& queue_seconds);
+  void load(const std::string& model, bool ok);
+  // queue_depth: the models served now, each with its queue's depth.
+  std::string text(const std::vector<std::pair<std::string, int64_t>>& queue_depth, int64_t inflight) const;
 
  private:
   struct PerModel {
     PerModel();
-    Histogram latency, batch_images, batch_requests;
+    Histogram latency, queue, batch_images, batch_requests;
   };
-  std::vector<std::string> models_;
   mutable std::mutex mutex_;
   std::map<std::tuple<std::string, std::string, int>, uint64_t> requests_;
   std::map<std::string, PerModel> per_model_;
+  std::map<std::pair<std::string, bool>, uint64_t> loads_;
 };
 
 }  // namespace vit::serve

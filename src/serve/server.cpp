@@ -2,6 +2,7 @@
 #include "serve/server.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "core/check.h"
 #include "infer/load_model.h"
@@ -17,28 +18,43 @@ using Clock = std::chrono::steady_clock;
 struct Server::Impl {
   ServeContext context;
   Router router;
+  std::unique_ptr<Repository> repository;
   std::unique_ptr<http::EventLoop> loop;
 
-  Impl(std::vector<NamedModel> models, ServerOptions options)
-      : context(ModelRegistry(std::move(models)), std::move(options)) {}
+  Impl(std::vector<NamedModel> models, ServerOptions options) : context(std::move(models), std::move(options)) {}
 
-  // Each model's batcher runs its batches in the compute turns and reports them to the metrics.
-  void start_batchers() {
+  // A version made servable: its weights packed, its batcher running its batches in the compute
+  // turns and reporting them to the metrics.
+  void prepare(ServedModel& served) {
     ServeContext& s = context;
-    for (const auto& served : s.models.all()) {
-      ServedModel* m = served.get();
-      // The attention maps' autograd model must not read the file again once the session has
-      // released its pages: it gets weights of its own first.
-      if (s.options.attention) infer::own_file_weights(*m->model.loaded().model);
-      m->model.prepare();  // the weights packed before the first request
-      m->batcher = std::make_unique<Batcher>(
-          s.options.batching,
-          [&s, m](const infer::Request& kind, const Tensor& images) {
-            FairTurn::Turn turn(s.compute);
-            return m->model.run(kind, images);
-          },
-          [&s, m](int64_t images, int64_t requests) { s.metrics.batch(m->name, images, requests); });
-    }
+    ServedModel* m = &served;
+    // The attention maps' autograd model must not read the file again once the session has
+    // released its pages: it gets weights of its own first.
+    if (s.options.attention) infer::own_file_weights(*m->model.loaded().model);
+    m->model.prepare();  // the weights packed before the first request
+    m->batcher = std::make_unique<Batcher>(
+        s.options.batching,
+        [&s, m](const infer::Request& kind, const Tensor& images) {
+          FairTurn::Turn turn(s.compute);
+          return m->model.run(kind, images);
+        },
+        [&s, m](int64_t images, const std::vector<double>& waited) { s.metrics.batch(m->name, images, waited); });
+    s.metrics.add_model(m->name);
+  }
+
+  void start_repository(std::vector<ModelSpec> specs, LoadModel load) {
+    for (const ModelHandle& m : context.models.all()) prepare(*m);
+    const RepositoryOptions& o = context.options.repository;
+    VIT_CHECK(o.control == ModelControl::None || load, "serve", "--model-control {} needs a way to load models",
+              model_control_name(o.control));
+    repository = std::make_unique<Repository>(
+        context.models, std::move(specs), std::move(load), [this](ServedModel& m) { prepare(m); }, o,
+        [](const std::string& line) {
+          std::fprintf(stderr, "%s\n", line.c_str());
+          std::fflush(stderr);
+        });
+    repository->on_load([this](const std::string& name, bool ok) { context.metrics.load(name, ok); });
+    context.repository = repository.get();
   }
 
   // The model a request's metrics count under: the one it named, or the only one served; "" when
@@ -47,7 +63,10 @@ struct Server::Impl {
     const Call call{req, match.captures};
     const std::string& in_path = call.capture("model");
     const std::string* asked = in_path.empty() ? call.query("model") : &in_path;
-    if (asked == nullptr) return context.models.all().size() == 1 ? context.models.all()[0]->name : "";
+    if (asked == nullptr) {
+      const std::vector<ModelHandle> all = context.models.all();
+      return all.size() == 1 ? all[0]->name : "";
+    }
     return context.models.find(*asked) != nullptr ? *asked : "";
   }
 
@@ -82,9 +101,9 @@ struct Server::Impl {
   }
 };
 
-Server::Server(std::vector<NamedModel> models, ServerOptions options)
+Server::Server(std::vector<NamedModel> models, ServerOptions options, std::vector<ModelSpec> specs, LoadModel load)
     : impl_(std::make_unique<Impl>(std::move(models), std::move(options))) {
-  impl_->start_batchers();
+  impl_->start_repository(std::move(specs), std::move(load));
   add_v1_routes(impl_->router, impl_->context);
   oip::add_routes(impl_->router, impl_->context);
   impl_->start_loop();
@@ -92,8 +111,10 @@ Server::Server(std::vector<NamedModel> models, ServerOptions options)
 
 Server::~Server() {
   if (impl_) {
-    impl_->loop.reset();                                             // no more requests
-    for (auto& m : impl_->context.models.all()) m->batcher.reset();  // each drains before its session goes
+    impl_->loop.reset();  // no more requests
+    if (impl_->repository) impl_->repository->stop();
+    // Each version's batcher drains before its session goes (the last handle frees it).
+    for (const ModelHandle& m : impl_->context.models.all()) impl_->context.models.remove(m->name, "stopped");
   }
 }
 
@@ -103,7 +124,8 @@ void Server::serve() {
   ServeContext& s = impl_->context;
   impl_->loop->serve();  // returns after stop() and the drain
   s.draining = true;
-  for (auto& m : s.models.all()) m->batcher->drain();
+  if (impl_->repository) impl_->repository->stop();
+  for (const ModelHandle& m : s.models.all()) m->batcher->drain();
 }
 
 void Server::stop() {

@@ -26,8 +26,10 @@ namespace vit::serve {
 
 class Server {
  public:
-  // Throws "[serve] ..." for no models, a bad or repeated name, or bad options.
-  Server(std::vector<NamedModel> models, ServerOptions options);
+  // Throws "[serve] ..." for no models, a bad or repeated name, or bad options. `specs` (the models
+  // named at the start) and `load` (how a file is read) let the model repository load and reload
+  // (options.repository); without `load` the models given serve until the end.
+  Server(std::vector<NamedModel> models, ServerOptions options, std::vector<ModelSpec> specs = {}, LoadModel load = {});
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "core/check.h"
@@ -49,9 +51,14 @@ Tensor marked(int64_t n, float first) {
 TEST(Batcher, RequestsWithinTheDelayShareOneCallAndGetTheirOwnRows) {
   Recorder model;
   int64_t batches = 0;
+  std::vector<double> waited;
   Batcher batcher(
       {.max_batch = 8, .max_delay_us = 200'000, .max_queue = 16},
-      [&](const Kind& k, const Tensor& x) { return model(k, x); }, [&](int64_t, int64_t) { ++batches; });
+      [&](const Kind& k, const Tensor& x) { return model(k, x); },
+      [&](int64_t, const std::vector<double>& w) {
+        ++batches;
+        waited = w;
+      });
   std::vector<Batcher::Ticket> tickets;
   for (int r = 0; r < 4; ++r) tickets.push_back(batcher.submit(kLogits, marked(2, 10.0f * r)));
   for (int r = 0; r < 4; ++r) {
@@ -62,6 +69,33 @@ TEST(Batcher, RequestsWithinTheDelayShareOneCallAndGetTheirOwnRows) {
     EXPECT_EQ(rows.data<float>()[1], 8.0f) << "all four requests ran as one batch of 8";
   }
   EXPECT_EQ(batches, 1);
+  ASSERT_EQ(waited.size(), 4u) << "one queue time per request";
+  for (double w : waited) EXPECT_TRUE(w >= 0 && w < 0.2) << w << " s: the batch filled at once, before the delay";
+}
+
+// A request behind a busy model waits in the queue for the model call before it: its queue time
+// is that call's length, reported for each request of its batch.
+TEST(Batcher, QueueTimeIsTheWaitBehindTheBatchBefore) {
+  std::vector<double> waited;
+  std::mutex m;
+  Batcher batcher(
+      {.max_batch = 1, .max_delay_us = 0, .max_queue = 16},
+      [](const Kind&, const Tensor& x) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        return x;
+      },
+      [&](int64_t, const std::vector<double>& w) {
+        std::lock_guard lock(m);
+        waited.insert(waited.end(), w.begin(), w.end());
+      });
+  Batcher::Ticket first = batcher.submit(kLogits, marked(1, 0));
+  Batcher::Ticket second = batcher.submit(kLogits, marked(1, 1));
+  first.result.get();
+  second.result.get();
+  std::lock_guard lock(m);
+  ASSERT_EQ(waited.size(), 2u);
+  EXPECT_LT(waited[0], 0.1) << "the first ran at once";
+  EXPECT_GE(waited[1], 0.14) << "the second waited for the first call (150 ms)";
 }
 
 TEST(Batcher, KindsDoNotMixAndMaxBatchIsHeld) {
@@ -154,13 +188,18 @@ TEST(Batcher, BadOptionsAreRefused) {
 }
 
 TEST(Metrics, PrometheusTextHasCumulativeBucketsLabelledByModel) {
-  Metrics m({"a", "b"});
+  Metrics m;
+  m.add_model("a");
+  m.add_model("b");
   m.request("a", "/v1/predict", 200, 0.003);
   m.request("a", "/v1/predict", 200, 0.2);
   m.request("a", "/v1/embed", 400, 0.0001);
   m.request("b", "/v2/infer", 200, 0.02);
-  m.batch("a", 8, 3);
-  const std::string text = m.text({2, 0}, 1);
+  m.batch("a", 8, {0.0002, 0.003, 0.003});
+  m.load("b", true);
+  m.load("b", false);
+  m.load("b", true);
+  const std::string text = m.text({{"a", 2}, {"b", 0}}, 1);
   EXPECT_NE(text.find("vit_requests_total{model=\"a\",endpoint=\"/v1/predict\",code=\"200\"} 2\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("vit_requests_total{model=\"a\",endpoint=\"/v1/embed\",code=\"400\"} 1\n"), std::string::npos);
@@ -176,6 +215,13 @@ TEST(Metrics, PrometheusTextHasCumulativeBucketsLabelledByModel) {
   EXPECT_NE(text.find("vit_queue_depth{model=\"a\"} 2\n"), std::string::npos);
   EXPECT_NE(text.find("vit_queue_depth{model=\"b\"} 0\n"), std::string::npos);
   EXPECT_NE(text.find("vit_inflight_requests 1\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_batch_requests_bucket{model=\"a\",le=\"4\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vit_queue_duration_seconds_bucket{model=\"a\",le=\"0.00025\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vit_queue_duration_seconds_bucket{model=\"a\",le=\"0.0025\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_queue_duration_seconds_bucket{model=\"a\",le=\"0.005\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_queue_duration_seconds_count{model=\"b\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("vit_model_loads_total{model=\"b\",result=\"ok\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vit_model_loads_total{model=\"b\",result=\"failed\"} 1\n"), std::string::npos);
 }
 
 }  // namespace

@@ -91,5 +91,36 @@ TEST(OipRequest, AJsonBatchCostsAboutItsFloatsWhileParsed) {
       << "parsing a " << body.size() / 1000000 << " MB body grew the peak memory by 150 MB or more";
 }
 
+TEST(OipRequest, Base64AndBytesElementsAreDecodedStrictly) {
+  EXPECT_EQ(base64_decode("aGVsbG8=", "x"), "hello");
+  EXPECT_EQ(base64_decode("aGVsbG8", "x"), "hello");     // padding optional
+  EXPECT_EQ(base64_decode("aGVs\nbG8=", "x"), "hello");  // MIME line breaks skipped
+  EXPECT_EQ(base64_decode("-_8=", "x"), base64_decode("+/8=", "x"));
+  EXPECT_EQ(base64_decode("", "x"), "");
+  auto error = [](const std::string& text) {
+    try {
+      base64_decode(text, "element 3");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error("aGV*"), "[infer] element 3: not base64 (character '*' at offset 3)");
+  EXPECT_EQ(error("aG=Vs"), "[infer] element 3: not base64 ('=' padding before offset 3)");
+  EXPECT_EQ(error("aGVsb"), "[infer] element 3: not base64 (its length leaves a lone character)");
+  EXPECT_EQ(error(std::string("aG\x01", 3)), "[infer] element 3: not base64 (character 0x01 at offset 2)");
+
+  const InputSpec spec = check_input_spec("image", "BYTES", {2}, kShape);
+  const std::string two = std::string("\x02\0\0\0ab\x00\0\0\0", 10);
+  const std::vector<std::string> elements = bytes_elements(spec, two.data(), two.size());
+  ASSERT_EQ(elements.size(), 2u);
+  EXPECT_EQ(elements[0], "ab");
+  EXPECT_EQ(elements[1], "");
+  EXPECT_THROW(bytes_elements(spec, two.data(), 6), Error);          // one element of two
+  EXPECT_THROW(bytes_elements(spec, "\xff\xff\xff\xff", 4), Error);  // a length past the end
+  EXPECT_THROW(check_input_spec("image", "BYTES", {2, 2}, kShape), Error);
+  EXPECT_THROW(check_input_spec("pixels", "BYTES", {2}, kShape), Error);
+}
+
 }  // namespace
 }  // namespace vit::serve::oip

@@ -1,7 +1,8 @@
 // The same JPEG reaches a model as the same tensor through every door (issue 43): `vit predict`
 // (--save-input writes what it gave the model), `vit eval` on an image folder (the library's evaluation batch, shaped
 // as the command shapes it) and `vit serve` (/v1/predict with the image's bytes gives the probabilities of the logits
-// `vit predict --tensor` computes from the saved input), for a vit checkpoint with its own recorded transform (shorter
+// `vit predict --tensor` computes from the saved input; /v2 with the bytes as a BYTES input, base64 in JSON and
+// binary, gives those logits within 1e-6 of the largest), for a vit checkpoint with its own recorded transform (shorter
 // side, crop, bicubic) and for a timm classifier. The Python module's door (and through it the C++ facade's
 // Model::load_image, which it wraps) is python/tests/test_vit.py
 // (test_the_same_image_is_the_same_tensor_as_vit_predict_gives).
@@ -16,6 +17,7 @@
 #include "infer/load_model.h"
 #include "infer/preprocess.h"
 #include "io/npy.h"
+#include "oip_client.h"
 #include "serve_process.h"
 #include "support/files.h"
 #include "support/run_vit.h"
@@ -30,6 +32,11 @@ using testing::TempDir;
 std::string write_own_model(const TempDir& dir) {
   testing::write_transform_checkpoint(dir.file("own.safetensors"));
   return dir.file("own.safetensors");
+}
+
+void expect_same_logits(const std::vector<float>& got, const std::vector<float>& want, const char* door) {
+  ASSERT_EQ(got.size(), want.size()) << door;
+  EXPECT_TRUE(testing::same_logits(got, want, 1e-6)) << door << ": not within 1e-6 of the largest logit";
 }
 
 std::vector<float> floats(const Tensor& t) {
@@ -97,6 +104,14 @@ TEST(SameInput, OneJpegIsOneTensorThroughPredictEvalAndServe) {
       const double expected = std::exp(static_cast<double>(logits.at(k)) - top) / total;
       EXPECT_NEAR(prediction.at("probability").get<double>(), expected, 1e-9) << "class " << k;
     }
+    // /v2: the JPEG's bytes as a BYTES input, base64 in JSON and binary, give the same logits.
+    const std::string jpeg(bytes.begin(), bytes.end()), path = "/v2/models/" + c.served + "/infer";
+    const auto json_answer = testing::post_infer(client, path, testing::image_request({jpeg}, false));
+    ASSERT_TRUE(json_answer && json_answer->status == 200) << (json_answer ? json_answer->body : "no answer");
+    expect_same_logits(testing::first_output(json_answer), logits, "/v2 JSON base64");
+    const auto binary_answer = testing::post_infer(client, path, testing::image_request({jpeg}, true));
+    ASSERT_TRUE(binary_answer && binary_answer->status == 200) << (binary_answer ? binary_answer->body : "no answer");
+    expect_same_logits(testing::first_output(binary_answer), logits, "/v2 binary");
   }
 }
 

@@ -2,9 +2,11 @@
 #include "serve/models/registry.h"
 
 #include <fmt/ranges.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <utility>
 
 #include "core/check.h"
 #include "serve/router.h"
@@ -14,7 +16,7 @@ namespace vit::serve {
 namespace fs = std::filesystem;
 
 std::vector<ModelSpec> model_specs(const std::string& checkpoint, const std::vector<std::string>& named,
-                                   const std::string& model_dir) {
+                                   const std::string& model_dir, bool allow_empty_dir) {
   std::vector<ModelSpec> specs;
   if (!checkpoint.empty()) specs.push_back({fs::path(checkpoint).stem().string(), checkpoint});
   for (const std::string& spec : named) {
@@ -24,17 +26,29 @@ std::vector<ModelSpec> model_specs(const std::string& checkpoint, const std::vec
     specs.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
   }
   if (!model_dir.empty()) {
-    std::error_code ec;
-    VIT_CHECK(fs::is_directory(model_dir, ec), "serve", "--model-dir {}: not a directory", model_dir);
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
-      if (entry.is_regular_file(ec) && entry.path().filename().string().front() != '.') files.push_back(entry.path());
-    }
-    std::sort(files.begin(), files.end());
-    VIT_CHECK(!files.empty(), "serve", "--model-dir {}: holds no model files", model_dir);
-    for (const fs::path& f : files) specs.push_back({f.stem().string(), f.string()});
+    const std::vector<ModelSpec> files = dir_models(model_dir);
+    VIT_CHECK(!files.empty() || allow_empty_dir, "serve", "--model-dir {}: holds no model files", model_dir);
+    specs.insert(specs.end(), files.begin(), files.end());
   }
-  VIT_CHECK(!specs.empty(), "serve", "no model to serve: give --checkpoint FILE, --model NAME=FILE or --model-dir DIR");
+  VIT_CHECK(!specs.empty() || (allow_empty_dir && !model_dir.empty()), "serve",
+            "no model to serve: give --checkpoint FILE, --model NAME=FILE or --model-dir DIR");
+  return specs;
+}
+
+std::vector<ModelSpec> dir_models(const std::string& model_dir) {
+  std::error_code ec;
+  VIT_CHECK(fs::is_directory(model_dir, ec), "serve", "--model-dir {}: not a directory", model_dir);
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
+    const std::string base = entry.path().filename().string();
+    // Hidden files and the temporaries of files being written (vit's FILE.tmp.PID.N) are not models.
+    if (entry.is_regular_file(ec) && base.front() != '.' && base.find(".tmp.") == std::string::npos) {
+      files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<ModelSpec> specs;
+  for (const fs::path& f : files) specs.push_back({f.stem().string(), f.string()});
   return specs;
 }
 
@@ -79,45 +93,134 @@ std::vector<NamedModel> load_models(const std::vector<ModelSpec>& specs, const L
     if (!skip_failed) fail("serve", "{}", problem);
     warn(fmt::format("warning: [serve] {}; serving without it", problem));
   }
-  VIT_CHECK(!models.empty(), "serve", "none of the {} models loaded", specs.size());
+  VIT_CHECK(!models.empty() || specs.empty(), "serve", "none of the {} models loaded", specs.size());
   return models;
 }
 
-ModelRegistry::ModelRegistry(std::vector<NamedModel> models) {
-  VIT_CHECK(!models.empty(), "serve",
+ModelHandle make_handle(std::string name, std::string file, infer::Predictor model) {
+  return ModelHandle(new ServedModel(std::move(name), std::move(file), std::move(model)), [](ServedModel* m) {
+    delete m;
+    malloc_trim(0);
+  });
+}
+
+ModelRegistry::ModelRegistry(std::vector<NamedModel> models, bool allow_empty) {
+  VIT_CHECK(!models.empty() || allow_empty, "serve",
             "no model to serve (give --checkpoint FILE, --model NAME=FILE or --model-dir DIR)");
   std::vector<std::string> taken;
   for (NamedModel& m : models) {
     const std::string problem = name_problem({m.name, m.file}, taken);
     VIT_CHECK(problem.empty(), "serve", "{}", problem);
     taken.push_back(m.name);
-    models_.push_back(std::make_unique<ServedModel>(m.name, m.file, std::move(m.model)));
+    put(make_handle(m.name, m.file, std::move(m.model)));
   }
 }
 
-ServedModel* ModelRegistry::find(const std::string& name) const {
-  for (const auto& m : models_) {
-    if (m->name == name) return m.get();
+ModelRegistry::Entry* ModelRegistry::entry(const std::string& name) {
+  for (Entry& e : entries_) {
+    if (e.name == name) return &e;
   }
   return nullptr;
 }
 
-ServedModel& ModelRegistry::pick(const std::string* name, const char* how) const {
-  if (name == nullptr) {
-    if (models_.size() == 1) return *models_[0];
-    throw HttpError{400, fmt::format("[serve] {} models are served ({}): {}", models_.size(), names_text(), how)};
+const ModelRegistry::Entry* ModelRegistry::entry(const std::string& name) const {
+  return const_cast<ModelRegistry*>(this)->entry(name);
+}
+
+ModelHandle ModelRegistry::find(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  const Entry* e = entry(name);
+  return e != nullptr ? e->serving : nullptr;
+}
+
+std::string ModelRegistry::not_served(const std::string& name) const {
+  const std::string served = names_text();
+  std::lock_guard lock(mutex_);
+  const Entry* e = entry(name);
+  if (e == nullptr || e->serving != nullptr) {
+    return fmt::format("unknown model '{}' (served: {})", name, served.empty() ? "none" : served);
   }
-  ServedModel* m = find(*name);
-  if (m == nullptr) throw HttpError{404, fmt::format("[serve] unknown model '{}' (served: {})", *name, names_text())};
-  return *m;
+  return fmt::format("model '{}' is not being served ({}{}; served: {})", name, e->state,
+                     e->reason.empty() ? "" : ": " + e->reason, served.empty() ? "none" : served);
+}
+
+ModelHandle ModelRegistry::pick(const std::string* name, const char* how) const {
+  if (name == nullptr) {
+    const std::vector<ModelHandle> serving = all();
+    if (serving.size() == 1) return serving[0];
+    if (serving.empty()) throw HttpError{404, "[serve] no model is being served"};
+    throw HttpError{400, fmt::format("[serve] {} models are served ({}): {}", serving.size(), names_text(), how)};
+  }
+  ModelHandle m = find(*name);
+  if (m == nullptr) throw HttpError{404, "[serve] " + not_served(*name)};
+  return m;
+}
+
+std::vector<ModelHandle> ModelRegistry::all() const {
+  std::lock_guard lock(mutex_);
+  std::vector<ModelHandle> out;
+  for (const Entry& e : entries_) {
+    if (e.serving) out.push_back(e.serving);
+  }
+  return out;
 }
 
 std::vector<std::string> ModelRegistry::names() const {
   std::vector<std::string> out;
-  for (const auto& m : models_) out.push_back(m->name);
+  for (const ModelHandle& m : all()) out.push_back(m->name);
   return out;
 }
 
 std::string ModelRegistry::names_text() const { return fmt::format("{}", fmt::join(names(), ", ")); }
+
+int64_t ModelRegistry::next_version(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  const Entry* e = entry(name);
+  return e != nullptr ? e->last_version + 1 : 1;
+}
+
+ModelHandle ModelRegistry::put(ModelHandle m) {
+  std::lock_guard lock(mutex_);
+  Entry* e = entry(m->name);
+  if (e == nullptr) {
+    entries_.push_back({m->name, nullptr, 0, "", ""});
+    e = &entries_.back();
+  }
+  m->version = std::to_string(e->last_version + 1);
+  e->last_version += 1;
+  e->state = "READY";
+  e->reason.clear();
+  std::swap(e->serving, m);
+  return m;
+}
+
+ModelHandle ModelRegistry::remove(const std::string& name, const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  Entry* e = entry(name);
+  if (e == nullptr) return nullptr;
+  e->state = "UNAVAILABLE";
+  e->reason = reason;
+  return std::exchange(e->serving, nullptr);
+}
+
+void ModelRegistry::note(const std::string& name, const std::string& state, const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  Entry* e = entry(name);
+  if (e == nullptr) {
+    entries_.push_back({name, nullptr, 0, "", ""});
+    e = &entries_.back();
+  }
+  e->state = state;
+  e->reason = reason;
+}
+
+std::vector<ModelStatus> ModelRegistry::index() const {
+  std::lock_guard lock(mutex_);
+  std::vector<ModelStatus> out;
+  for (const Entry& e : entries_) {
+    out.push_back({e.name, e.serving ? e.serving->version : "", e.state, e.reason});
+  }
+  return out;
+}
 
 }  // namespace vit::serve

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "serve/oip/infer.h"
 #include "serve/oip/protocol.h"
 
 namespace vit::serve::oip {
@@ -11,28 +12,30 @@ namespace {
 
 using json = nlohmann::json;
 
+json tensors_json(const std::vector<TensorMetadata>& list) {
+  json out = json::array();
+  for (const TensorMetadata& t : list) out.push_back({{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}});
+  return out;
+}
+
 class V2 {
  public:
   explicit V2(ServeContext& context) : s_(context) {}
 
   // The model a path names, at the version it names (404 for either unknown).
-  ServedModel& model(const Call& call) const {
-    const std::string& name = call.capture("model");
-    ServedModel* m = s_.models.find(name);
-    if (m == nullptr) {
-      throw HttpError{404, fmt::format("unknown model '{}' (served: {})", name, s_.models.names_text())};
+  ModelHandle model(const Call& call) const {
+    try {
+      return find_model(s_, call.capture("model"), call.capture("version"));
+    } catch (const HttpError& e) {
+      throw HttpError{e.status, "[serve] " + e.message};
     }
-    const std::string& version = call.capture("version");
-    if (!version.empty() && version != m->version) {
-      throw HttpError{404,
-                      fmt::format("unknown version '{}' of model '{}' (it has version {})", version, name, m->version)};
-    }
-    return *m;
   }
 
   void server_metadata(const Call&, http::Response& res) const {
     reply(res, 200,
-          {{"name", "vit"}, {"version", VIT_VERSION}, {"extensions", {"binary_tensor_data", "classification"}}});
+          {{"name", "vit"},
+           {"version", VIT_VERSION},
+           {"extensions", {"binary_tensor_data", "classification", "model_repository"}}});
   }
 
   void live(const Call&, http::Response& res) const { reply(res, 200, json::object()); }
@@ -51,37 +54,24 @@ class V2 {
   }
 
   void model_metadata(const Call& call, http::Response& res) const {
-    const ServedModel& m = model(call);
-    const model::ViTConfig& c = m.config();
-    json outputs = json::array();
-    if (m.model.has_classifier()) {
-      outputs.push_back({{"name", kLogits}, {"datatype", "FP32"}, {"shape", {-1, m.model.num_classes()}}});
-    }
-    outputs.push_back({{"name", kEmbedding}, {"datatype", "FP32"}, {"shape", {-1, m.model.embed_dim()}}});
+    const ModelMetadata md = oip::model_metadata(*model(call));
     reply(res, 200,
-          {{"name", m.name},
-           {"versions", {m.version}},
-           {"platform", "vit"},
-           {"inputs",
-            {{{"name", kInputName}, {"datatype", "FP32"}, {"shape", {-1, c.in_channels, c.image_size, c.image_size}}}}},
-           {"outputs", outputs}});
+          {{"name", md.name},
+           {"versions", {md.version}},
+           {"platform", md.platform},
+           {"inputs", tensors_json(md.inputs)},
+           {"outputs", tensors_json(md.outputs)}});
   }
 
   void infer(const Call& call, http::Response& res) const {
-    ServedModel& m = model(call);
+    const ModelHandle handle = model(call);  // held to the answer: a swapped-out version finishes it
+    ServedModel& m = *handle;
     const model::ViTConfig& c = m.config();
     const http::Request& req = call.request;
     InferRequest r = parse_infer_request(req.body, req.header("inference-header-content-length"),
                                          {c.in_channels, c.image_size, c.image_size});
-    m.model.check_input(r.input, "infer", "input 'input'");
-    std::vector<RequestedOutput> wanted = r.outputs;
-    if (wanted.empty()) {  // the spec: every output the model has
-      if (m.model.has_classifier()) wanted.push_back({kLogits, r.binary_outputs, 0});
-      wanted.push_back({kEmbedding, r.binary_outputs, 0});
-    }
-    std::vector<OutputTensor> outputs;
-    for (const RequestedOutput& w : wanted) outputs.push_back(output(m, w, r.input));
-    const EncodedResponse e = encode_infer_response(m.name, m.version, r.id, outputs);
+    const Tensor batch = request_batch(s_, m, r);
+    const EncodedResponse e = encode_infer_response(m.name, m.version, r.id, run_outputs(s_, m, r, batch));
     res.status = 200;
     res.body = e.body;
     if (e.header_length) {
@@ -92,40 +82,50 @@ class V2 {
     }
   }
 
- private:
-  // One asked-for output of the batch: logits (or their top-k as Triton's classification
-  // strings), or the embedding at the model's default pooling.
-  OutputTensor output(ServedModel& m, const RequestedOutput& w, const Tensor& input) const {
-    const bool logits = w.name == kLogits, embedding = w.name == kEmbedding;
-    if (!(logits && m.model.has_classifier()) && !embedding) {
-      throw HttpError{400, fmt::format("[infer] unknown output '{}' (model '{}' has {})", w.name, m.name,
-                                       m.model.has_classifier() ? "logits, embedding" : "embedding")};
-    }
-    VIT_CHECK(w.classification == 0 || logits, "infer", "output '{}': classification applies to the logits only",
-              w.name);
-    const Tensor y = logits ? s_.run(m, {infer::Output::Logits}, input)
-                            : s_.run(m, {infer::Output::Embedding, m.model.default_pool()}, input);
-    OutputTensor o;
-    o.name = w.name;
-    o.binary = w.binary;
-    if (w.classification == 0) {
-      o.datatype = "FP32";
-      o.shape = y.shape();
-      o.values = y;
-      return o;
-    }
-    const int64_t k = std::min(w.classification, m.model.num_classes());
-    o.datatype = "BYTES";
-    o.shape = {y.size(0), k};
-    for (const auto& row : m.model.top_k(y, k)) {
-      for (const infer::ClassScore& s : row) {
-        o.strings.push_back(
-            fmt::format("{}:{}:{}", static_cast<float>(s.probability), s.index, m.model.label(s.index)));
+  // POST /v2/repository/index: every model the repository knows, with its state.
+  void repository_index(const Call& call, http::Response& res) const {
+    bool ready_only = false;
+    const std::string& body = call.request.body;
+    if (!body.empty()) {
+      check_json_depth(body, "the request");
+      json j;
+      try {
+        j = json::parse(body);
+      } catch (const json::exception& e) {
+        throw HttpError{400, fmt::format("[serve] the index request is not valid JSON ({})", e.what())};
+      }
+      if (!j.is_object()) throw HttpError{400, "[serve] the index request must be a JSON object {\"ready\"?: bool}"};
+      if (j.contains("ready")) {
+        if (!j["ready"].is_boolean()) throw HttpError{400, "[serve] \"ready\" must be true or false"};
+        ready_only = j["ready"].get<bool>();
       }
     }
-    return o;
+    json list = json::array();
+    for (const ModelStatus& m : s_.models.index()) {
+      if (ready_only && m.state != "READY") continue;
+      json entry = {{"name", m.name}, {"state", m.state}};
+      if (!m.version.empty()) entry["version"] = m.version;
+      if (!m.reason.empty()) entry["reason"] = m.reason;
+      list.push_back(entry);
+    }
+    reply(res, 200, list);
   }
 
+  void repository_load(const Call& call, http::Response& res) const {
+    try {
+      s_.repository->load(call.capture("model"));
+    } catch (const Error& e) {
+      throw HttpError{400, e.what()};
+    }
+    reply(res, 200, json::object());
+  }
+
+  void repository_unload(const Call& call, http::Response& res) const {
+    s_.repository->unload(call.capture("model"));
+    reply(res, 200, json::object());
+  }
+
+ private:
   ServeContext& s_;
 };
 
@@ -144,6 +144,15 @@ void add_routes(Router& router, ServeContext& context) {
     router.add({"GET", model + "/ready", bind(&V2::model_ready), {}, false, ""});
     router.add({"POST", model + "/infer", bind(&V2::infer), {}, true, "/v2/infer"});
   }
+  router.add({"POST", "/v2/repository/index", bind(&V2::repository_index), {}, false, ""});
+  router.add(
+      {"POST", "/v2/repository/models/{model}/load", bind(&V2::repository_load), {}, true, "/v2/repository/load"});
+  router.add({"POST",
+              "/v2/repository/models/{model}/unload",
+              bind(&V2::repository_unload),
+              {},
+              true,
+              "/v2/repository/unload"});
 }
 
 }  // namespace vit::serve::oip

@@ -1,6 +1,8 @@
 // Open Inference Protocol requests and answers (see protocol.h).
 #include "serve/oip/protocol.h"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -66,57 +68,27 @@ RequestJson parse_json(const std::string& text, const std::string& body, const s
   }
 }
 
-// An input's name, datatype and shape, checked against what the model takes.
-struct InputSpec {
-  std::string name, datatype, shape_text;
-  Shape dims;
-  int64_t numel = 0;
-  size_t element = 4;  // bytes per value as sent
-};
-
+// An input's name, datatype and shape from its JSON, checked.
 InputSpec parse_input_spec(const json& in, const ModelShape& shape) {
   VIT_CHECK(in.is_object(), kOp, "inputs[0] must be an object {{name, shape, datatype, data}}");
   VIT_CHECK(in.contains("name") && in["name"].is_string(), kOp, "inputs[0] has no \"name\"");
-  InputSpec s;
-  s.name = in["name"].get<std::string>();
-  const std::string& name = s.name;
-  VIT_CHECK(name == kInputName, kOp, "unknown input '{}' (the model's input is \"{}\")", name, kInputName);
+  const std::string name = in["name"].get<std::string>();
   VIT_CHECK(in.contains("datatype") && in["datatype"].is_string(), kOp, "input '{}' has no \"datatype\"", name);
-  s.datatype = in["datatype"].get<std::string>();
-  VIT_CHECK(s.datatype == "FP32" || s.datatype == "FP64", kOp, "input '{}': datatype {} (the model takes FP32)", name,
-            s.datatype);
-  s.element = s.datatype == "FP32" ? 4 : 8;
   VIT_CHECK(in.contains("shape") && in["shape"].is_array(), kOp, "input '{}' has no \"shape\" array", name);
-  s.shape_text = in["shape"].dump();
+  Shape dims;
   for (const json& d : in["shape"]) {
     VIT_CHECK(d.is_number_integer(), kOp, "input '{}': shape entries must be integers, got {}", name, d.dump());
-    const int64_t v = d.get<int64_t>();
-    VIT_CHECK(v >= 0, kOp, "input '{}': negative size {} in shape {}", name, v, s.shape_text);
-    s.dims.push_back(v);
+    dims.push_back(d.get<int64_t>());
   }
-  VIT_CHECK(s.dims.size() == 4 && s.dims[1] == shape.channels && s.dims[2] == shape.height && s.dims[3] == shape.width,
-            kOp, "input '{}': shape {} but the model takes [B, {}, {}, {}]", name, s.shape_text, shape.channels,
-            shape.height, shape.width);
-  VIT_CHECK(s.dims[0] >= 1, kOp, "input '{}': the batch is empty (B = 0)", name);
-  try {
-    s.numel = shape_numel(s.dims);
-  } catch (const Error&) {
-    fail(kOp, "input '{}': shape {} overflows", name, s.shape_text);
-  }
-  return s;
+  return check_input_spec(name, in["datatype"].get<std::string>(), dims, shape);
 }
 
 // The input's values from the binary data after the JSON (parameters.binary_data_size bytes).
-Tensor read_binary_input(const json& in, const InputSpec& s, const std::string& body, size_t json_bytes,
-                         const std::string& header_length) {
+void read_binary_input(const json& in, const InputSpec& s, const std::string& body, size_t json_bytes,
+                       const std::string& header_length, InferRequest& r) {
   const json& size = in["parameters"]["binary_data_size"];
   VIT_CHECK(size.is_number_unsigned(), kOp, "input '{}': parameters.binary_data_size must be a byte count", s.name);
   const uint64_t bytes = size.get<uint64_t>();
-  // The shape's byte count, which may pass 2^64 (then it is not any binary_data_size).
-  const bool beyond = static_cast<uint64_t>(s.numel) > UINT64_MAX / s.element;
-  const uint64_t needed = beyond ? 0 : static_cast<uint64_t>(s.numel) * s.element;
-  VIT_CHECK(!beyond && bytes == needed, kOp, "input '{}': binary_data_size {} but shape {} of {} needs {} bytes",
-            s.name, bytes, s.shape_text, s.datatype, beyond ? std::string("more than 2^64") : std::to_string(needed));
   VIT_CHECK(!header_length.empty(), kOp,
             "input '{}' is binary but the request has no Inference-Header-Content-Length header", s.name);
   VIT_CHECK(body.size() - json_bytes == bytes, kOp,
@@ -124,34 +96,38 @@ Tensor read_binary_input(const json& in, const InputSpec& s, const std::string& 
             body.size() - json_bytes);
   VIT_CHECK(!in.contains("data"), kOp, "input '{}' has both binary data and a \"data\" field", s.name);
   const char* p = body.data() + json_bytes;
-  Tensor x = Tensor::empty(s.dims);  // allocated once the body is known to hold its values
-  float* out = x.data<float>();
-  if (s.element == 4) {
-    std::memcpy(out, p, bytes);
-    return x;
+  if (s.bytes()) {
+    r.images = bytes_elements(s, p, bytes);
+  } else {
+    r.input = tensor_from_raw(s, p, bytes);
   }
-  for (int64_t i = 0; i < s.numel; ++i) {
-    double v;
-    std::memcpy(&v, p + 8 * i, 8);
-    out[i] = static_cast<float>(v);
-  }
-  return x;
 }
 
 // The input's values from its "data" list (flat, or nested to the shape), read while parsing.
-Tensor read_json_input(const json& in, const RequestJson& r, const InputSpec& s, const std::string& body,
-                       size_t json_bytes) {
+void read_json_input(const json& in, RequestJson& parsed, const InputSpec& s, const std::string& body,
+                     size_t json_bytes, InferRequest& r) {
   VIT_CHECK(in.contains("data"), kOp, "input '{}' has no \"data\" (nor binary_data_size)", s.name);
   VIT_CHECK(json_bytes == body.size(), kOp, "{} bytes follow the JSON but no input is binary",
             body.size() - json_bytes);
-  VIT_CHECK(r.data_read && r.data_numeric, kOp, "input '{}': \"data\" must hold numbers (a flat or nested list)",
-            s.name);
   const auto numel = static_cast<size_t>(s.numel);
-  VIT_CHECK(r.data_values == numel, kOp, "input '{}': shape {} needs {} values, \"data\" has {}", s.name, s.shape_text,
-            numel, r.data_values);
-  Tensor x = Tensor::empty(s.dims);  // allocated once the body is known to hold its values
-  std::copy(r.data.begin(), r.data.end(), x.data<float>());
-  return x;
+  if (s.bytes()) {
+    VIT_CHECK(parsed.data_read && parsed.data_textual, kOp,
+              "input '{}': \"data\" must hold base64 strings (one encoded image each)", s.name);
+    VIT_CHECK(parsed.data_values == numel, kOp, "input '{}': shape {} needs {} images, \"data\" has {}", s.name,
+              s.shape_text, numel, parsed.data_values);
+    r.images.reserve(numel);
+    for (size_t i = 0; i < numel; ++i) {
+      r.images.push_back(base64_decode(parsed.strings[i], fmt::format("input '{}' element {}", s.name, i)));
+      std::string().swap(parsed.strings[i]);  // the text freed as its bytes come
+    }
+    return;
+  }
+  VIT_CHECK(parsed.data_read && parsed.data_numeric, kOp,
+            "input '{}': \"data\" must hold numbers (a flat or nested list)", s.name);
+  VIT_CHECK(parsed.data_values == numel, kOp, "input '{}': shape {} needs {} values, \"data\" has {}", s.name,
+            s.shape_text, numel, parsed.data_values);
+  r.input = Tensor::empty(s.dims);  // allocated once the body is known to hold its values
+  std::copy(parsed.data.begin(), parsed.data.end(), r.input.data<float>());
 }
 
 // "outputs": each a name, with binary_data and classification parameters.
@@ -187,9 +163,120 @@ std::vector<RequestedOutput> parse_outputs(const json& list, bool binary_default
 
 }  // namespace
 
+InputSpec check_input_spec(const std::string& name, const std::string& datatype, const Shape& dims,
+                           const ModelShape& shape) {
+  InputSpec s;
+  s.name = name;
+  s.datatype = datatype;
+  s.dims = dims;
+  s.shape_text = fmt::format("[{}]", fmt::join(dims, ","));
+  VIT_CHECK(name == kInputName || name == kImageName, kOp,
+            "unknown input '{}' (the model takes \"{}\": FP32 [B, {}, {}, {}], or \"{}\": BYTES [B] of encoded images)",
+            name, kInputName, shape.channels, shape.height, shape.width, kImageName);
+  const bool tensor = datatype == "FP32" || datatype == "FP64";
+  VIT_CHECK(s.bytes() || (tensor && name == kInputName), kOp, "input '{}': datatype {} (the model takes {})", name,
+            datatype, name == kInputName ? "FP32, or BYTES of encoded images" : "BYTES: encoded images");
+  for (int64_t v : dims) VIT_CHECK(v >= 0, kOp, "input '{}': negative size {} in shape {}", name, v, s.shape_text);
+  if (s.bytes()) {
+    s.element = 0;
+    VIT_CHECK(dims.size() == 1 || (dims.size() == 2 && dims[1] == 1), kOp,
+              "input '{}': shape {} but BYTES images are [B] (or [B, 1]): one encoded image per element", name,
+              s.shape_text);
+    VIT_CHECK(dims[0] >= 1, kOp, "input '{}': the batch is empty (B = 0)", name);
+    s.numel = dims[0];
+    return s;
+  }
+  s.element = datatype == "FP32" ? 4 : 8;
+  VIT_CHECK(dims.size() == 4 && dims[1] == shape.channels && dims[2] == shape.height && dims[3] == shape.width, kOp,
+            "input '{}': shape {} but the model takes [B, {}, {}, {}]", name, s.shape_text, shape.channels,
+            shape.height, shape.width);
+  VIT_CHECK(dims[0] >= 1, kOp, "input '{}': the batch is empty (B = 0)", name);
+  try {
+    s.numel = shape_numel(dims);
+  } catch (const Error&) {
+    fail(kOp, "input '{}': shape {} overflows", name, s.shape_text);
+  }
+  return s;
+}
+
+Tensor tensor_from_raw(const InputSpec& s, const char* p, uint64_t bytes) {
+  // The shape's byte count, which may pass 2^64 (then it is not any binary_data_size).
+  const bool beyond = static_cast<uint64_t>(s.numel) > UINT64_MAX / s.element;
+  const uint64_t needed = beyond ? 0 : static_cast<uint64_t>(s.numel) * s.element;
+  VIT_CHECK(!beyond && bytes == needed, kOp, "input '{}': binary_data_size {} but shape {} of {} needs {} bytes",
+            s.name, bytes, s.shape_text, s.datatype, beyond ? std::string("more than 2^64") : std::to_string(needed));
+  Tensor x = Tensor::empty(s.dims);  // allocated once the data are known to hold its values
+  float* out = x.data<float>();
+  if (s.element == 4) {
+    std::memcpy(out, p, bytes);
+    return x;
+  }
+  for (int64_t i = 0; i < s.numel; ++i) {
+    double v;
+    std::memcpy(&v, p + 8 * i, 8);
+    out[i] = static_cast<float>(v);
+  }
+  return x;
+}
+
+std::vector<std::string> bytes_elements(const InputSpec& s, const char* p, uint64_t bytes) {
+  std::vector<std::string> out;
+  uint64_t at = 0;
+  while (at < bytes) {
+    VIT_CHECK(static_cast<int64_t>(out.size()) < s.numel, kOp,
+              "input '{}': shape {} has {} elements but the data hold more (at byte {} of {})", s.name, s.shape_text,
+              s.numel, at, bytes);
+    VIT_CHECK(bytes - at >= 4, kOp, "input '{}': element {} is cut off in its 4-byte length (byte {} of {})", s.name,
+              out.size(), at, bytes);
+    uint32_t n = 0;
+    for (int k = 0; k < 4; ++k) n |= static_cast<uint32_t>(static_cast<uint8_t>(p[at + k])) << (8 * k);
+    at += 4;
+    VIT_CHECK(n <= bytes - at, kOp, "input '{}': element {} says {} bytes but only {} remain", s.name, out.size(), n,
+              bytes - at);
+    out.emplace_back(p + at, n);
+    at += n;
+  }
+  VIT_CHECK(static_cast<int64_t>(out.size()) == s.numel, kOp, "input '{}': shape {} needs {} images, the data hold {}",
+            s.name, s.shape_text, s.numel, out.size());
+  return out;
+}
+
+std::string base64_decode(const std::string& text, const std::string& what) {
+  std::string out;
+  out.reserve(text.size() / 4 * 3 + 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t pad = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    int v = -1;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    if (c >= '0' && c <= '9') v = c - '0' + 52;
+    if (c == '+' || c == '-') v = 62;
+    if (c == '/' || c == '_') v = 63;
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    if (c == '=') {
+      ++pad;
+      continue;
+    }
+    VIT_CHECK(v >= 0, kOp, "{}: not base64 (character {} at offset {})", what,
+              c >= 32 && c < 127 ? fmt::format("'{}'", c) : fmt::format("0x{:02x}", static_cast<uint8_t>(c)), i);
+    VIT_CHECK(pad == 0, kOp, "{}: not base64 ('=' padding before offset {})", what, i);
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  VIT_CHECK(bits < 6 && pad <= 2, kOp, "{}: not base64 (its length leaves a lone character)", what);
+  return out;
+}
+
 InferRequest parse_infer_request(const std::string& body, const std::string& header_length, const ModelShape& shape) {
   const size_t json_bytes = json_length(body, header_length);
-  const RequestJson parsed = parse_json(body.substr(0, json_bytes), body, header_length);
+  RequestJson parsed = parse_json(body.substr(0, json_bytes), body, header_length);
   const json& j = parsed.json;
   VIT_CHECK(j.is_object(), kOp, "the request must be a JSON object with \"inputs\"");
   InferRequest r;
@@ -213,8 +300,11 @@ InferRequest parse_infer_request(const std::string& body, const std::string& hea
   const InputSpec spec = parse_input_spec(in, shape);
   const bool binary =
       in.contains("parameters") && in["parameters"].is_object() && in["parameters"].contains("binary_data_size");
-  r.input = binary ? read_binary_input(in, spec, body, json_bytes, header_length)
-                   : read_json_input(in, parsed, spec, body, json_bytes);
+  if (binary) {
+    read_binary_input(in, spec, body, json_bytes, header_length, r);
+  } else {
+    read_json_input(in, parsed, spec, body, json_bytes, r);
+  }
   if (j.contains("outputs")) r.outputs = parse_outputs(j["outputs"], r.binary_outputs);
   return r;
 }

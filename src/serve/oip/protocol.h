@@ -3,10 +3,14 @@
 // answer, JSON and the binary tensor data extension (the endpoints: serve/oip/endpoints.h).
 // A request: {"id"?, "parameters"?, "inputs": [{"name", "shape", "datatype", "parameters"?, "data"?}],
 // "outputs"?: [{"name", "parameters"?: {"binary_data"?, "classification"?}}]}. Our models take one
-// input, "input": FP32 (B, C, H, W) (FP64 is accepted and narrowed), its data a row-major list
-// (flat, or nested to the shape) or, with the binary extension, raw little-endian bytes after the
-// JSON: the header Inference-Header-Content-Length gives the JSON's length, and each binary input
-// says its byte count in parameters.binary_data_size. Outputs: "logits" FP32 (B, K) for a
+// input, either "input": FP32 (B, C, H, W) (FP64 is accepted and narrowed), its data a row-major list
+// (flat, or nested to the shape), or "image": BYTES [B] (or [B, 1]), each element an encoded image
+// (JPEG, PNG, BMP; sizes may differ), its data a list of base64 strings, decoded and preprocessed
+// by the server as `vit predict IMAGE` does ("input" with datatype BYTES is taken the same way).
+// With the binary extension the data are raw little-endian bytes after the JSON: the header
+// Inference-Header-Content-Length gives the JSON's length, and each binary input says its byte
+// count in parameters.binary_data_size (BYTES elements each as a 4-byte little-endian length and
+// the bytes, as Triton writes them). Outputs: "logits" FP32 (B, K) for a
 // classifier, "embedding" FP32 (B, D) (the model's default pooling); asked for by name, or all of
 // them when "outputs" is absent. {"classification": k} on logits answers Triton's way: a BYTES
 // (B, k) tensor of "score:index:label" strings, the scores softmax probabilities. Binary outputs
@@ -26,6 +30,7 @@
 namespace vit::serve::oip {
 
 inline constexpr const char* kInputName = "input";
+inline constexpr const char* kImageName = "image";  // the BYTES input: encoded images
 inline constexpr const char* kLogits = "logits";
 inline constexpr const char* kEmbedding = "embedding";
 inline constexpr int kMaxJsonDepth = 64;  // nesting deeper than this is refused before parsing
@@ -38,7 +43,8 @@ struct RequestedOutput {
 
 struct InferRequest {
   std::optional<std::string> id;
-  Tensor input;                          // (B, C, H, W) float32
+  Tensor input;                          // (B, C, H, W) float32, or undefined when images are given
+  std::vector<std::string> images;       // a BYTES input's elements: encoded images (not yet decoded)
   std::vector<RequestedOutput> outputs;  // empty: every output the model has, as JSON
   bool binary_outputs = false;           // parameters.binary_data_output
 };
@@ -47,6 +53,26 @@ struct InferRequest {
 struct ModelShape {
   int64_t channels = 0, height = 0, width = 0;
 };
+
+// An input's name, datatype and shape, checked against what the model takes (either door: the
+// JSON of HTTP, gRPC's message).
+struct InputSpec {
+  std::string name, datatype, shape_text;
+  Shape dims;
+  int64_t numel = 0;   // values (a tensor) or elements (BYTES)
+  size_t element = 4;  // bytes per value as sent (0 for BYTES)
+  bool bytes() const { return datatype == "BYTES"; }
+};
+InputSpec check_input_spec(const std::string& name, const std::string& datatype, const Shape& dims,
+                           const ModelShape& shape);
+// A tensor input's values from raw little-endian bytes (exactly its shape's byte count).
+Tensor tensor_from_raw(const InputSpec& spec, const char* data, uint64_t bytes);
+// A BYTES input's elements from raw bytes: each a 4-byte little-endian length and that many bytes,
+// exactly spec.numel of them filling `bytes`.
+std::vector<std::string> bytes_elements(const InputSpec& spec, const char* data, uint64_t bytes);
+// A base64 string's bytes (RFC 4648, '+/' or '-_', padding optional, whitespace skipped); throws
+// naming `what` and the offending character.
+std::string base64_decode(const std::string& text, const std::string& what);
 
 // Parses a body (JSON, or JSON + binary tensors when header_length is given) into an input batch.
 // header_length: the Inference-Header-Content-Length header's value ("" when absent).

@@ -17,7 +17,16 @@ class RequestSax {
   bool number_integer(json::number_integer_t v) { return number(static_cast<double>(v)) || dom_.number_integer(v); }
   bool number_unsigned(json::number_unsigned_t v) { return number(static_cast<double>(v)) || dom_.number_unsigned(v); }
   bool number_float(json::number_float_t v, const std::string& s) { return number(v) || dom_.number_float(v, s); }
-  bool string(std::string& v) { return capturing_ ? other() : (value_starts(), dom_.string(v)); }
+  bool string(std::string& v) {
+    if (capturing_) return text(v);
+    if (at_input_data()) {  // one string as the data
+      out_.data_read = true;
+      text(v);
+      value_starts();
+      return dom_.null();
+    }
+    return value_starts(), dom_.string(v);
+  }
   bool binary(json::binary_t& v) { return capturing_ ? other() : (value_starts(), dom_.binary(v)); }
   bool start_object(std::size_t n) {
     if (capturing_) return ++depth_, other();
@@ -94,11 +103,20 @@ class RequestSax {
     return true;
   }
   void keep(double v) {
+    out_.data_textual = false;
     if (out_.data_values++ < max_values_) out_.data.push_back(static_cast<float>(v));
   }
-  // Anything but a number or list inside the data.
+  // A string in the data (a BYTES element): moved, not copied.
+  bool text(std::string& v) {
+    out_.data_numeric = false;
+    ++out_.data_values;
+    if (out_.strings.size() < max_values_) out_.strings.push_back(std::move(v));
+    return true;
+  }
+  // Anything but a number, a string or a list inside the data.
   bool other() {
     out_.data_numeric = false;
+    out_.data_textual = false;
     return true;
   }
 

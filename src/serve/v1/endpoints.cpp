@@ -56,9 +56,7 @@ class V1 {
  public:
   explicit V1(ServeContext& context) : s_(context) {}
 
-  ServedModel& model(const Call& call) const {
-    return s_.models.pick(call.query("model"), "name one with ?model=NAME");
-  }
+  ModelHandle model(const Call& call) const { return s_.models.pick(call.query("model"), "name one with ?model=NAME"); }
 
   // The request body as a (B, C, H, W) float32 batch, checked; `image` tells which kind it was.
   Tensor input(const ServedModel& m, const http::Request& req, bool& image) const {
@@ -89,7 +87,8 @@ class V1 {
 
   // POST /v1/predict: an image -> top-k classes; a .npy -> logits.
   void predict(const Call& call, http::Response& res) const {
-    ServedModel& m = model(call);
+    const ModelHandle handle = model(call);  // held to the answer: a swapped-out version finishes it
+    ServedModel& m = *handle;
     const infer::Predictor& p = m.model;
     if (!p.has_classifier()) {
       try {
@@ -126,7 +125,8 @@ class V1 {
 
   // POST /v1/embed: an image -> one embedding; a .npy -> a row per image.
   void embed(const Call& call, http::Response& res) const {
-    ServedModel& m = model(call);
+    const ModelHandle handle = model(call);
+    ServedModel& m = *handle;
     const std::string* asked = call.query("pool");
     const infer::Pool pool =
         asked != nullptr && !asked->empty() ? infer::parse_pool(*asked, "serve") : m.model.default_pool();
@@ -144,7 +144,8 @@ class V1 {
 
   // POST /v1/attention: an image -> vit attention's picture as a PNG.
   void attention(const Call& call, http::Response& res) const {
-    ServedModel& m = model(call);
+    const ModelHandle handle = model(call);
+    ServedModel& m = *handle;
     if (!s_.options.attention) throw HttpError{404, "[serve] attention maps are off (vit serve --no-attention)"};
     const std::string& body = call.request.body;
     VIT_CHECK(!body.empty(), "serve", "the request body is empty: send an image (PNG/JPEG)");
@@ -171,7 +172,7 @@ class V1 {
       reply(res, 503, {{"status", "draining"}});
       return;
     }
-    const auto& all = s_.models.all();
+    const std::vector<ModelHandle> all = s_.models.all();
     json answer = all.size() == 1 ? model_json(*all[0]) : json::object();
     answer["status"] = "ok";
     answer["models"] = s_.models.names();
@@ -181,8 +182,8 @@ class V1 {
 
   void metrics_text(const Call&, http::Response& res) const {
     res.content_type = "text/plain; version=0.0.4";
-    std::vector<int64_t> depths;
-    for (const auto& m : s_.models.all()) depths.push_back(m->batcher->queue_depth());
+    std::vector<std::pair<std::string, int64_t>> depths;
+    for (const ModelHandle& m : s_.models.all()) depths.emplace_back(m->name, m->batcher->queue_depth());
     res.body = s_.metrics.text(depths, s_.inflight.load());
   }
 
