@@ -57,6 +57,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--port", s.port, "port (0: any free port, printed)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  cmd->add_option("--grpc-port", s.grpc_port,
+                  "also serve the Open Inference Protocol over gRPC (inference.GRPCInferenceService) on this port "
+                  "(0: any free port, printed); off when not given")
+      ->check(CLI::Range(0, 65535));
   cmd->add_option("--max-batch", s.batching.max_batch, "dynamic batching: images per model call (1: no batching)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
@@ -136,6 +140,7 @@ void add_serve_command(CLI::App& app) {
         lines.size(), lines.size() == 1 ? "" : "s", url_host.c_str(), port, o->server.batching.max_batch,
         o->server.batching.max_delay_us, o->server.batching.max_queue,
         serve::model_control_name(o->server.repository.control));
+    if (server.grpc_port() >= 0) std::printf("vit serve: gRPC on %s:%d\n", url_host.c_str(), server.grpc_port());
     for (const std::string& line : lines) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     std::atomic<bool> done{false};

@@ -24,6 +24,7 @@ void ServerOptions::validate() const {
             http_threads);
   VIT_CHECK(top_k >= 1, "serve", "--top-k must be >= 1, got {}", top_k);
   VIT_CHECK(port >= 0 && port <= 65535, "serve", "--port must be in [0, 65535], got {}", port);
+  VIT_CHECK(grpc_port >= -1 && grpc_port <= 65535, "serve", "--grpc-port must be in [0, 65535], got {}", grpc_port);
   const int64_t pixels = max_pixels > 0 ? max_pixels : data::kDefaultMaxPixels;
   const int64_t largest = kPeakBytesPerValue * 4 * pixels;  // an RGBA image at the pixel limit
   VIT_CHECK(decode_memory_bytes >= largest, "serve",

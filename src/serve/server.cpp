@@ -3,9 +3,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "core/check.h"
 #include "infer/load_model.h"
+#include "serve/grpc/service.h"
 #include "serve/http/event_loop.h"
 #include "serve/oip/endpoints.h"
 #include "serve/router.h"
@@ -20,6 +22,8 @@ struct Server::Impl {
   Router router;
   std::unique_ptr<Repository> repository;
   std::unique_ptr<http::EventLoop> loop;
+  std::unique_ptr<GrpcServer> grpc;
+  std::thread grpc_stopping;  // stop() begins gRPC's drain beside HTTP's
 
   Impl(std::vector<NamedModel> models, ServerOptions options) : context(std::move(models), std::move(options)) {}
 
@@ -111,6 +115,8 @@ Server::Server(std::vector<NamedModel> models, ServerOptions options, std::vecto
 
 Server::~Server() {
   if (impl_) {
+    if (impl_->grpc_stopping.joinable()) impl_->grpc_stopping.join();
+    impl_->grpc.reset();
     impl_->loop.reset();  // no more requests
     if (impl_->repository) impl_->repository->stop();
     // Each version's batcher drains before its session goes (the last handle frees it).
@@ -118,12 +124,20 @@ Server::~Server() {
   }
 }
 
-int Server::bind() { return impl_->loop->bind(); }
+int Server::bind() {
+  const int port = impl_->loop->bind();
+  const ServerOptions& o = impl_->context.options;
+  if (o.grpc_port >= 0) impl_->grpc = std::make_unique<GrpcServer>(impl_->context, o.host, o.grpc_port);
+  return port;
+}
+
+int Server::grpc_port() const { return impl_->grpc ? impl_->grpc->port() : -1; }
 
 void Server::serve() {
   ServeContext& s = impl_->context;
   impl_->loop->serve();  // returns after stop() and the drain
   s.draining = true;
+  if (impl_->grpc_stopping.joinable()) impl_->grpc_stopping.join();
   if (impl_->repository) impl_->repository->stop();
   for (const ModelHandle& m : s.models.all()) m->batcher->drain();
 }
@@ -133,6 +147,9 @@ void Server::stop() {
   s.draining = true;
   const auto grace = std::chrono::duration<double>(s.options.request_timeout) + std::chrono::seconds(1);
   s.give_up_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch() + grace).count();
+  if (impl_->grpc && !impl_->grpc_stopping.joinable()) {
+    impl_->grpc_stopping = std::thread([this, grace] { impl_->grpc->shutdown(grace.count()); });
+  }
   impl_->loop->stop();
 }
 

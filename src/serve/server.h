@@ -2,7 +2,8 @@
 // what the endpoints share (serve/context.h: options, metrics, compute turns, decoding budget), one
 // route table (serve/router.h) holding vit's endpoints (serve/v1/endpoints.h) and the Open
 // Inference Protocol's (serve/oip/endpoints.h), a batcher per model (serve/batcher.h), and the
-// transport, an HTTP/1.1 event loop (serve/http/event_loop.h).
+// transport, an HTTP/1.1 event loop (serve/http/event_loop.h), and with --grpc-port the same
+// protocol over gRPC (serve/grpc/service.h), sharing the models, batchers and metrics.
 // Each model has its own batcher and queue; model calls take turns on all cores in the order their
 // batches became ready (a FIFO turn: a model with a long queue cannot starve another, and no call
 // runs on half the cores), so two busy models share the CPU about equally by batch.
@@ -34,7 +35,9 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   // Binds the listening socket; returns the port. Throws "[serve] cannot listen on HOST:PORT".
+  // Then the gRPC service's (options.grpc_port >= 0): throws "[serve] cannot listen for gRPC ...".
   int bind();
+  int grpc_port() const;  // the gRPC service's port after bind(); -1 when it has none
   // Serves until stop(), then drains (what is in flight is answered, within the request timeout) and returns.
   void serve();
   // From any thread (a signal watcher): begin the drain.

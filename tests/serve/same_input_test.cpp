@@ -2,9 +2,9 @@
 // (--save-input writes what it gave the model), `vit eval` on an image folder (the library's evaluation batch, shaped
 // as the command shapes it) and `vit serve` (/v1/predict with the image's bytes gives the probabilities of the logits
 // `vit predict --tensor` computes from the saved input; /v2 with the bytes as a BYTES input, base64 in JSON and
-// binary, gives those logits within 1e-6 of the largest), for a vit checkpoint with its own recorded transform (shorter
-// side, crop, bicubic) and for a timm classifier. The Python module's door (and through it the C++ facade's
-// Model::load_image, which it wraps) is python/tests/test_vit.py
+// binary, and gRPC's ModelInfer give those logits within 1e-6 of the largest), for a vit checkpoint with its own
+// recorded transform (shorter side, crop, bicubic) and for a timm classifier. The Python module's door (and through it
+// the C++ facade's Model::load_image, which it wraps) is python/tests/test_vit.py
 // (test_the_same_image_is_the_same_tensor_as_vit_predict_gives).
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -14,6 +14,7 @@
 
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "grpc_client.h"
 #include "infer/load_model.h"
 #include "infer/preprocess.h"
 #include "io/npy.h"
@@ -59,7 +60,7 @@ TEST(SameInput, OneJpegIsOneTensorThroughPredictEvalAndServe) {
   };
   const std::string own = write_own_model(dir);
   // One server for both: the timm file (ServeProcess's "timm") and ours as "own".
-  ServeProcess server(dir, {"--model", "own=" + own});
+  ServeProcess server(dir, {"--model", "own=" + own, "--grpc-port", "0"});
   ASSERT_GT(server.port(), 0);
   for (const Case& c : {Case{own, "", "own"}, Case{kTimm, " --heads 4", "timm"}}) {
     SCOPED_TRACE(c.model);
@@ -112,6 +113,14 @@ TEST(SameInput, OneJpegIsOneTensorThroughPredictEvalAndServe) {
     const auto binary_answer = testing::post_infer(client, path, testing::image_request({jpeg}, true));
     ASSERT_TRUE(binary_answer && binary_answer->status == 200) << (binary_answer ? binary_answer->body : "no answer");
     expect_same_logits(testing::first_output(binary_answer), logits, "/v2 binary");
+    // gRPC: ModelInfer with the bytes as a BYTES input.
+    ASSERT_GT(server.grpc_port(), 0) << server.log();
+    inference::ModelInferResponse reply;
+    grpc::ClientContext context;
+    const grpc::Status status = testing::grpc_stub(server.grpc_port())
+                                    ->ModelInfer(&context, testing::grpc_image_request(c.served, {jpeg}), &reply);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    expect_same_logits(testing::grpc_first_output(reply), logits, "gRPC");
   }
 }
 

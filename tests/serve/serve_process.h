@@ -50,6 +50,12 @@ class ServeProcess {
     }
   }
   int port() const { return port_; }
+  // The gRPC port it printed (started with --grpc-port), or -1.
+  int grpc_port() const {
+    std::smatch m;
+    const std::string text = testing::read_text(log_);
+    return std::regex_search(text, m, std::regex(R"(gRPC on 127\.0\.0\.1:(\d+))")) ? std::stoi(m[1]) : -1;
+  }
   pid_t pid() const { return pid_; }
   std::string log() const { return testing::read_text(log_); }
   // SIGTERM, then the exit code; -1 (and SIGKILL) when it is still up after `seconds`.
