@@ -11,6 +11,10 @@ VIT_FUZZ_TARGET({
   const std::string header = data[0] == 0 ? "" : std::to_string(data[0] - 1);
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
   const vit::serve::oip::InferRequest r = vit::serve::oip::parse_infer_request(body, header, {3, 4, 4});
-  // What the parser accepts is a well-formed batch of the model's shape.
+  // What the parser accepts is a well-formed batch of the model's shape, or encoded images (BYTES).
+  if (!r.images.empty()) {
+    if (r.input.defined()) __builtin_trap();
+    return 0;
+  }
   if (r.input.dim() != 4 || r.input.size(1) != 3 || r.input.size(2) != 4 || r.input.size(3) != 4) __builtin_trap();
 })
