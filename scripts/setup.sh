@@ -20,6 +20,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin        # data-parallel training across processes and machines (mpirun)
   libcpp-httplib-dev                # the vit serve tests' HTTP client
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # vit serve --grpc-port
+  python3-grpcio python3-protobuf   # the serving docs' gRPC client example (docs/serving.md, run by ctest)
   pybind11-dev python3-dev python3-numpy python3-pytest   # the Python module and its tests
   python3-flake8                    # the Python package's lint (ctest python.lint)
   python3-pip python3-venv python3-setuptools   # `pip install --no-build-isolation .` (setup.py)

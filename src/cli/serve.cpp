@@ -6,6 +6,7 @@
 // --model-control explicit|poll makes the model repository live (serve/models/repository.h). SIGTERM or SIGINT drains:
 // no new connections, the requests in flight answered (for at most --request-timeout + 1 s; what is still open then is
 // closed), then exit 0.
+#include <malloc.h>
 #include <signal.h>
 
 #include <atomic>
@@ -100,6 +101,10 @@ void add_serve_command(CLI::App& app) {
     // Sockets are written with MSG_NOSIGNAL; ignoring SIGPIPE as well keeps any other write to a
     // closed peer an error (EPIPE), never the end of the process.
     signal(SIGPIPE, SIG_IGN);
+    // Buffers of 4 MiB and more (the sessions' activation arenas, batches) are mapped on their own
+    // and returned to the system when freed: a version swapped out leaves no holes in the heap
+    // (glibc's threshold otherwise rises with the first such free, up to 32 MiB).
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
     // Signals go to one watcher thread (blocked everywhere else, before any thread starts).
     sigset_t signals;
     sigemptyset(&signals);

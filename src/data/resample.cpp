@@ -67,46 +67,68 @@ uint8_t clip8(double v) {
 }  // namespace
 
 Image resample(const Image& image, int64_t height, int64_t width, Resample filter) {
+  return resample_window(image, height, width, filter, 0, 0, height, width);
+}
+
+Image resample_window(const Image& image, int64_t height, int64_t width, Resample filter, int64_t top, int64_t left,
+                      int64_t out_h, int64_t out_w) {
   VIT_CHECK(height > 0 && width > 0, "preprocess", "cannot resize to {}x{}", height, width);
+  VIT_CHECK(top >= 0 && left >= 0 && out_h > 0 && out_w > 0 && top + out_h <= height && left + out_w <= width,
+            "preprocess", "window {}x{} at ({}, {}) is not inside the {}x{} resize", out_h, out_w, top, left, height,
+            width);
   const int64_t C = image.channels, H = image.height, W = image.width;
-  Image current = image;
-  if (width != W) {  // horizontal pass
-    const Coefficients k = precompute(W, width, filter);
-    Image out{C, H, width, std::vector<uint8_t>(static_cast<size_t>(C * H * width))};
-    for (int64_t r = 0; r < C * H; ++r) {
-      const uint8_t* row = current.pixels.data() + r * W;
-      uint8_t* dst = out.pixels.data() + r * width;
-      for (int64_t x = 0; x < width; ++x) {
+  // The input rows the window's output rows read (all of the window's rows when there is no
+  // vertical pass).
+  Coefficients ky;
+  int64_t r0 = top, r1 = top + out_h;
+  if (height != H) {
+    ky = precompute(H, height, filter);
+    r0 = H;
+    r1 = 0;
+    for (int64_t y = top; y < top + out_h; ++y) {
+      r0 = std::min(r0, ky.start[y]);
+      r1 = std::max(r1, ky.start[y] + ky.count[y]);
+    }
+  }
+  const int64_t rows = r1 - r0;
+  // Horizontal pass over those rows, the window's columns only: (C, rows, out_w).
+  Image across{C, rows, out_w, std::vector<uint8_t>(static_cast<size_t>(C * rows * out_w))};
+  const Coefficients kx = width != W ? precompute(W, width, filter) : Coefficients{};
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = image.pixels.data() + (c * H + r0 + r) * W;
+      uint8_t* dst = across.pixels.data() + (c * rows + r) * out_w;
+      if (width == W) {
+        std::copy(row + left, row + left + out_w, dst);
+        continue;
+      }
+      for (int64_t x = 0; x < out_w; ++x) {
         double acc = 0.0;
-        const double* w = k.weights.data() + x * k.window;
-        const uint8_t* src = row + k.start[x];
-        for (int64_t i = 0; i < k.count[x]; ++i) acc += w[i] * src[i];
+        const double* w = kx.weights.data() + (left + x) * kx.window;
+        const uint8_t* src = row + kx.start[left + x];
+        for (int64_t i = 0; i < kx.count[left + x]; ++i) acc += w[i] * src[i];
         dst[x] = clip8(acc);
       }
     }
-    current = std::move(out);
   }
-  if (height != H) {  // vertical pass, row by row
-    const Coefficients k = precompute(H, height, filter);
-    const int64_t Wc = current.width;
-    Image out{C, height, Wc, std::vector<uint8_t>(static_cast<size_t>(C * height * Wc))};
-    std::vector<double> acc(static_cast<size_t>(Wc));
-    for (int64_t c = 0; c < C; ++c) {
-      for (int64_t y = 0; y < height; ++y) {
-        std::fill(acc.begin(), acc.end(), 0.0);
-        const double* w = k.weights.data() + y * k.window;
-        for (int64_t i = 0; i < k.count[y]; ++i) {
-          const uint8_t* src = current.pixels.data() + (c * H + k.start[y] + i) * Wc;
-          const double wi = w[i];
-          for (int64_t x = 0; x < Wc; ++x) acc[static_cast<size_t>(x)] += wi * src[x];
-        }
-        uint8_t* dst = out.pixels.data() + (c * height + y) * Wc;
-        for (int64_t x = 0; x < Wc; ++x) dst[x] = clip8(acc[static_cast<size_t>(x)]);
+  if (height == H) return across;
+  // Vertical pass, row by row, over the window's rows.
+  Image out{C, out_h, out_w, std::vector<uint8_t>(static_cast<size_t>(C * out_h * out_w))};
+  std::vector<double> acc(static_cast<size_t>(out_w));
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t y = 0; y < out_h; ++y) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      const double* w = ky.weights.data() + (top + y) * ky.window;
+      for (int64_t i = 0; i < ky.count[top + y]; ++i) {
+        const uint8_t* src = across.pixels.data() + (c * rows + ky.start[top + y] - r0 + i) * out_w;
+        const double wi = w[i];
+        for (int64_t x = 0; x < out_w; ++x) acc[static_cast<size_t>(x)] += wi * src[x];
       }
+      uint8_t* dst = out.pixels.data() + (c * out_h + y) * out_w;
+      for (int64_t x = 0; x < out_w; ++x) dst[x] = clip8(acc[static_cast<size_t>(x)]);
     }
-    current = std::move(out);
   }
-  return current;
+  return out;
 }
 
 }  // namespace vit::data

@@ -48,9 +48,14 @@ std::string Preprocess::describe() const {
 data::Image resize_and_crop(const data::Image& image, const Preprocess& p) {
   VIT_CHECK(p.resize > 0, "preprocess", "resize must be positive, got {}", p.resize);
   const auto [h, w] = p.square ? std::pair{p.resize, p.resize} : resized_size(image.height, image.width, p.resize);
-  data::Image resized = resize_pil(image, h, w, p.filter);
-  if (p.crop > 0) resized = center_crop(resized, p.crop);
-  return resized;
+  if (p.crop <= 0) return resize_pil(image, h, w, p.filter);
+  VIT_CHECK(p.crop <= h && p.crop <= w, "preprocess", "center crop {} is larger than the resized image {}x{}", p.crop,
+            h, w);
+  // Only the crop is resampled (the same pixels as resizing all, then cropping).
+  std::fesetround(FE_TONEAREST);
+  const auto top = static_cast<int64_t>(std::nearbyint(static_cast<double>(h - p.crop) / 2.0));
+  const auto left = static_cast<int64_t>(std::nearbyint(static_cast<double>(w - p.crop) / 2.0));
+  return data::resample_window(image, h, w, p.filter, top, left, p.crop, p.crop);
 }
 
 Tensor to_tensor(const data::Image& image, const Preprocess& p) {

@@ -22,8 +22,8 @@ The convention (docs/correctness.md repeats it for writers):
 * Each page runs in a fresh scratch folder of its own, block after block (files persist from one
   block to the next, shell variables do not): `vit` on PATH is the binary under test (--vit), so is
   `./build/vit` (./build holds links to --build-dir's entries with vit replaced), `python3` is
-  --python, PYTHONPATH is --build-dir/python, and data/, tests/, examples/, tools/, scripts/ and
-  docs/ are links to the source tree's (read them; write into the scratch folder). A page makes the
+  --python, PYTHONPATH is --build-dir/python, and data/, tests/, examples/, tools/, scripts/, docs/
+  and src/ are links to the source tree's (read them; write into the scratch folder). A page makes the
   model files its examples need in an earlier block (a few seconds of `vit train --steps N`) or
   uses the small files under tests/golden/. Shell blocks run with `bash -euo pipefail`.
 * Python examples that import vit need the Python module (--build-dir/python/vit*.so); in a build
@@ -60,7 +60,7 @@ LIST_ITEM = re.compile(r"^\s{0,3}([*+-]|\d+[.)])\s")
 COMMAND_LIKE = re.compile(r"^\s*(\$ |\./build/|curl |mpirun |python3 |/usr/bin/python3 |cmake |sudo |apt |"
                           r"vit (train|eval|predict|embed|info|attention|bench|quantize|convert|serve|demo)(\s|$))")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
-LINKED_ENTRIES = ["data", "tests", "examples", "tools", "scripts", "docs"]
+LINKED_ENTRIES = ["data", "tests", "examples", "tools", "scripts", "docs", "src"]
 
 
 class Block:

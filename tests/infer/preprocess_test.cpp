@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "io/safetensors.h"
 #include "support/tolerances.h"
@@ -66,6 +67,34 @@ TEST(Preprocess, TorchvisionResizeAndCropArithmetic) {
   // 0, 1, 2 by 0.75, 0.75, 0.25 (normalised), so [0, 0, 200, 200] becomes [29, 171].
   const data::Image halves{1, 2, 4, {0, 0, 200, 200, 0, 0, 200, 200}};
   EXPECT_EQ(resize_pil(halves, 2, 2, Filter::Bilinear).pixels, (std::vector<uint8_t>{29, 171, 29, 171}));
+}
+
+// Resampling only the crop gives the pixels of resizing the whole image and cropping, for both
+// filters, up- and downscales, one axis unchanged, and crops touching every edge.
+TEST(Preprocess, ResamplingTheCropAloneGivesTheSamePixelsAsCroppingTheResize) {
+  data::Image photo{3, 37, 53, std::vector<uint8_t>(3 * 37 * 53)};
+  for (size_t i = 0; i < photo.pixels.size(); ++i) photo.pixels[i] = static_cast<uint8_t>((i * 97 + i / 7) % 256);
+  for (const Filter f : {Filter::Bilinear, Filter::Bicubic}) {
+    for (const auto& [h, w] : std::vector<std::pair<int64_t, int64_t>>{{20, 29}, {37, 24}, {30, 53}, {70, 90}}) {
+      const data::Image all = resize_pil(photo, h, w, f);
+      for (const auto& [top, left, oh, ow] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
+               {0, 0, h, w}, {0, 0, 5, 7}, {h - 6, w - 4, 6, 4}, {h / 3, w / 4, h / 2, w / 2}}) {
+        SCOPED_TRACE(::testing::Message() << filter_name(f) << " " << h << "x" << w << " window " << oh << "x" << ow
+                                          << " at " << top << "," << left);
+        const data::Image part = data::resample_window(photo, h, w, f, top, left, oh, ow);
+        ASSERT_EQ(part.height, oh);
+        ASSERT_EQ(part.width, ow);
+        for (int64_t c = 0; c < 3; ++c) {
+          for (int64_t y = 0; y < oh; ++y) {
+            for (int64_t x = 0; x < ow; ++x) {
+              ASSERT_EQ(part.pixels[(c * oh + y) * ow + x], all.pixels[(c * h + top + y) * w + left + x]);
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_THROW(data::resample_window(photo, 20, 20, Filter::Bilinear, 10, 0, 11, 5), Error);
 }
 
 }  // namespace

@@ -118,6 +118,10 @@ TEST(ServeRepository, PollSwapsVersionsUnderLoadWithoutAFailedRequest) {
   EXPECT_GT(answered.load(), 20);
   EXPECT_TRUE(versions.count("5")) << "the last version answered";
   EXPECT_NE(server.log().find("model 'm' version 5 loaded"), std::string::npos) << server.log();
+  for (int v = 1; v <= 4; ++v) {  // each swapped-out version freed after its last request
+    EXPECT_NE(server.log().find("model 'm' version " + std::to_string(v) + " freed"), std::string::npos)
+        << server.log();
+  }
   // A file removed from the repository is unloaded.
   fs::remove(dir.file("repo/m.safetensors"));
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);

@@ -5,6 +5,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <utility>
 
@@ -99,8 +100,11 @@ std::vector<NamedModel> load_models(const std::vector<ModelSpec>& specs, const L
 
 ModelHandle make_handle(std::string name, std::string file, infer::Predictor model) {
   return ModelHandle(new ServedModel(std::move(name), std::move(file), std::move(model)), [](ServedModel* m) {
+    const std::string what = fmt::format("model '{}' version {}", m->name, m->version);
+    const bool retired = m->retired;
     delete m;
     malloc_trim(0);
+    if (retired) std::fprintf(stderr, "vit serve: %s freed (its last request answered)\n", what.c_str());
   });
 }
 

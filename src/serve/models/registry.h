@@ -11,6 +11,7 @@
 //     (serve/server.cpp), which owns the compute turns and metrics it reports to.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -59,7 +60,8 @@ struct ServedModel {
   std::string name, version = "1", file;
   infer::Predictor model;
   std::unique_ptr<Batcher> batcher;
-  std::mutex attention;  // attention maps run the autograd model: one at a time
+  std::mutex attention;              // attention maps run the autograd model: one at a time
+  std::atomic<bool> retired{false};  // swapped out or unloaded while serving: its freeing is logged
   ServedModel(std::string n, std::string f, infer::Predictor m)
       : name(std::move(n)), file(std::move(f)), model(std::move(m)) {}
   const model::ViTConfig& config() const { return model.config(); }

@@ -117,7 +117,7 @@ void Repository::load_file(Known& k) {
       k.tried = {};  // tried again at the next look
       fail("serve", "model '{}': {} changed while it was read (write it elsewhere and rename it in)", k.name, k.file);
     }
-    registry_.put(m);
+    if (const ModelHandle old = registry_.put(m)) old->retired = true;
     if (counted_) counted_(k.name, true);
     log_(fmt::format(
         "vit serve: model '{}' version {} loaded from {}{}", k.name, m->version, k.file,
@@ -157,6 +157,7 @@ void Repository::unload(const std::string& name) {
   std::lock_guard lock(loading_);
   const ModelHandle was = registry_.remove(name, "unloaded");
   if (!was) throw HttpError{404, "[serve] " + registry_.not_served(name)};
+  was->retired = true;
   log_(fmt::format("vit serve: model '{}' version {} unloaded (it finishes its requests, then is freed)", name,
                    was->version));
 }
@@ -185,6 +186,7 @@ void Repository::poll() {
     const bool listed = std::any_of(now.begin(), now.end(), [&](const ModelSpec& s) { return s.file == k.file; });
     if (k.from_dir && (!there || !listed)) {
       if (const ModelHandle was = registry_.remove(k.name, fmt::format("{} was removed", k.file))) {
+        was->retired = true;
         log_(fmt::format("vit serve: model '{}' version {} unloaded: {} was removed", k.name, was->version, k.file));
       }
       k.tried = {};
