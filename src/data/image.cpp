@@ -195,6 +195,23 @@ Image decode_jpeg(const uint8_t* bytes, size_t size, const std::string& name, Ch
   return image;
 }
 
+// stb sizes its IDAT buffer from the lengths the chunks claim, before reading them (a 100-byte file
+// claiming a 1 GiB chunk makes it allocate 1-2 GiB): every chunk's data must lie inside the file.
+void check_png_chunks(const uint8_t* p, size_t size, const std::string& name) {
+  size_t at = 8;  // after the signature
+  while (size - at >= 8) {
+    const uint32_t length =
+        (uint32_t{p[at]} << 24) | (uint32_t{p[at + 1]} << 16) | (uint32_t{p[at + 2]} << 8) | p[at + 3];
+    VIT_CHECK(length <= size - at - 8, "image",
+              "{}: cannot decode (a PNG chunk at byte {} says {} bytes, past the end of the {}-byte file)", name, at,
+              length, size);
+    if (std::memcmp(p + at + 4, "IEND", 4) == 0) return;
+    at += 8 + static_cast<size_t>(length);
+    if (size - at < 4) return;  // its CRC cut off: stb's to judge
+    at += 4;
+  }
+}
+
 }  // namespace
 
 Image decode_image(const uint8_t* bytes, size_t size, const std::string& name, int64_t max_pixels) {
@@ -219,6 +236,7 @@ Image decode_image_reduced(const uint8_t* bytes, size_t size, const std::string&
     return decode_jpeg(bytes, size, name, check_size, std::max<int64_t>(min_height, 0),
                        std::max<int64_t>(min_width, 0));
   }
+  if (std::string_view(format) == "png") check_png_chunks(bytes, size, name);
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(bytes, static_cast<int>(size), &w, &h, &c)) {
     fail("image", "{}: cannot decode ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown format");

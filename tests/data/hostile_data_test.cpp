@@ -87,6 +87,23 @@ TEST(HostileData, TruncatedJpegSaysSo) {
   }
 }
 
+// A PNG whose chunk claims more bytes than the file holds (found by fuzz_oip_image: stb grew its
+// IDAT buffer to the claimed 1 GiB before reading it) is refused before stb sees it; a whole PNG
+// and one cut inside its data still decode or fail as before.
+TEST(HostileData, APngChunkPastTheEndIsRefusedBeforeDecoding) {
+  const std::vector<uint8_t> png = encode_png(Image{3, 5, 6, std::vector<uint8_t>(90, 77)});
+  EXPECT_EQ(decode_image(png.data(), png.size(), "whole.png").width, 6);
+  std::vector<uint8_t> hostile = png;
+  // The first chunk after the signature is IHDR (13 bytes); the next one's length field follows.
+  const size_t second = 8 + 8 + 13 + 4;
+  hostile[second] = 0x40;  // 0x40xxxxxx bytes: ~1 GiB
+  const std::string e = error_of([&] { decode_image(hostile.data(), hostile.size(), "hostile.png"); });
+  EXPECT_NE(e.find("[image] hostile.png: cannot decode (a PNG chunk at byte 33 says"), std::string::npos) << e;
+  EXPECT_NE(e.find("past the end of the"), std::string::npos) << e;
+  const std::string cut = error_of([&] { decode_image(png.data(), png.size() - 20, "cut.png"); });
+  EXPECT_NE(cut.find("[image] cut.png: cannot decode"), std::string::npos) << cut;
+}
+
 Dataset labelled(std::vector<std::string> names, std::vector<int64_t> labels) {
   Dataset d;
   d.channels = d.height = d.width = 1;

@@ -11,6 +11,7 @@
 #include "core/random.h"
 #include "grpc_client.h"
 #include "serve_process.h"
+#include "support/run_vit.h"
 
 namespace vit {
 namespace {
@@ -204,6 +205,13 @@ TEST_F(ServeGrpc, MalformedCallsGetTheirStatusAndTheServerStaysUp) {
   // Up and answering.
   inference::ModelInferResponse a;
   EXPECT_TRUE(call(good, a).ok());
+}
+
+// A port another server holds is refused (gRPC would share it with SO_REUSEPORT), in one line.
+TEST_F(ServeGrpc, ABusyGrpcPortIsRefusedByName) {
+  const std::string port = std::to_string(server_->grpc_port());
+  testing::expect_error(testing::vit("serve --checkpoint " + kTimm + " --heads 4 --port 0 --grpc-port " + port),
+                        "[serve] cannot listen for gRPC on 127.0.0.1:" + port);
 }
 
 }  // namespace

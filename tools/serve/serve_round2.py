@@ -12,8 +12,8 @@ image is the difference of the server's own mean request time (vit_request_durat
 one connection between the two.
 
 reload: `vit serve --model-control poll --repository-poll-secs 1` on a directory holding m.safetensors
-(ViT-Ti/16, weights A); first 10 s of wrk at 64 connections without swaps (the reference memory of
-one model under this load); then wrk at 64 connections posts tensors to m for the whole run while the file is
+(ViT-Ti/16, weights A); first wrk at 64 connections without swaps, as long as the swap run (the
+reference memory of one model after this load); then wrk at 64 connections posts tensors to m for the whole run while the file is
 replaced (written beside it, renamed in) by weights B, A, B, ... --swaps times, each once the
 previous version serves; two checker threads compare every answer they get with A's and B's logits
 (within 1e-4 of the largest). Reports wrk's non-2xx and socket errors, the checkers' mismatches, and
@@ -235,12 +235,12 @@ def reload(args, tmp):
     time.sleep(1)
     rss_one = server.rss_mb()
     lua = lua_for(tmp, "tensor", head, body)
-    # The reference: one model after the same load without swaps (its activation arena grown to the
-    # batches the load forms, the allocator's caches).
-    wrk(server.url + "/v2/models/m/infer", lua, 64, 10)
+    seconds = int(args.swaps * args.every + 8)
+    # The reference: one model after the same load, as long, without swaps (its activation arena
+    # grown to the batches the load forms, the allocator's caches of 64 workers).
+    wrk(server.url + "/v2/models/m/infer", lua, 64, seconds)
     time.sleep(3)
     rss_loaded = server.rss_mb()
-    seconds = int(args.swaps * args.every + 8)
     result = {}
     wrk_thread = threading.Thread(target=lambda: result.update(wrk(server.url + "/v2/models/m/infer", lua, 64,
                                                                    seconds)))
@@ -297,8 +297,8 @@ def reload(args, tmp):
           f"{checked['mismatch']} equal to neither A nor B, {checked['failed']} failed")
     print(f"- a new version served {min(swap_seconds):.2f}-{max(swap_seconds):.2f} s after its file was renamed in "
           f"(poll every 1 s)")
-    print(f"- resident memory: {rss_one:.0f} MB with one model idle, {rss_loaded:.0f} MB after 10 s of the same load "
-          f"without swaps, peak {peak[0]:.0f} MB during the swaps, {rss_after:.0f} MB after the last swap")
+    print(f"- resident memory: {rss_one:.0f} MB with one model idle, {rss_loaded:.0f} MB after {seconds} s of the same "
+          f"load without swaps, peak {peak[0]:.0f} MB during the swaps, {rss_after:.0f} MB after the last swap")
 
 
 def grpc_vs_http(args, tmp):

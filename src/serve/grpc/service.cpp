@@ -1,9 +1,11 @@
 // The gRPC door of `vit serve` (see service.h).
 #include "serve/grpc/service.h"
 
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 
 #include "core/check.h"
@@ -175,6 +177,9 @@ GrpcServer::GrpcServer(ServeContext& context, const std::string& host, int port)
     : impl_(std::make_unique<Impl>(context)) {
   const std::string address =
       (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  // gRPC's own log lines (a failed bind's stack of causes) only with GRPC_VERBOSITY set: vit says
+  // what went wrong in one line of its own.
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl_->port);
   builder.RegisterService(&impl_->service);

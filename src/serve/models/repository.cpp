@@ -175,6 +175,11 @@ void Repository::poll() {
     const Known* k = known(s.name);
     if (k == nullptr && valid_model_name(s.name)) {
       known_.push_back({s.name, s.file, true, {}});
+    } else if (k == nullptr && warned_.insert(s.file).second) {
+      log_(
+          fmt::format("vit serve: {} is not loaded: its name '{}' is not a model name (letters, digits, '_', '-', "
+                      "'.'; at most 128)",
+                      s.file, s.name));
     } else if (k != nullptr && k->file != s.file && warned_.insert(s.file).second) {
       log_(fmt::format("vit serve: {} is not loaded: model '{}' comes from {} (one file per name)", s.file, s.name,
                        k->file));
