@@ -13,11 +13,12 @@ one connection between the two.
 
 reload: `vit serve --model-control poll --repository-poll-secs 1` on a directory holding m.safetensors
 (ViT-Ti/16, weights A); first wrk at 64 connections without swaps, as long as the swap run (the
-reference memory of one model after this load); then wrk at 64 connections posts tensors to m for the whole run while the file is
-replaced (written beside it, renamed in) by weights B, A, B, ... --swaps times, each once the
-previous version serves; two checker threads compare every answer they get with A's and B's logits
-(within 1e-4 of the largest). Reports wrk's non-2xx and socket errors, the checkers' mismatches, and
-the server's resident memory with one model (before), at its peak, and after the last swap.
+reference memory of one model after this load); then wrk at 64 connections posts tensors to m for
+the whole run while the file is replaced (written beside it, renamed in) by weights B, A, B, ...
+--swaps times, each once the previous version serves; two checker threads compare every answer
+they get with A's and B's logits (within 1e-4 of the largest). Reports wrk's non-2xx and socket
+errors, the checkers' mismatches, and the server's resident memory: idle, after the load without
+swaps, at its peak, and after the last swap.
 
 grpc: one server with --grpc-port; 64 connections of wrk (HTTP binary) for --seconds, then 64
 clients of build/vit_grpc_load (each its own HTTP/2 connection) for --seconds, the same (1, 3,
@@ -44,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: lib, serve, ... import
 from serve.serve_load import random_vit  # noqa: E402
-from serve.serve_wrk import wrk  # noqa: E402
+from serve.serve_wrk import post_script as lua_for, wrk  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -119,22 +120,6 @@ def image_body(jpeg):
                                    "parameters": {"binary_data_size": len(element)}}],
                        "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}).encode()
     return head, head + element
-
-
-def lua_for(tmp, name, head, body):
-    path = os.path.join(tmp, name + ".bin")
-    with open(path, "wb") as f:
-        f.write(body)
-    lua = os.path.join(tmp, name + ".lua")
-    with open(lua, "w") as f:
-        f.write(f'''wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/octet-stream"
-wrk.headers["Inference-Header-Content-Length"] = "{len(head)}"
-local f = io.open("{path}", "rb")
-wrk.body = f:read("*a")
-f:close()
-''')
-    return lua
 
 
 def photo_jpeg(tmp, width=500, height=375, quality=90):

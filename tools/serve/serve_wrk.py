@@ -72,10 +72,15 @@ def write_request(tmp, shape):
     header = json.dumps({"inputs": [{"name": "input", "shape": list(shape), "datatype": "FP32",
                                      "parameters": {"binary_data_size": x.nbytes}}],
                          "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}).encode()
-    body_path = os.path.join(tmp, "body.bin")
+    return post_script(tmp, "infer", header, header + x.tobytes())
+
+
+def post_script(tmp, name, header, body):
+    """A wrk Lua script posting `body` (a binary-extension request whose JSON is `header`)."""
+    body_path = os.path.join(tmp, name + ".bin")
     with open(body_path, "wb") as f:
-        f.write(header + x.tobytes())
-    lua = os.path.join(tmp, "infer.lua")
+        f.write(body)
+    lua = os.path.join(tmp, name + ".lua")
     with open(lua, "w") as f:
         f.write(f'''wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/octet-stream"
