@@ -1,6 +1,7 @@
 // The gRPC door of `vit serve` (see service.h).
 #include "serve/grpc/service.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
@@ -177,9 +178,13 @@ GrpcServer::GrpcServer(ServeContext& context, const std::string& host, int port)
     : impl_(std::make_unique<Impl>(context)) {
   const std::string address =
       (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
-  // gRPC's own log lines (a failed bind's stack of causes) only with GRPC_VERBOSITY set: vit says
-  // what went wrong in one line of its own.
-  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
+  // gRPC's and protobuf's own log lines (a failed bind's stack of causes; a client's message with
+  // invalid UTF-8, which gRPC refuses anyway) only with GRPC_VERBOSITY set: vit says what went
+  // wrong in one line of its own, and a client cannot fill the server's log.
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) {
+    gpr_set_log_function([](gpr_log_func_args*) {});
+    google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
+  }
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl_->port);
   builder.RegisterService(&impl_->service);
