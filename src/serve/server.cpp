@@ -29,9 +29,9 @@ struct Server::Impl {
   std::unique_ptr<GrpcServer> grpc;
   std::thread grpc_stopping;  // stop() begins gRPC's drain beside HTTP's
   // Once a second: when no request is in flight and some were answered since the last look, the
-  // allocator's free memory goes back to the system (malloc_trim). Under load the request bodies
-  // and batch activations of 64 workers' arenas stay cached; after it the server returns to about
-  // the size of the models it serves (a swapped-out version is trimmed when its last handle goes).
+  // allocator's free memory goes back to the system (malloc_trim): the request bodies the workers'
+  // arenas cached under load (each model's session keeps its activation arena, grown to the
+  // largest batch, by design; a swapped-out version is trimmed when its last handle goes).
   std::mutex housekeeping_mutex;
   std::condition_variable housekeeping_wake;
   bool housekeeping_stop = false;
