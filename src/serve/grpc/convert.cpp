@@ -86,11 +86,7 @@ void write_response(const std::string& model, const std::string& version, const 
     for (int64_t d : o.shape) out->add_shape(d);
     std::string* raw = response.add_raw_output_contents();
     if (o.datatype == "BYTES") {
-      for (const std::string& s : o.strings) {
-        const auto n = static_cast<uint32_t>(s.size());
-        for (int k = 0; k < 4; ++k) *raw += static_cast<char>((n >> (8 * k)) & 0xff);
-        *raw += s;
-      }
+      for (const std::string& s : o.strings) oip::append_bytes_element(*raw, s);
     } else {
       const Tensor values = o.values.contiguous();
       raw->assign(static_cast<const char*>(values.raw_data()), static_cast<size_t>(values.numel()) * 4);

@@ -57,6 +57,12 @@ grpc::Status guarded(Body body, int& http) {
   }
 }
 
+template <typename Body>
+grpc::Status guarded(Body body) {
+  int http = 0;
+  return guarded(body, http);
+}
+
 class Service final : public inference::GRPCInferenceService::Service {
  public:
   explicit Service(ServeContext& s) : s_(s) {}
@@ -75,13 +81,10 @@ class Service final : public inference::GRPCInferenceService::Service {
 
   grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* in,
                           inference::ModelReadyResponse* out) override {
-    int http = 0;
-    return guarded(
-        [&] {
-          oip::find_model(s_, in->name(), in->version());
-          out->set_ready(!s_.draining);
-        },
-        http);
+    return guarded([&] {
+      oip::find_model(s_, in->name(), in->version());
+      out->set_ready(!s_.draining);
+    });
   }
 
   grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
@@ -94,22 +97,19 @@ class Service final : public inference::GRPCInferenceService::Service {
 
   grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* in,
                              inference::ModelMetadataResponse* out) override {
-    int http = 0;
-    return guarded(
-        [&] {
-          const oip::ModelMetadata md = oip::model_metadata(*oip::find_model(s_, in->name(), in->version()));
-          out->set_name(md.name);
-          out->add_versions(md.version);
-          out->set_platform(md.platform);
-          auto add = [](const oip::TensorMetadata& t, inference::ModelMetadataResponse::TensorMetadata* m) {
-            m->set_name(t.name);
-            m->set_datatype(t.datatype);
-            for (int64_t d : t.shape) m->add_shape(d);
-          };
-          for (const auto& t : md.inputs) add(t, out->add_inputs());
-          for (const auto& t : md.outputs) add(t, out->add_outputs());
-        },
-        http);
+    return guarded([&] {
+      const oip::ModelMetadata md = oip::model_metadata(*oip::find_model(s_, in->name(), in->version()));
+      out->set_name(md.name);
+      out->add_versions(md.version);
+      out->set_platform(md.platform);
+      auto add = [](const oip::TensorMetadata& t, inference::ModelMetadataResponse::TensorMetadata* m) {
+        m->set_name(t.name);
+        m->set_datatype(t.datatype);
+        for (int64_t d : t.shape) m->add_shape(d);
+      };
+      for (const auto& t : md.inputs) add(t, out->add_inputs());
+      for (const auto& t : md.outputs) add(t, out->add_outputs());
+    });
   }
 
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* in,
@@ -150,14 +150,12 @@ class Service final : public inference::GRPCInferenceService::Service {
 
   grpc::Status RepositoryModelLoad(grpc::ServerContext*, const inference::RepositoryModelLoadRequest* in,
                                    inference::RepositoryModelLoadResponse*) override {
-    int http = 0;
-    return guarded([&] { s_.repository->load(in->model_name()); }, http);
+    return guarded([&] { s_.repository->load(in->model_name()); });
   }
 
   grpc::Status RepositoryModelUnload(grpc::ServerContext*, const inference::RepositoryModelUnloadRequest* in,
                                      inference::RepositoryModelUnloadResponse*) override {
-    int http = 0;
-    return guarded([&] { s_.repository->unload(in->model_name()); }, http);
+    return guarded([&] { s_.repository->unload(in->model_name()); });
   }
 
  private:

@@ -183,13 +183,15 @@ int64_t ModelRegistry::next_version(const std::string& name) const {
   return e != nullptr ? e->last_version + 1 : 1;
 }
 
+ModelRegistry::Entry& ModelRegistry::entry_or_add(const std::string& name) {
+  if (Entry* e = entry(name)) return *e;
+  entries_.push_back({name, nullptr, 0, "", ""});
+  return entries_.back();
+}
+
 ModelHandle ModelRegistry::put(ModelHandle m) {
   std::lock_guard lock(mutex_);
-  Entry* e = entry(m->name);
-  if (e == nullptr) {
-    entries_.push_back({m->name, nullptr, 0, "", ""});
-    e = &entries_.back();
-  }
+  Entry* e = &entry_or_add(m->name);
   m->version = std::to_string(e->last_version + 1);
   e->last_version += 1;
   e->state = "READY";
@@ -209,11 +211,7 @@ ModelHandle ModelRegistry::remove(const std::string& name, const std::string& re
 
 void ModelRegistry::note(const std::string& name, const std::string& state, const std::string& reason) {
   std::lock_guard lock(mutex_);
-  Entry* e = entry(name);
-  if (e == nullptr) {
-    entries_.push_back({name, nullptr, 0, "", ""});
-    e = &entries_.back();
-  }
+  Entry* e = &entry_or_add(name);
   e->state = state;
   e->reason = reason;
 }

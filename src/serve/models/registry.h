@@ -113,6 +113,7 @@ class ModelRegistry {
   };
   Entry* entry(const std::string& name);
   const Entry* entry(const std::string& name) const;
+  Entry& entry_or_add(const std::string& name);
   mutable std::mutex mutex_;
   std::vector<Entry> entries_;
 };

@@ -241,6 +241,12 @@ std::vector<std::string> bytes_elements(const InputSpec& s, const char* p, uint6
   return out;
 }
 
+void append_bytes_element(std::string& out, const std::string& element) {
+  const auto n = static_cast<uint32_t>(element.size());
+  for (int k = 0; k < 4; ++k) out += static_cast<char>((n >> (8 * k)) & 0xff);
+  out += element;
+}
+
 std::string base64_decode(const std::string& text, const std::string& what) {
   std::string out;
   out.reserve(text.size() / 4 * 3 + 3);
@@ -324,11 +330,7 @@ EncodedResponse encode_infer_response(const std::string& model_name, const std::
     if (o.binary) {
       const size_t start = binary.size();
       if (bytes) {
-        for (const std::string& s : o.strings) {
-          const auto n = static_cast<uint32_t>(s.size());
-          for (int k = 0; k < 4; ++k) binary += static_cast<char>((n >> (8 * k)) & 0xff);
-          binary += s;
-        }
+        for (const std::string& s : o.strings) append_bytes_element(binary, s);
       } else {
         binary.append(static_cast<const char*>(values.raw_data()), static_cast<size_t>(values.numel()) * 4);
       }

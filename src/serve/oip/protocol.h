@@ -70,6 +70,8 @@ Tensor tensor_from_raw(const InputSpec& spec, const char* data, uint64_t bytes);
 // A BYTES input's elements from raw bytes: each a 4-byte little-endian length and that many bytes,
 // exactly spec.numel of them filling `bytes`.
 std::vector<std::string> bytes_elements(const InputSpec& spec, const char* data, uint64_t bytes);
+// Appends one BYTES element as Triton writes it: a 4-byte little-endian length, then the bytes.
+void append_bytes_element(std::string& out, const std::string& element);
 // A base64 string's bytes (RFC 4648, '+/' or '-_', padding optional, whitespace skipped); throws
 // naming `what` and the offending character.
 std::string base64_decode(const std::string& text, const std::string& what);
