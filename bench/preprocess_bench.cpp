@@ -60,6 +60,24 @@ void preprocess_224(benchmark::State& state) {
   }
 }
 
+// The path before the crop-only resample: the whole image resized, then cropped (the same pixels).
+void preprocess_224_full_resize(benchmark::State& state) {
+  const std::vector<uint8_t>& jpg = photo_jpeg();
+  const data::Image image = data::decode_image(jpg.data(), jpg.size(), "photo");
+  const infer::Preprocess p = vit224();
+  for (auto _ : state) {
+    const auto [h, w] = infer::resized_size(image.height, image.width, p.resize);
+    const data::Image cropped = infer::center_crop(infer::resize_pil(image, h, w, p.filter), p.crop);
+    benchmark::DoNotOptimize(cropped.pixels.data());
+  }
+}
+
+void preprocess_224_crop_only(benchmark::State& state) {
+  const std::vector<uint8_t>& jpg = photo_jpeg();
+  const data::Image image = data::decode_image(jpg.data(), jpg.size(), "photo");
+  for (auto _ : state) benchmark::DoNotOptimize(infer::resize_and_crop(image, vit224()).pixels.data());
+}
+
 void decode_and_preprocess_224(benchmark::State& state) {
   const std::vector<uint8_t>& jpg = photo_jpeg();
   std::vector<float> out(3 * 224 * 224);
@@ -71,6 +89,8 @@ void decode_and_preprocess_224(benchmark::State& state) {
 
 BENCHMARK(decode_jpeg)->Unit(benchmark::kMillisecond);
 BENCHMARK(preprocess_224)->Unit(benchmark::kMillisecond);
+BENCHMARK(preprocess_224_full_resize)->Unit(benchmark::kMillisecond);
+BENCHMARK(preprocess_224_crop_only)->Unit(benchmark::kMillisecond);
 BENCHMARK(decode_and_preprocess_224)->Unit(benchmark::kMillisecond);
 
 }  // namespace
