@@ -180,7 +180,15 @@ void Server::stop() {
   const auto grace = std::chrono::duration<double>(s.options.request_timeout) + std::chrono::seconds(1);
   s.give_up_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch() + grace).count();
   if (impl_->grpc && !impl_->grpc_stopping.joinable()) {
-    impl_->grpc_stopping = std::thread([this, grace] { impl_->grpc->shutdown(grace.count()); });
+    // gRPC's Shutdown(deadline) also waits out idle client connections until the deadline: the
+    // calls in flight are waited for here instead (within the grace), then it shuts down at once.
+    impl_->grpc_stopping = std::thread([this, grace] {
+      const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(grace);
+      while (impl_->context.inflight.load() > 0 && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      impl_->grpc->shutdown(0);
+    });
   }
   impl_->loop->stop();
 }

@@ -214,5 +214,20 @@ TEST_F(ServeGrpc, ABusyGrpcPortIsRefusedByName) {
                         "[serve] cannot listen for gRPC on 127.0.0.1:" + port);
 }
 
+// SIGTERM drains the gRPC door beside HTTP's: the server exits 0 at once when nothing is in
+// flight, even with a client's idle gRPC connection open (gRPC's own shutdown would wait for it
+// until the deadline: --request-timeout + 1 s, 31 s by default).
+TEST(ServeGrpcDrain, SigtermWithAnIdleGrpcClientExitsAtOnce) {
+  TempDir dir;
+  ServeProcess server(dir, {"--grpc-port", "0"});
+  ASSERT_GT(server.grpc_port(), 0) << server.log();
+  const auto stub = testing::grpc_stub(server.grpc_port());  // its connection stays open
+  grpc::ClientContext context;
+  inference::ServerLiveResponse live;
+  ASSERT_TRUE(stub->ServerLive(&context, {}, &live).ok());
+  EXPECT_EQ(server.terminate_and_wait(10), 0) << server.log();
+  EXPECT_NE(server.log().find("vit serve: stopped after answering"), std::string::npos) << server.log();
+}
+
 }  // namespace
 }  // namespace vit
