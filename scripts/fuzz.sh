@@ -2,7 +2,7 @@
 # Fuzzes the file readers and the network parsers (HTTP requests, inference requests) with libFuzzer +
 # AddressSanitizer + UndefinedBehaviorSanitizer.
 #   scripts/fuzz.sh [SECONDS] [TARGET ...]      (default: 600 s each; all targets)
-# Targets: safetensors checkpoint npy idx cifar image pickle pth npz tar http oip oip_image grpc (sources in tests/fuzz/). Each run starts from the
+# Targets: safetensors checkpoint npy idx cifar image pickle pth npz tar http oip oip_image grpc onnx (sources in tests/fuzz/). Each run starts from the
 # committed seeds in tests/fuzz/corpus/<target>/ and grows a working corpus in
 # build-fuzz/corpus/<target>/. Every libFuzzer artifact (crash-, leak-, timeout-, oom-<sha1>), from the
 # fuzzing run and from the merge alike, is written to tests/fuzz/corpus/<target>/ (-artifact_prefix),
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-600}"
 shift || true
 TARGETS=("$@")
-[ "${#TARGETS[@]}" -gt 0 ] || TARGETS=(safetensors checkpoint npy idx cifar image pickle pth npz tar http oip oip_image grpc)
+[ "${#TARGETS[@]}" -gt 0 ] || TARGETS=(safetensors checkpoint npy idx cifar image pickle pth npz tar http oip oip_image grpc onnx)
 
 missing=()
 for p in clang libclang-rt-14-dev libomp-14-dev; do

@@ -19,6 +19,8 @@ PACKAGES=(
   dataset-fashion-mnist             # the main job's data (/usr/share/datasets/fashion-mnist)
   libopenmpi-dev openmpi-bin        # data-parallel training across processes and machines (mpirun)
   libcpp-httplib-dev                # the vit serve tests' HTTP client
+  libonnx-dev                       # ONNX models in and out (vit export, .onnx inputs): ModelProto classes + checker
+  python3-onnx                      # the ONNX page's checker example (docs/onnx.md, run by ctest) and tools/compare/onnx_*.py
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # vit serve --grpc-port
   python3-grpcio python3-protobuf   # the serving docs' gRPC client example (docs/serving.md, run by ctest)
   pybind11-dev python3-dev python3-numpy python3-pytest   # the Python module and its tests

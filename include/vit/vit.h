@@ -119,6 +119,19 @@ struct QuantizeReport {
 QuantizeReport quantize(const std::string& in, const std::string& out, const LoadOptions& options = {},
                         bool overwrite = false);
 
+// The model as ONNX (`vit export`): input "input" (batch, C, H, W), outputs "logits" (classifiers)
+// and "embedding", a dynamic batch, the class names and preprocessing in its metadata_props;
+// opset 13 to 17; precision "float32" or "int8" (ONNX Runtime's dynamic-quantization pattern, which
+// it fuses into DynamicQuantizeMatMul). Any file vit loads, .onnx included, may be the input.
+struct ExportReport {
+  std::vector<std::string> outputs;  // "logits", "embedding"
+  std::string precision;             // "float32" or "int8"
+  int64_t nodes = 0;
+  uint64_t bytes = 0;
+};
+ExportReport export_onnx(const std::string& in, const std::string& out, const LoadOptions& options = {},
+                         int64_t opset = 17, const std::string& precision = "float32", bool overwrite = false);
+
 // Training: the flags of `vit train`, the same configuration (e.g. {"--data", "data/mnist",
 // "--preset", "vit_digits", "--epochs", "3", "--out", "runs/x"}). on_epoch, if given, is called
 // after each epoch's checkpoint is written; returning false stops the run there (resumable with

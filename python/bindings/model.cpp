@@ -161,6 +161,22 @@ py::dict quantize(const std::string& in, const std::string& out, bool overwrite,
   return d;
 }
 
+py::dict export_onnx(const std::string& in, const std::string& out, int64_t opset, const std::string& precision,
+                     bool overwrite, const py::kwargs& kwargs) {
+  const vit::LoadOptions o = vit::load_options_of(keywords_of(kwargs, "load"));
+  vit::ExportReport r;
+  {
+    py::gil_scoped_release release;
+    r = vit::export_onnx(in, out, o, opset, precision, overwrite);
+  }
+  py::dict d;
+  d["outputs"] = r.outputs;
+  d["precision"] = r.precision;
+  d["nodes"] = r.nodes;
+  d["bytes"] = r.bytes;
+  return d;
+}
+
 }  // namespace
 
 void bind_model(py::module_& m) {
@@ -171,6 +187,11 @@ void bind_model(py::module_& m) {
         "resize=256, mean=[0.5], precision='bf16', ...), checked as the flags are.");
   m.def("quantize", &quantize, py::arg("checkpoint"), py::arg("out"), py::arg("overwrite") = false,
         "Write an int8 copy of a checkpoint (vit quantize); keywords as vit.load's (heads=4, layout='timm').");
+  m.def("export", &export_onnx, py::arg("checkpoint"), py::arg("out"), py::arg("opset") = 17,
+        py::arg("precision") = "float32", py::arg("overwrite") = false,
+        "Write the model as ONNX (vit export): input 'input' (batch, C, H, W), outputs 'logits' and 'embedding', "
+        "class names and preprocessing in its metadata; opset 13-17; precision 'float32' or 'int8'. Keywords as "
+        "vit.load's. Any file vit.load reads may be the checkpoint, .onnx files included.");
 }
 
 }  // namespace vit::python

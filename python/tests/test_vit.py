@@ -192,6 +192,30 @@ def test_quantize_writes_an_int8_model_that_stays_close():
         assert cosine > 0.99
 
 
+def test_export_writes_onnx_that_loads_back_and_torch_exports_load():
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "m.onnx")
+        r = vit.export(TIMM, out, heads=4)
+        assert r["outputs"] == ["logits", "embedding"] and r["precision"] == "float32" and r["bytes"] > 0
+        with pytest.raises(vit.Error, match=r"\[export\] out .* exists \(overwrite replaces it\)"):
+            vit.export(TIMM, out, heads=4)
+        x = np.random.default_rng(4).standard_normal((2, 3, 32, 32)).astype(np.float32)
+        assert np.array_equal(vit.load(out).predict(x), vit.load(TIMM, heads=4).predict(x))
+        q = vit.export(TIMM, os.path.join(d, "q.onnx"), heads=4, precision="int8", opset=16)
+        assert q["precision"] == "int8"
+        with pytest.raises(vit.Error, match="precision must be float32 or int8, got 'fp16'"):
+            vit.export(TIMM, os.path.join(d, "h.onnx"), heads=4, precision="fp16")
+        with pytest.raises(vit.Error, match="--opset 12: vit writes opsets 13 to 17"):
+            vit.export(TIMM, os.path.join(d, "o.onnx"), heads=4, opset=12)
+    # a torchvision ViT exported by PyTorch 1.13 (opset 14): its logits as PyTorch computed them
+    model = vit.load(os.path.join(GOLDEN, "onnx", "torchvision_op14.onnx"))
+    assert model.layout == "torchvision" and model.num_classes == 10
+    expected = read_safetensors(os.path.join(GOLDEN, "onnx", "expected.safetensors"))
+    logits = model.predict(expected["input"].astype(np.float32))
+    want = expected["torchvision.logits"]
+    assert np.abs(logits - want).max() <= 1e-5 * np.abs(want).max()
+
+
 def write_toy_digits(folder, n_train=96, n_test=32):
     """IDX files of a learnable toy task: label k = horizontal stripes every k + 2 rows."""
     os.makedirs(folder, exist_ok=True)

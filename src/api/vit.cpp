@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "data/image.h"
 #include "infer/load_options.h"
+#include "infer/onnx_export.h"
 #include "infer/predictor.h"
 #include "infer/quantize_file.h"
 #include "io/npy.h"
@@ -182,6 +183,19 @@ QuantizeReport quantize(const std::string& in, const std::string& out, const Loa
       infer::quantize_file(in, out, infer::resolve_load_options(options, Spelling::Keywords), overwrite, 8,
                            {.out = "out", .overwrite = "overwrite"});
   return {r.summary.tensors, r.summary.max_rel_rms_error, r.in_bytes, r.out_bytes};
+}
+
+ExportReport export_onnx(const std::string& in, const std::string& out, const LoadOptions& options, int64_t opset,
+                         const std::string& precision, bool overwrite) {
+  infer::ExportOptions o;
+  o.opset = opset;
+  o.int8 = infer::parse_export_int8(precision);
+  o.overwrite = overwrite;
+  o.out_flag = "out";
+  o.overwrite_flag = "overwrite";
+  const infer::ExportResult r =
+      infer::export_onnx(in, out, infer::resolve_load_options(options, Spelling::Keywords), o);
+  return {r.outputs, r.precision, r.nodes, r.bytes};
 }
 
 namespace {

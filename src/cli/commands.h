@@ -14,6 +14,7 @@ void add_info_command(CLI::App& app);
 void add_attention_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_shard_command(CLI::App& app);

@@ -30,6 +30,7 @@ int run_command(int argc, char** argv) {
   vit::cli::add_attention_command(app);
   vit::cli::add_bench_command(app);
   vit::cli::add_quantize_command(app);
+  vit::cli::add_export_command(app);
   vit::cli::add_convert_command(app);
   vit::cli::add_serve_command(app);
   vit::cli::add_shard_command(app);

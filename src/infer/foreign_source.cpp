@@ -56,21 +56,6 @@ void layout_preprocess(Preprocess& p, model::Layout layout, const model::ViTConf
   }
 }
 
-Preprocess default_preprocess(model::Layout layout, model::Family family, const model::ViTConfig& c) {
-  Preprocess p;
-  p.crop = c.image_size;
-  if (family != model::Family::Vit) {
-    family_preprocess(p, layout, family, c);
-  } else {
-    layout_preprocess(p, layout, c);
-  }
-  if (c.in_channels != 3) {
-    p.mean.assign(c.in_channels, p.mean[0]);
-    p.std.assign(c.in_channels, p.std[0]);
-  }
-  return p;
-}
-
 // Which state dict of a torch.save file was read, and what else it held.
 std::string torch_note(const io::TorchCheckpoint& t, bool use_ema) {
   const std::string dict =
@@ -133,6 +118,21 @@ void check_ema_asked(const io::WeightsFile& file, const LoadSettings& options) {
 }
 
 }  // namespace
+
+Preprocess default_preprocess(model::Layout layout, model::Family family, const model::ViTConfig& c) {
+  Preprocess p;
+  p.crop = c.image_size;
+  if (family != model::Family::Vit) {
+    family_preprocess(p, layout, family, c);
+  } else {
+    layout_preprocess(p, layout, c);
+  }
+  if (c.in_channels != 3) {
+    p.mean.assign(c.in_channels, p.mean[0]);
+    p.std.assign(c.in_channels, p.std[0]);
+  }
+  return p;
+}
 
 ModelSource foreign_source(const io::WeightsFile& file, const LoadSettings& options) {
   const std::string& path = file.path;

@@ -209,9 +209,13 @@ void name_classes(LoadedModel& m, int64_t num_classes) {
 }  // namespace
 
 LoadedModel load_model(const std::string& path, const LoadSettings& options) {
-  const io::WeightsFile file = io::load_weights_file(path);
-  ModelSource s =
-      checkpoint::is_vit_checkpoint(file) ? own_checkpoint_source(file, options) : foreign_source(file, options);
+  ModelSource s;
+  if (io::is_onnx_file(path)) {
+    s = onnx_source(io::read_onnx(path), options);
+  } else {
+    const io::WeightsFile file = io::load_weights_file(path);
+    s = checkpoint::is_vit_checkpoint(file) ? own_checkpoint_source(file, options) : foreign_source(file, options);
+  }
   apply_config_overrides(s, options, path);
   s.described.file_image_size = s.config.image_size;
   resample(s, options);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "infer/load_model.h"
+#include "io/onnx.h"
 #include "io/weights.h"
 
 namespace vit::infer {
@@ -34,5 +35,12 @@ struct ModelSource {
 
 ModelSource own_checkpoint_source(const io::WeightsFile& file, const LoadSettings& options);
 ModelSource foreign_source(const io::WeightsFile& file, const LoadSettings& options);
+// An ONNX model (io/onnx.h) whose graph model/layouts/onnx.h recognises as a ViT: the weights from
+// the pattern; the config, class names and preprocessing from vit export's metadata, or else
+// inferred from the shapes with the preprocessing of the exporter whose names the weights carry.
+ModelSource onnx_source(const io::OnnxModel& m, const LoadSettings& options);
+
+// A foreign layout's evaluation transform (its family's, else the layout's as each publishes it).
+Preprocess default_preprocess(model::Layout layout, model::Family family, const model::ViTConfig& c);
 
 }  // namespace vit::infer

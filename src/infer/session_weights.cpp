@@ -181,26 +181,9 @@ std::vector<StemLayerWeights> stem_of(const model::VisionTransformer& model, Pac
 ConvWeights fold_conv_bn(const nn::Conv2d& conv, const nn::BatchNorm2d& bn, bool channels_last, Packer& packer,
                          std::vector<Tensor>& keep) {
   const int64_t O = conv.out_channels, C = conv.in_channels, K = conv.kernel_size, L = C * K * K;
-  VIT_CHECK(bn.num_features == O && !conv.bias.defined() && conv.padding == K / 2, "inference",
-            "a backbone convolution ({} -> {}, {}x{}) must have no bias, padding {} and a BatchNorm of its {} "
-            "channels after it",
-            C, O, K, K, K / 2, O);
-  const Tensor w = conv.weight.data().contiguous().to(DType::F32);
-  const Tensor gamma = bn.weight.data().contiguous(), beta = bn.bias.data().contiguous();
-  const Tensor mean = bn.running_mean.data().contiguous(), var = bn.running_var.data().contiguous();
-  Tensor folded = Tensor::empty({O, L}), bias = Tensor::empty({O});
-  const float* src = w.data<float>();
-  float* dst = folded.data<float>();
-  for (int64_t o = 0; o < O; ++o) {
-    const double g = gamma.data<float>()[o] / std::sqrt(static_cast<double>(var.data<float>()[o]) + bn.eps);
-    bias.data<float>()[o] = static_cast<float>(beta.data<float>()[o] - mean.data<float>()[o] * g);
-    for (int64_t c = 0; c < C; ++c) {
-      for (int64_t k = 0; k < K * K; ++k) {
-        const int64_t to = channels_last ? k * C + c : c * K * K + k;
-        dst[o * L + to] = static_cast<float>(src[(o * C + c) * K * K + k] * g);
-      }
-    }
-  }
+  const model::FoldedConv f = model::fold_conv_bn(conv, bn);  // (O, C, K, K), (O)
+  const Tensor bias = f.bias;
+  Tensor folded = channels_last ? f.weight.permute({0, 2, 3, 1}).contiguous().view({O, L}) : f.weight.view({O, L});
   keep.push_back(folded);
   keep.push_back(bias);
   ConvWeights cw;

@@ -16,6 +16,8 @@ const char* format_name(WeightsFormat format) {
       return "PyTorch (torch.save)";
     case WeightsFormat::Npz:
       return "NumPy .npz";
+    case WeightsFormat::Onnx:
+      return "ONNX";
   }
   return "?";
 }

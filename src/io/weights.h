@@ -18,6 +18,7 @@ enum class WeightsFormat {
   Safetensors,  // .safetensors (ours, timm, torchvision, Hugging Face)
   TorchZip,     // torch.save's zip format (.pth, .pt, pytorch_model.bin)
   Npz,          // NumPy .npz (JAX / big_vision checkpoints)
+  Onnx,         // an ONNX model (io/onnx.h; read by infer's load_model, not as named tensors)
 };
 
 // "safetensors", "PyTorch (torch.save)", "NumPy .npz": for messages.

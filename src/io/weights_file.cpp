@@ -12,6 +12,7 @@
 #include "core/printable.h"
 #include "io/mapped_file.h"
 #include "io/npy.h"
+#include "io/onnx.h"
 
 namespace vit::io {
 
@@ -64,14 +65,9 @@ bool looks_like_safetensors(const Head& h) {
   return c == '{' || ((c == ' ' || c == '\n' || c == '\r' || c == '\t') && header_len <= h.size - 8);
 }
 
-// An ONNX model is a protobuf ModelProto: field 1 (ir_version, a small varint) first, then another field.
 bool looks_like_onnx(const Head& h, const std::string& path) {
   const bool named = path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(h.bytes[k]); };
-  const bool proto =
-      h.got >= 3 && b(0) == 0x08 && b(1) >= 1 && b(1) <= 32 &&
-      (b(2) == 0x12 || b(2) == 0x1a || b(2) == 0x22 || b(2) == 0x28 || b(2) == 0x32 || b(2) == 0x3a || b(2) == 0x42);
-  return proto || named;
+  return named || io::looks_like_onnx(reinterpret_cast<const unsigned char*>(h.bytes), h.got);
 }
 
 // Where a zip archive starts when something was written before it (its end record, in the last
@@ -99,8 +95,8 @@ uint64_t zip_after_prefix(const std::string& path) {
   std::string what;
   if (looks_like_onnx(h, path)) {
     what =
-        "it looks like an ONNX model (a protobuf), which vit does not run: give it the PyTorch or safetensors "
-        "weights the model was exported from";
+        "it looks like an ONNX model (a protobuf), which vit reads as a model (vit predict --checkpoint "
+        "FILE.onnx), not as a weights file";
   } else if (const uint64_t prefix = zip_after_prefix(path); prefix > 0) {
     what = fmt::format(
         "it holds a zip archive after {} bytes of something else; torch.save and NumPy write the archive from the "

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/check.h"
 #include "nn/init.h"
 
 namespace vit::model {
@@ -72,6 +73,31 @@ ConvBackbone::ConvBackbone(const ViTConfig& c, Generator& gen) {
 Variable ConvBackbone::forward(const Variable& images) {
   VIT_CHECK(images.dim() == 4, "backbone", "input {}: expected (B, C, H, W)", shape_str(images.shape()));
   return stages->forward(stem->forward(images.permute({0, 2, 3, 1})));  // (B, H, W, C) from here
+}
+
+}  // namespace vit::model
+
+namespace vit::model {
+
+FoldedConv fold_conv_bn(const nn::Conv2d& conv, const nn::BatchNorm2d& bn) {
+  const int64_t O = conv.out_channels, C = conv.in_channels, K = conv.kernel_size;
+  VIT_CHECK(bn.num_features == O && !conv.bias.defined() && conv.padding == K / 2, "inference",
+            "a backbone convolution ({} -> {}, {}x{}) must have no bias, padding {} and a BatchNorm of its {} "
+            "channels after it",
+            C, O, K, K, K / 2, O);
+  const Tensor w = conv.weight.data().contiguous().to(DType::F32);
+  const Tensor gamma = bn.weight.data().contiguous(), beta = bn.bias.data().contiguous();
+  const Tensor mean = bn.running_mean.data().contiguous(), var = bn.running_var.data().contiguous();
+  FoldedConv out{Tensor::empty({O, C, K, K}), Tensor::empty({O})};
+  const float* src = w.data<float>();
+  float* dst = out.weight.data<float>();
+  const int64_t L = C * K * K;
+  for (int64_t o = 0; o < O; ++o) {
+    const double g = gamma.data<float>()[o] / std::sqrt(static_cast<double>(var.data<float>()[o]) + bn.eps);
+    out.bias.data<float>()[o] = static_cast<float>(beta.data<float>()[o] - mean.data<float>()[o] * g);
+    for (int64_t i = 0; i < L; ++i) dst[o * L + i] = static_cast<float>(src[o * L + i] * g);
+  }
+  return out;
 }
 
 }  // namespace vit::model

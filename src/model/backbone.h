@@ -42,6 +42,15 @@ class BasicBlock : public nn::Module {
   std::shared_ptr<ConvBn> downsample;  // null when the block keeps shape (identity shortcut)
 };
 
+// A convolution with the BatchNorm after it folded in (inference; the session and vit export):
+// weight (O, C, K, K) = W * g, bias (O) = beta - running_mean * g, g = gamma / sqrt(running_var + eps),
+// in double before rounding to float32. Throws "[inference] ..." for a convolution with a bias, a
+// padding other than K / 2 or a BatchNorm of another width.
+struct FoldedConv {
+  Tensor weight, bias;
+};
+FoldedConv fold_conv_bn(const nn::Conv2d& conv, const nn::BatchNorm2d& bn);
+
 class ConvBackbone : public nn::Module {
  public:
   ConvBackbone(const ViTConfig& config, Generator& gen);

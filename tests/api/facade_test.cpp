@@ -61,6 +61,25 @@ TEST(Facade, LoadsPyTorchAndJaxFilesLikeSafetensors) {
                "global 'subprocess.Popen' is refused");
 }
 
+TEST(Facade, ExportsOnnxThatLoadsBackAndReadsTorchExports) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("vit_facade_onnx_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const vit::ExportReport r = vit::export_onnx(kTimm, dir + "/m.onnx", {.heads = 4});
+  EXPECT_EQ(r.outputs, (std::vector<std::string>{"logits", "embedding"}));
+  EXPECT_EQ(r.precision, "float32");
+  const std::vector<float> x(2 * 3 * 32 * 32, 0.25f);
+  EXPECT_EQ(vit::Model::load(dir + "/m.onnx").predict(x.data(), 2),
+            vit::Model::load(kTimm, {.heads = 4}).predict(x.data(), 2));
+  expect_error([&] { vit::export_onnx(kTimm, dir + "/m.onnx", {.heads = 4}); }, "[export] out");
+  expect_error([&] { vit::export_onnx(kTimm, dir + "/q.onnx", {.heads = 4}, 17, "fp16"); },
+               "precision must be float32 or int8, got 'fp16'");
+  EXPECT_EQ(vit::export_onnx(kTimm, dir + "/q.onnx", {.heads = 4}, 16, "int8").precision, "int8");
+  const vit::Model torchvision = vit::Model::load(std::string(VIT_GOLDEN_DIR) + "/onnx/torchvision_op14.onnx");
+  EXPECT_EQ(torchvision.layout(), "torchvision");
+  EXPECT_EQ(torchvision.num_classes(), 10);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Facade, SizedCallsCheckTheShapeAndValuesAreChecked) {
   const vit::Model model = vit::Model::load(kTimm, {.heads = 4});
   const std::vector<float> x(2 * 3 * 32 * 32, 0.25f);

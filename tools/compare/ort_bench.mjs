@@ -6,6 +6,8 @@
 //   node tools/compare/ort_bench.mjs --ort-dir ~/.cache/vit-ort/onnxruntime-node-1.30.0 --model m.onnx \
 //        --shape 1,3,224,224 --threads 2 --iters 10 --warmup 2
 //   ... --input x.bin --output y.bin    # one run on the given float32 input (no timing), for checks
+//       [--output-name embedding]      # which output to write (default: the first)
+//       [--per-row 1]                  # each image alone (batch 1), the outputs stacked
 //   ... --optimized-out opt.onnx        # also write ORT's optimised graph (what runs: fused nodes)
 import { createRequire } from "node:module";
 import fs from "node:fs";
@@ -58,10 +60,24 @@ async function main() {
   }
   const feeds = { [session.inputNames[0]]: new ort.Tensor("float32", data, args.shape) };
   if (args.output) {
-    const out = await session.run(feeds);
-    const logits = out[session.outputNames[0]];
-    fs.writeFileSync(args.output, Buffer.from(logits.data.buffer, logits.data.byteOffset, logits.data.byteLength));
-    console.log(JSON.stringify({ output: args.output, dims: logits.dims }));
+    const name = args.output_name || session.outputNames[0];
+    // --per-row 1: each image of the batch alone (batch 1), the outputs stacked: what a server
+    // answering one image at a time computes (dynamic int8 quantizes each call's whole tensor).
+    const rows = args.per_row === "1" ? args.shape[0] : 1;
+    const each = count / rows;
+    const parts = [];
+    let dims;
+    for (let r = 0; r < rows; ++r) {
+      const shape = rows > 1 ? [1, ...args.shape.slice(1)] : args.shape;
+      const x = new ort.Tensor("float32", data.subarray(r * each, (r + 1) * each), shape);
+      const out = await session.run({ [session.inputNames[0]]: x });
+      if (!(name in out)) throw new Error(`[ort_bench] no output '${name}' (outputs: ${session.outputNames.join(", ")})`);
+      parts.push(Buffer.from(out[name].data.buffer, out[name].data.byteOffset, out[name].data.byteLength));
+      dims = [...out[name].dims];
+    }
+    dims[0] = args.shape[0];
+    fs.writeFileSync(args.output, Buffer.concat(parts));
+    console.log(JSON.stringify({ output: args.output, dims }));
     return;
   }
   for (let i = 0; i < args.warmup; ++i) await session.run(feeds);

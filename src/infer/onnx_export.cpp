@@ -1,0 +1,139 @@
+// vit export (see onnx_export.h): the ModelProto around the graph (onnx_export_graph.cpp), its
+// metadata, ONNX's checker, the file.
+#include "infer/onnx_export.h"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "core/output_file.h"
+#include "core/printable.h"
+#include "infer/onnx_builder.h"
+#include "infer/onnx_export_graph.h"
+#include "infer/quantize.h"
+#include "onnx/checker.h"
+
+namespace vit::infer {
+
+namespace {
+
+constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+
+void tensor_value(onnx::ValueInfoProto& v, const std::string& name, const std::vector<int64_t>& dims) {
+  v.set_name(name);
+  auto* t = v.mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  auto* shape = t->mutable_shape();
+  for (int64_t d : dims) {
+    auto* dim = shape->add_dim();
+    if (d < 0) {
+      dim->set_dim_param("batch");
+    } else {
+      dim->set_dim_value(d);
+    }
+  }
+}
+
+void metadata(onnx::ModelProto& proto, const std::string& key, const std::string& value) {
+  auto* p = proto.add_metadata_props();
+  p->set_key(key);
+  p->set_value(value);
+}
+
+int64_t count_quantized(const model::VisionTransformer& model) {
+  int64_t n = 0;
+  for (const auto& [_, linear] : checkpoint::named_linears(model)) n += linear->quantized() ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+std::string onnx_model_bytes(const LoadedModel& m, const ExportOptions& options, ExportResult* result) {
+  VIT_CHECK(options.opset >= kMinOpset && options.opset <= kMaxOpset, "export",
+            "--opset {}: vit writes opsets {} to {} (17: LayerNormalization; below it, its decomposition)",
+            options.opset, kMinOpset, kMaxOpset);
+  const model::VisionTransformer& model = *m.model;
+  const model::ViTConfig& c = model.config();
+  onnx::ModelProto proto;
+  proto.set_ir_version(8);
+  proto.set_producer_name("vit");
+  proto.set_producer_version("0.2.0");
+  proto.set_doc_string("exported by vit export from " + c.name);
+  auto* opset = proto.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(options.opset);
+  onnx::GraphProto& graph = *proto.mutable_graph();
+  graph.set_name(c.name);
+  onnx_export::GraphBuilder g(graph, options.opset);
+  const std::string input = "input";
+  tensor_value(*graph.add_input(), input, {-1, c.in_channels, c.image_size, c.image_size});
+  const onnx_export::Outputs outs = onnx_export::vit_graph(g, model, input);
+  std::vector<std::string> names;
+  const auto output = [&](const std::string& value, const std::string& name, int64_t width) {
+    if (value.empty()) return;
+    // A named output is an Identity of the value the graph ends in.
+    g.node("output", "Identity", {value});
+    graph.mutable_node(graph.node_size() - 1)->set_output(0, name);
+    tensor_value(*graph.add_output(), name, {-1, width});
+    names.push_back(name);
+  };
+  const int64_t features = c.representation_size > 0 ? c.representation_size : c.dim;
+  output(outs.logits, "logits", c.num_classes);
+  output(outs.embedding, "embedding", c.projection ? c.num_classes : features);
+  metadata(proto, "vit.config", c.to_json());
+  metadata(proto, "vit.class_names", nlohmann::json(m.class_names).dump());
+  metadata(proto, "vit.preprocess", preprocess_json(m.preprocess));
+  metadata(proto, "vit.family", model::family_name(m.family));
+  metadata(proto, "vit.layout", m.layout);
+  metadata(proto, "vit.outputs", nlohmann::json(names).dump());
+  const int64_t quantized = count_quantized(model);
+  metadata(proto, "vit.precision", quantized > 0 ? "int8" : "float32");
+  try {
+    onnx::checker::check_model(proto);
+  } catch (const std::exception& e) {
+    fail("export", "the ONNX graph written for {} does not pass ONNX's checker: {}", c.name, e.what());
+  }
+  std::string bytes;
+  VIT_CHECK(proto.SerializeToString(&bytes), "export",
+            "{}: the model does not serialise (protobuf's limit is 2 GiB; this model's weights are larger)", c.name);
+  if (result != nullptr) {
+    result->layout = m.layout;
+    result->family = model::family_name(m.family);
+    result->precision = quantized > 0 ? "int8" : "float32";
+    result->outputs = names;
+    result->nodes = graph.node_size();
+    result->initializers = graph.initializer_size();
+    result->quantized_linears = quantized;
+    for (const auto& [_, linear] : checkpoint::named_linears(model))
+      if (linear->quantized()) result->weight_bits = linear->weight_bits;
+    result->bytes = bytes.size();
+  }
+  return bytes;
+}
+
+bool parse_export_int8(const std::string& precision) {
+  VIT_CHECK(precision == "float32" || precision == "int8", "export", "precision must be float32 or int8, got '{}'",
+            printable(precision));
+  return precision == "int8";
+}
+
+ExportResult export_onnx(const std::string& in, const std::string& out, const LoadSettings& load,
+                         const ExportOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  check_output("export", {options.out_flag, out, "the .onnx file", options.overwrite_flag}, {{"the input model", in}},
+               options.overwrite);
+  VIT_CHECK(options.opset >= kMinOpset && options.opset <= kMaxOpset, "export",
+            "--opset {}: vit writes opsets {} to {} (17: LayerNormalization; below it, its decomposition)",
+            options.opset, kMinOpset, kMaxOpset);
+  LoadedModel m = load_model(in, load);
+  if (options.int8 && !checkpoint::is_quantized(*m.model)) quantize_linears(*m.model, options.bits);
+  ExportResult r;
+  const std::string bytes = onnx_model_bytes(m, options, &r);
+  AtomicFile file("export", out, options.overwrite ? Existing::Replace : Existing::Refuse);
+  file.write(bytes.data(), bytes.size());
+  file.commit();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace vit::infer
