@@ -172,14 +172,25 @@ struct Reader {
                           ? DType::F32
                       : type == onnx::TensorProto::INT8 ? DType::I8
                                                         : DType::I64;
-    Tensor result = Tensor::empty(shape, out);
     const auto count = [&](int64_t got, const char* field) {
       VIT_CHECK(got == n, "onnx", "{}: {} holds {} values in {} but its dims {} need {}", path, what, got, field,
                 shape_str(shape), n);
     };
+    // The data's size is checked against the dims before anything is allocated for them.
     if (raw != nullptr) {
       VIT_CHECK(raw->size() == want, "onnx", "{}: {} holds {} bytes of data but its dims {} and type {} need {}", path,
                 what, raw->size(), shape_str(shape), type_name(type), want);
+    } else if (type == onnx::TensorProto::FLOAT) {
+      count(t.float_data_size(), "float_data");
+    } else if (type == onnx::TensorProto::DOUBLE) {
+      count(t.double_data_size(), "double_data");
+    } else if (type == onnx::TensorProto::INT64) {
+      count(t.int64_data_size(), "int64_data");
+    } else {
+      count(t.int32_data_size(), "int32_data");
+    }
+    Tensor result = Tensor::empty(shape, out);
+    if (raw != nullptr) {
       const char* p = raw->data();
       for (int64_t i = 0; i < n; ++i) {
         const char* e = p + static_cast<size_t>(i) * esize;
@@ -221,20 +232,16 @@ struct Reader {
     }
     switch (type) {
       case onnx::TensorProto::FLOAT:
-        count(t.float_data_size(), "float_data");
         std::copy(t.float_data().begin(), t.float_data().end(), result.data<float>());
         break;
       case onnx::TensorProto::DOUBLE:
-        count(t.double_data_size(), "double_data");
         for (int64_t i = 0; i < n; ++i)
           result.data<float>()[i] = static_cast<float>(t.double_data(static_cast<int>(i)));
         break;
       case onnx::TensorProto::INT64:
-        count(t.int64_data_size(), "int64_data");
         std::copy(t.int64_data().begin(), t.int64_data().end(), result.data<int64_t>());
         break;
       default:  // int32, int8, uint8, bool, float16, bfloat16: int32_data
-        count(t.int32_data_size(), "int32_data");
         for (int64_t i = 0; i < n; ++i) {
           const int32_t v = t.int32_data(static_cast<int>(i));
           if (out == DType::F32) {
