@@ -112,8 +112,9 @@ TEST(OnnxHostile, WrongTensorSizesAndHugeDimsAreRefused) {
   // a tensor claiming 2^40 values over 3264 bytes: refused by its size before anything is allocated
   pos->set_dims(1, int64_t{1} << 30);
   pos->set_dims(2, int64_t{1} << 10);
-  EXPECT_NE(load_error(write_proto(dir, p)).find("holds 3264 bytes of data but its dims (1, 1073741824, 1024) and "
-                                                 "type float need 4398046511104"),
+  EXPECT_NE(load_error(write_proto(dir, p))
+                .find("holds 3264 bytes of data but its dims (1, 1073741824, 1024) and "
+                      "type float need 4398046511104"),
             std::string::npos)
       << load_error(dir.file("m.onnx"));
   pos->set_dims(1, -3);

@@ -64,6 +64,12 @@ struct Graph {
   }
 };
 
+// A node's k-th input ("" when it has fewer: malformed graphs are refused by what follows).
+const std::string& input(const io::OnnxNode& n, size_t k) {
+  static const std::string none;
+  return k < n.inputs.size() ? n.inputs[k] : none;
+}
+
 int64_t int_attr(const io::OnnxNode& n, const char* name, int64_t fallback) {
   const io::OnnxAttribute* a = n.attribute(name);
   return a != nullptr && a->kind == io::OnnxAttribute::Kind::Int ? a->i : fallback;
@@ -92,7 +98,7 @@ void find_decomposed_norms(Graph& g, std::map<size_t, Event>& at) {
     const io::OnnxNode* sqrt = g.made_by(div.inputs[1], "Sqrt");
     const io::OnnxNode* sub = g.made_by(div.inputs[0], "Sub");
     if (sqrt == nullptr || sub == nullptr) continue;
-    const io::OnnxNode* add = g.made_by(sqrt->inputs[0], "Add");
+    const io::OnnxNode* add = g.made_by(input(*sqrt, 0), "Add");
     if (add == nullptr) continue;
     std::string eps_name, var_value;
     const Tensor* eps = g.const_operand(*add, &eps_name, &var_value);
@@ -104,7 +110,7 @@ void find_decomposed_norms(Graph& g, std::map<size_t, Event>& at) {
     e.value = scalar_of(*eps);
     e.axes = axes != nullptr ? static_cast<int64_t>(axes->ints.size()) : 1;
     for (const io::OnnxNode* part : {sqrt, sub, add, var, mean}) g.skip.insert(g.producer[part->outputs[0]]);
-    if (const io::OnnxNode* pow = g.made_by(var->inputs[0], "Pow")) g.skip.insert(g.producer[pow->outputs[0]]);
+    if (const io::OnnxNode* pow = g.made_by(input(*var, 0), "Pow")) g.skip.insert(g.producer[pow->outputs[0]]);
     g.skip.insert(i);
     size_t mul_at = 0, add_at = 0;
     const io::OnnxNode* mul = g.sole_consumer(div.outputs[0], "Mul", &mul_at);
@@ -133,6 +139,7 @@ Events collect_events(const io::OnnxModel& m) {
     const io::OnnxNode& n = nodes[i];
     VIT_CHECK(n.domain.empty() || n.domain == "ai.onnx", "onnx", "{}: {} is in domain '{}': not a ViT graph vit reads",
               m.path, n.label, printable(n.domain));
+    VIT_CHECK(!n.outputs.empty() && !n.outputs[0].empty(), "onnx", "{}: {} has no output", m.path, n.label);
     for (const std::string& out : n.outputs) g.producer[out] = i;
     for (const std::string& in : n.inputs) g.consumers[in].push_back(i);
     if (kFoldable.count(n.op_type) && n.inputs.size() == 1 && g.cst(n.inputs[0]) != nullptr) {
@@ -239,7 +246,7 @@ Events collect_events(const io::OnnxModel& m) {
           if (p.op_type != "Expand" && p.op_type != "Tile" && p.op_type != "Unsqueeze" && p.op_type != "Reshape" &&
               p.op_type != "Identity")
             break;
-          v = p.inputs[0];
+          v = input(p, 0);
         }
         const Tensor* t = g.cst(v);
         if (t != nullptr && t->dtype() == DType::F32 && t->numel() > 1) {
