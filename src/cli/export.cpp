@@ -14,6 +14,7 @@ void add_export_command(CLI::App& app) {
     int64_t opset = 17;
     int bits = 7;
     bool overwrite = false;
+    bool external_data = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -39,7 +40,10 @@ void add_export_command(CLI::App& app) {
                                       "weights)")
                           ->check(CLI::IsMember({7, 8}))
                           ->capture_default_str();
-  cmd->add_flag("--overwrite", o->overwrite, "replace OUT if it exists");
+  cmd->add_flag("--external-data", o->external_data,
+                "the weights in OUT.data beside the model (ONNX's external data; automatic above 1.5 GiB, which one "
+                "ONNX file cannot hold past 2 GiB)");
+  cmd->add_flag("--overwrite", o->overwrite, "replace OUT (and OUT.data) if it exists");
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(kThreads);
   cmd->callback([o, bits] {
     VIT_CHECK(o->precision == "int8" || bits->count() == 0, "export", "--bits {} is for --precision int8", o->bits);
@@ -50,6 +54,7 @@ void add_export_command(CLI::App& app) {
     options.int8 = infer::parse_export_int8(o->precision);
     options.bits = o->bits;
     options.overwrite = o->overwrite;
+    options.external_data = o->external_data;
     const infer::ExportResult r = infer::export_onnx(o->checkpoint, o->out, o->settings(), options);
     std::string outputs;
     for (const std::string& name : r.outputs) outputs += (outputs.empty() ? "" : ", ") + name;
@@ -62,6 +67,10 @@ void add_export_command(CLI::App& app) {
                                               .c_str()
                                         : "",
                 r.nodes, r.initializers, static_cast<double>(r.bytes) / 1e6, outputs.c_str());
+    if (!r.data_file.empty()) {
+      std::printf("  weights in %s (%.1f MB, external data: keep it beside the model)\n", r.data_file.c_str(),
+                  static_cast<double>(r.data_bytes) / 1e6);
+    }
     if (r.weight_bits == 8) {
       std::fprintf(stderr,
                    "note: 8-bit int8 weights: ONNX Runtime's int8 kernel on CPUs without VNNI (AVX2) saturates on "

@@ -3,6 +3,7 @@
 #include "infer/onnx_export.h"
 
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -18,6 +19,27 @@ namespace vit::infer {
 namespace {
 
 constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+constexpr size_t kExternalAbove = size_t{3} << 29;  // 1.5 GiB
+
+// Every initializer's bytes of 1 KiB and more into `data` (64-byte-aligned offsets), the tensor
+// pointing at them by location, offset and length (ONNX's external data).
+void move_to_external(onnx::GraphProto& graph, std::string& data, const std::string& location) {
+  for (onnx::TensorProto& t : *graph.mutable_initializer()) {
+    if (t.raw_data().size() < 1024) continue;
+    data.resize((data.size() + 63) / 64 * 64, '\0');
+    const size_t offset = data.size(), length = t.raw_data().size();
+    data += t.raw_data();
+    t.clear_raw_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    const std::pair<const char*, std::string> entries[] = {
+        {"location", location}, {"offset", std::to_string(offset)}, {"length", std::to_string(length)}};
+    for (const auto& [key, value] : entries) {
+      auto* e = t.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    }
+  }
+}
 
 void tensor_value(onnx::ValueInfoProto& v, const std::string& name, const std::vector<int64_t>& dims) {
   v.set_name(name);
@@ -48,7 +70,8 @@ int64_t count_quantized(const model::VisionTransformer& model) {
 
 }  // namespace
 
-std::string onnx_model_bytes(const LoadedModel& m, const ExportOptions& options, ExportResult* result) {
+std::string onnx_model_bytes(const LoadedModel& m, const ExportOptions& options, ExportResult* result,
+                             std::string* external, const std::string& location) {
   VIT_CHECK(options.opset >= kMinOpset && options.opset <= kMaxOpset, "export",
             "--opset {}: vit writes opsets {} to {} (17: LayerNormalization; below it, its decomposition)",
             options.opset, kMinOpset, kMaxOpset);
@@ -93,9 +116,14 @@ std::string onnx_model_bytes(const LoadedModel& m, const ExportOptions& options,
   } catch (const std::exception& e) {
     fail("export", "the ONNX graph written for {} does not pass ONNX's checker: {}", c.name, e.what());
   }
+  if (options.external_data || proto.ByteSizeLong() > kExternalAbove) {
+    VIT_CHECK(external != nullptr, "export",
+              "{}: {:.2f} GiB of weights: over what one ONNX file holds (2 GiB); write them as external data", c.name,
+              static_cast<double>(proto.ByteSizeLong()) / (1 << 30));
+    move_to_external(graph, *external, location);
+  }
   std::string bytes;
-  VIT_CHECK(proto.SerializeToString(&bytes), "export",
-            "{}: the model does not serialise (protobuf's limit is 2 GiB; this model's weights are larger)", c.name);
+  VIT_CHECK(proto.SerializeToString(&bytes), "export", "{}: the model does not serialise", c.name);
   if (result != nullptr) {
     result->layout = m.layout;
     result->family = model::family_name(m.family);
@@ -125,11 +153,26 @@ ExportResult export_onnx(const std::string& in, const std::string& out, const Lo
   VIT_CHECK(options.opset >= kMinOpset && options.opset <= kMaxOpset, "export",
             "--opset {}: vit writes opsets {} to {} (17: LayerNormalization; below it, its decomposition)",
             options.opset, kMinOpset, kMaxOpset);
+  const std::string data_path = out + ".data";
+  const std::string location = std::filesystem::path(data_path).filename().string();
+  if (options.external_data) {  // (above 1.5 GiB without the flag: refused at the write if it exists)
+    check_output("export", {options.out_flag, data_path, "the external data file", options.overwrite_flag},
+                 {{"the input model", in}}, options.overwrite);
+  }
   LoadedModel m = load_model(in, load);
   if (options.int8 && !checkpoint::is_quantized(*m.model)) quantize_linears(*m.model, options.bits);
   ExportResult r;
-  const std::string bytes = onnx_model_bytes(m, options, &r);
-  AtomicFile file("export", out, options.overwrite ? Existing::Replace : Existing::Refuse);
+  std::string external;
+  const std::string bytes = onnx_model_bytes(m, options, &r, &external, location);
+  const Existing existing = options.overwrite ? Existing::Replace : Existing::Refuse;
+  if (!external.empty()) {  // the weights first: the model never names a file that is not there
+    AtomicFile data("export", data_path, existing);
+    data.write(external.data(), external.size());
+    data.commit();
+    r.data_file = data_path;
+    r.data_bytes = external.size();
+  }
+  AtomicFile file("export", out, existing);
   file.write(bytes.data(), bytes.size());
   file.commit();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -29,6 +29,10 @@ struct ExportOptions {
   // quantize_dynamic's reduce_range is for); 8 for machines with VNNI only.
   int bits = 7;
   bool overwrite = false;  // replace an existing output file
+  // The weights in a file beside the model (OUT.data, ONNX's external data: each initializer's
+  // bytes at a 64-byte-aligned offset) rather than inside it: always with external_data, and
+  // whenever the model would pass 1.5 GiB (protobuf cannot hold a message over 2 GiB: ViT-H and up).
+  bool external_data = false;
   // How the door names the output and the overwrite switch in messages (the CLI's; Python: "out",
   // "overwrite=True").
   std::string out_flag = "OUT", overwrite_flag = "--overwrite";
@@ -43,12 +47,17 @@ struct ExportResult {
   std::vector<std::string> outputs;       // "logits", "embedding"
   int64_t nodes = 0, initializers = 0, quantized_linears = 0;
   uint64_t bytes = 0;
+  std::string data_file;  // the external data file written ("" if none)
+  uint64_t data_bytes = 0;
   double seconds = 0;
 };
 
 // The ModelProto of a loaded model, serialised and checked (throws "[export] ..." naming what is
-// refused: an opset out of range, a model with non-finite weights).
-std::string onnx_model_bytes(const LoadedModel& m, const ExportOptions& options, ExportResult* result = nullptr);
+// refused: an opset out of range). With `external` (and options.external_data, or a model over
+// 1.5 GiB), the initializers' bytes go to *external instead, named `location` in the model; without
+// it, such a model is refused.
+std::string onnx_model_bytes(const LoadedModel& m, const ExportOptions& options, ExportResult* result = nullptr,
+                             std::string* external = nullptr, const std::string& location = "");
 
 // Loads `in` (as vit predict would) and writes `out` whole or not at all.
 ExportResult export_onnx(const std::string& in, const std::string& out, const LoadSettings& load,
