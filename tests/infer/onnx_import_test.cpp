@@ -1,7 +1,8 @@
 // ONNX files as a model source (infer/onnx_source.cpp, model/layouts/onnx.h): the graphs PyTorch
-// 1.13's torch.onnx.export writes for torchvision's, timm's and Hugging Face's ViTs (golden files of
-// tools/golden/make_golden_onnx.py, opsets 14-17, folded and not) match PyTorch within 1e-5 of the
-// largest logit; hostile files are refused naming what is wrong.
+// 1.13's torch.onnx.export writes for torchvision's, timm's and Hugging Face's ViTs and timm's DeiT
+// (distilled) and DeiT III (golden files of tools/golden/make_golden_onnx.py, opsets 14-17, folded
+// and not) match PyTorch within 1e-5 of the largest logit; hostile files are refused naming what is
+// wrong.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -42,6 +43,9 @@ TEST_P(TorchExports, LoadAndMatchPyTorch) {
   EXPECT_DOUBLE_EQ(config.eps, c.eps);
   EXPECT_EQ(model.loaded().layout, c.layout);
   EXPECT_EQ(model.loaded().format, io::WeightsFormat::Onnx);
+  EXPECT_EQ(config.dist_token, std::string(c.file).rfind("deit_distilled", 0) == 0);
+  EXPECT_EQ(config.no_embed_class, std::string(c.file).rfind("deit3", 0) == 0);
+  EXPECT_EQ(config.layer_scale > 0, std::string(c.file).rfind("deit3", 0) == 0);
   const Tensor logits = model.predict(testing::golden(expected, "input", DType::F32));
   EXPECT_TRUE(testing::close_to_largest(logits, testing::golden(expected, c.logits, DType::F32), kOnnxParity, c.file));
 }
@@ -52,7 +56,9 @@ INSTANTIATE_TEST_SUITE_P(Goldens, TorchExports,
                                                       1e-6},
                                            GoldenCase{"timm_op17", "timm.logits", "timm", 1e-6},
                                            GoldenCase{"timm_op15_nofold", "timm.logits", "timm", 1e-6},
-                                           GoldenCase{"hf_op16", "hf.logits", "huggingface", 1e-12}),
+                                           GoldenCase{"hf_op16", "hf.logits", "huggingface", 1e-12},
+                                           GoldenCase{"deit_distilled_op17", "deit_distilled.logits", "timm", 1e-6},
+                                           GoldenCase{"deit3_op14", "deit3.logits", "timm", 1e-6}),
                          [](const auto& param_info) { return std::string(param_info.param.file); });
 
 // ---- hostile files: each refused with a message naming what is wrong ----

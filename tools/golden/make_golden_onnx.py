@@ -8,6 +8,8 @@
                                vision_transformer.py: qkv reshape/permute/unbind, q * scale), opset 17
   timm_op15_nofold.onnx        the same, opset 15, not folded
   hf_op16.onnx                 Hugging Face ViTForImageClassification (after modeling_vit.py), opset 16
+  deit_distilled_op17.onnx     timm's VisionTransformerDistilled (class + distillation tokens, two heads), opset 17
+  deit3_op14.onnx              timm's DeiT III (LayerScale, no_embed_class), opset 14
   expected.safetensors         input (2, 3, 32, 32) and each file's logits computed by PyTorch in float64
 
 All five share the tiny ViT of make_golden_layouts.py (32x32, patch 8, width 48, 2 blocks, 4 heads,
@@ -60,17 +62,28 @@ class TimmMlp(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
+class LayerScale(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.gamma = nn.Parameter(0.5 + 0.1 * torch.randn(dim))
+
+    def forward(self, x):
+        return x * self.gamma
+
+
 class TimmBlock(nn.Module):
-    def __init__(self, dim, heads, hidden):
+    def __init__(self, dim, heads, hidden, layer_scale=False):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
         self.attn = TimmAttention(dim, heads)
+        self.ls1 = LayerScale(dim) if layer_scale else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
         self.mlp = TimmMlp(dim, hidden)
+        self.ls2 = LayerScale(dim) if layer_scale else nn.Identity()
 
     def forward(self, x):
-        x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
+        x = x + self.ls1(self.attn(self.norm1(x)))
+        return x + self.ls2(self.mlp(self.norm2(x)))
 
 
 class TimmPatchEmbed(nn.Module):
@@ -100,6 +113,50 @@ class TimmViT(nn.Module):
         return self.head(x[:, 0])
 
 
+class TimmDeiTDistilled(nn.Module):
+    """timm's VisionTransformerDistilled (deit_*_distilled): class and distillation tokens, both
+    under the position table; eval logits (head(x[:, 0]) + head_dist(x[:, 1])) / 2."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(11)
+        self.cls_token = nn.Parameter(0.1 * torch.randn(1, 1, lm.DIM))
+        self.dist_token = nn.Parameter(0.1 * torch.randn(1, 1, lm.DIM))
+        self.pos_embed = nn.Parameter(0.1 * torch.randn(1, lm.TOKENS + 1, lm.DIM))
+        self.patch_embed = TimmPatchEmbed()
+        self.blocks = nn.Sequential(*[TimmBlock(lm.DIM, lm.HEADS, lm.HIDDEN) for _ in range(lm.DEPTH)])
+        self.norm = nn.LayerNorm(lm.DIM, eps=1e-6)
+        self.head = nn.Linear(lm.DIM, lm.CLASSES)
+        self.head_dist = nn.Linear(lm.DIM, lm.CLASSES)
+
+    def forward(self, x):
+        x = self.patch_embed(x)
+        B = x.shape[0]
+        x = torch.cat((self.cls_token.expand(B, -1, -1), self.dist_token.expand(B, -1, -1), x), dim=1)
+        x = self.norm(self.blocks(x + self.pos_embed))
+        return (self.head(x[:, 0]) + self.head_dist(x[:, 1])) / 2
+
+
+class TimmDeiT3(nn.Module):
+    """timm's DeiT III (deit3_*): LayerScale in every block, the position table over the patches only
+    (no_embed_class), added before the class token is put in front."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(13)
+        self.cls_token = nn.Parameter(0.1 * torch.randn(1, 1, lm.DIM))
+        self.pos_embed = nn.Parameter(0.1 * torch.randn(1, lm.TOKENS - 1, lm.DIM))
+        self.patch_embed = TimmPatchEmbed()
+        self.blocks = nn.Sequential(*[TimmBlock(lm.DIM, lm.HEADS, lm.HIDDEN, True) for _ in range(lm.DEPTH)])
+        self.norm = nn.LayerNorm(lm.DIM, eps=1e-6)
+        self.head = nn.Linear(lm.DIM, lm.CLASSES)
+
+    def forward(self, x):
+        x = self.patch_embed(x) + self.pos_embed
+        x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
 def export(model, path, opset, fold):
     model.eval()
     x = torch.randn(2, lm.CH, lm.IMG, lm.IMG)
@@ -126,7 +183,8 @@ def main():
     hf = lm.HFViTForImageClassification()
     hf.load_state_dict(lm.timm_to_hf(sd))
     cases = [("torchvision_op14", tv, 14, True), ("torchvision_op17_nofold", tv, 17, False),
-             ("timm_op17", timm, 17, True), ("timm_op15_nofold", timm, 15, False), ("hf_op16", hf, 16, True)]
+             ("timm_op17", timm, 17, True), ("timm_op15_nofold", timm, 15, False), ("hf_op16", hf, 16, True),
+             ("deit_distilled_op17", TimmDeiTDistilled(), 17, True), ("deit3_op14", TimmDeiT3(), 14, True)]
     for name, model, opset, fold in cases:
         export(model, os.path.join(OUT, name + ".onnx"), opset, fold)
     for name, model, _, _ in cases:
@@ -136,7 +194,7 @@ def main():
         with torch.no_grad():
             logits = ref(x.double())
         model.float()
-        expected.append((name.split("_")[0] + ".logits", logits))
+        expected.append((name.rsplit("_op", 1)[0].replace("_nofold", "") + ".logits", logits))
     # torchvision and timm are the same weights and eps: their float64 logits agree to rounding
     assert (expected[1][1] - expected[2][1]).abs().max() < 1e-9
     emit(os.path.join(OUT, "expected.safetensors"), expected, {"source": "tools/golden/make_golden_onnx.py"},

@@ -3,6 +3,7 @@
 #include "model/layouts/onnx.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -266,7 +267,13 @@ OnnxRecognised recognise_onnx_vit(const io::OnnxModel& m, const ViTConfig* known
             m.path);
   r.skip_scalars();
   std::vector<const Event*> heads;
-  while (r.next_is(Kind::Linear)) {
+  // timm's distilled head takes the distillation row after the class head ran: a row between heads
+  while (r.next_is(Kind::Linear) || (r.next_is(Kind::TakeRow) && heads.size() == 1)) {
+    if (r.next_is(Kind::TakeRow)) {
+      rows.push_back(r.ev[r.at++].index);
+      r.skip_scalars();
+      continue;
+    }
     heads.push_back(&r.ev[r.at++]);
     r.skip_scalars();
     if (r.next_is(Kind::Act) && r.ev[r.at].act == "tanh" && heads.size() == 1 && r.at + 1 < r.ev.size() &&
@@ -283,6 +290,13 @@ OnnxRecognised recognise_onnx_vit(const io::OnnxModel& m, const ViTConfig* known
   VIT_CHECK(heads.size() <= 2, "onnx", "{}: {} Linears after the pooling", m.path, heads.size());
   if (!heads.empty()) r.linear("head", *heads[0]);
   const bool distilled = heads.size() == 2;
+  // the rows taken: the class row, and a distilled model's distillation row (in that order)
+  const std::vector<int64_t> want_rows = mean        ? std::vector<int64_t>{}
+                                         : distilled ? std::vector<int64_t>{0, 1}
+                                                     : std::vector<int64_t>{0};
+  VIT_CHECK(rows == want_rows || (distilled && mean), "onnx",
+            "{}: the head reads token rows [{}]; a ViT's reads [{}] (the class row{})", m.path, fmt::join(rows, ", "),
+            fmt::join(want_rows, ", "), distilled ? " and the distillation row" : "");
   if (distilled) r.linear("head_dist", *heads[1]);
   r.skip_scalars();
   if (!r.done()) r.refuse("the end of the graph after the head");
