@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "io/npy.h"
@@ -48,6 +49,24 @@ TEST(ServeOnnx, ExportedAndTorchOnnxFilesAnswerAsVitPredict) {
     ASSERT_TRUE(meta);
     EXPECT_NE(meta->body.find("\"logits\""), std::string::npos) << meta->body;
   }
+}
+
+// A model folder holding an export with external data: the .onnx is the model, its .onnx.data is not.
+TEST(ServeOnnx, ExternalDataInAModelFolderIsNoModel) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("repo"));
+  const testing::CommandResult e =
+      testing::vit("export " + kTimm + " --heads 4 " + dir.file("repo/ext.onnx") + " --external-data");
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  ServeProcess server(dir, {"--model-dir", dir.file("repo")});
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client("127.0.0.1", server.port());
+  const auto ext = client.Get("/v2/models/ext/ready");
+  ASSERT_TRUE(ext);
+  EXPECT_EQ(ext->status, 200);
+  const auto data = client.Get("/v2/models/ext.onnx/ready");
+  ASSERT_TRUE(data);
+  EXPECT_EQ(data->status, 404);
 }
 
 }  // namespace

@@ -43,7 +43,10 @@ std::vector<ModelSpec> dir_models(const std::string& model_dir) {
   for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
     const std::string base = entry.path().filename().string();
     // Hidden files and the temporaries of files being written (vit's FILE.tmp.PID.N) are not models.
-    if (entry.is_regular_file(ec) && base.front() != '.' && base.find(".tmp.") == std::string::npos) {
+    // Nor is an ONNX model's external data, X.onnx.data beside X.onnx (vit export --external-data).
+    const bool external_data = base.size() > 10 && base.compare(base.size() - 10, 10, ".onnx.data") == 0 &&
+                               fs::exists(entry.path().parent_path() / base.substr(0, base.size() - 5), ec);
+    if (entry.is_regular_file(ec) && base.front() != '.' && base.find(".tmp.") == std::string::npos && !external_data) {
       files.push_back(entry.path());
     }
   }

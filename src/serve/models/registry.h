@@ -33,7 +33,8 @@ struct ModelSpec {
 // allow_empty_dir: an empty --model-dir is not an error (models may be added while serving).
 std::vector<ModelSpec> model_specs(const std::string& checkpoint, const std::vector<std::string>& named,
                                    const std::string& model_dir, bool allow_empty_dir = false);
-// The model files of a directory now (regular files, not hidden, not a writer's FILE.tmp.*), sorted,
+// The model files of a directory now (regular files, not hidden, not a writer's FILE.tmp.*, not the
+// external data X.onnx.data of an X.onnx beside it), sorted,
 // each named after its stem. Throws "--model-dir D: not a directory".
 std::vector<ModelSpec> dir_models(const std::string& model_dir);
 
