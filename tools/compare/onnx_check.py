@@ -42,6 +42,7 @@ CASES = {
     "avgpool": ("variants/avgpool.timm.safetensors", ["--heads", "2"]),
     "qknorm_headdim": ("variants/qknorm_headdim.timm.safetensors", ["--heads", "2"]),
     "patch8_regs_avg": ("variants/patch8_regs_avg.timm.safetensors", ["--heads", "2"]),
+    "jax_prelogits": ("pth/jax_prelogits.npz", ["--heads", "4"]),
     "notebook": ("train:vit_notebook", []),
     "fashion": ("train:vit_fashion", []),
     "hybrid": ("train:vit_hybrid_fashion", []),
