@@ -63,8 +63,16 @@ ModelSource onnx_source(const io::OnnxModel& m, const LoadSettings& options) {
   if (!ours) d.family = r.converted.family;
   s.weights = std::move(r.converted.weights);
   if (ours) {
-    VIT_CHECK(s.config.stem_layers == 0 && !s.config.hybrid(), "onnx",
-              "{}: a model with convolutions before its patch embedding; vit does not read it back from ONNX", path);
+    // The metadata must describe the graph it came with: what both tell agrees.
+    const model::ViTConfig& c = s.config;
+    VIT_CHECK(static_cast<float>(c.eps) == static_cast<float>(r.converted.eps) &&
+                  (c.mlp_layers == 1 || c.act == r.converted.act) && c.head_tanh == r.head_tanh &&
+                  (r.converted.num_heads == 0 || r.converted.num_heads == c.num_heads),
+              "onnx",
+              "{}: metadata 'vit.config' (eps {:g}, {}, {} heads{}) does not describe the graph (eps {:g}, {}, {} "
+              "heads{})",
+              path, c.eps, c.act, c.num_heads, c.head_tanh ? ", tanh head" : "", r.converted.eps, r.converted.act,
+              r.converted.num_heads, r.head_tanh ? ", tanh head" : "");
   } else {
     s.recorded_heads = r.converted.num_heads;
     const int64_t heads = options.num_heads > 0 ? options.num_heads : s.recorded_heads;
@@ -84,8 +92,9 @@ ModelSource onnx_source(const io::OnnxModel& m, const LoadSettings& options) {
               path, r.image_size, s.config.image_size);
   }
   s.align_corners = r.layout == model::Layout::Torchvision;
-  d.source_note = fmt::format("ONNX model ({}{}{}), {} recognised as a ViT: {}", ours ? "vit export" : "producer ",
-                              ours ? "" : printable(m.producer_name + " " + m.producer_version), "",
+  const std::string producer =
+      ours ? "vit export" : "producer " + printable(m.producer_name + " " + m.producer_version);
+  d.source_note = fmt::format("ONNX model ({}), {} recognised as a ViT: {}", producer,
                               ours ? "its metadata and graph" : "its graph", r.summary);
   return s;
 }

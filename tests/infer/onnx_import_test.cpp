@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "infer/load_model.h"
+#include "infer/onnx_export.h"
 #include "infer/predictor.h"
 #include "io/onnx.h"
 #include "onnx/onnx_pb.h"
@@ -229,6 +230,32 @@ TEST(OnnxHostile, GraphsThatAreNoViTAreRefusedNamingWhatWasNotRecognised) {
   attr->set_type(onnx::AttributeProto::GRAPH);
   attr->mutable_g()->set_name("branch");
   EXPECT_NE(load_error(write_proto(dir, p)).find("holds a subgraph (attribute 'then_branch')"), std::string::npos);
+}
+
+TEST(OnnxHostile, MetadataThatDoesNotDescribeTheGraphIsRefused) {
+  testing::TempDir dir;
+  infer::ExportOptions options;
+  LoadSettings heads;
+  heads.num_heads = 4;
+  export_onnx(std::string(VIT_GOLDEN_DIR) + "/layouts/timm.safetensors", dir.file("ours.onnx"), heads, options);
+  onnx::ModelProto p;
+  {
+    std::ifstream in(dir.file("ours.onnx"), std::ios::binary);
+    ASSERT_TRUE(p.ParseFromIstream(&in));
+  }
+  for (auto& kv : *p.mutable_metadata_props()) {
+    if (kv.key() != "vit.config") continue;
+    std::string v = kv.value();
+    const size_t at = v.find("\"num_heads\":4");
+    ASSERT_NE(at, std::string::npos) << v;
+    v.replace(at, 13, "\"num_heads\":6");
+    kv.set_value(v);
+  }
+  EXPECT_NE(load_error(write_proto(dir, p))
+                .find("metadata 'vit.config' (eps 1e-06, gelu, 6 heads) does not describe "
+                      "the graph (eps 1e-06, gelu, 4 heads)"),
+            std::string::npos)
+      << load_error(dir.file("m.onnx"));
 }
 
 TEST(OnnxHostile, LoadOptionsThatDoNotApplyAreRefused) {
