@@ -162,6 +162,9 @@ def main():
     p.add_argument("--data", default=os.path.join(ROOT, "data", "fashion-mnist"))
     p.add_argument("--json", default="")
     args = p.parse_args()
+    if not os.path.isdir(os.path.join(args.ort_dir, "node_modules", "onnxruntime-node")):
+        sys.exit(f"[onnx_check] no onnxruntime-node under {args.ort_dir}: install it there (docs/onnx.md shows the "
+                 "npm command) or pass --ort-dir")
     rows, ok = [], True
     with tempfile.TemporaryDirectory() as folder:
         for name in args.cases.split(","):

@@ -75,6 +75,8 @@ def main():
     p.add_argument("--bits", type=int, default=7, choices=(7, 8),
                    help="int8 weight bits (vit export's default 7; 8 saturates ORT's AVX2 kernels without VNNI)")
     a = p.parse_args()
+    if not os.path.isdir(os.path.join(a.ort_dir, "node_modules", "onnxruntime-node")):
+        sys.exit(f"[onnx_vit_b16] no onnxruntime-node under {a.ort_dir} (docs/onnx.md shows the npm command)")
     vit = os.path.join(a.build, "vit")
     torch.set_num_threads(a.threads)
     import torchvision
