@@ -129,7 +129,7 @@ std::string GraphBuilder::layer_norm(const std::string& scope, const std::string
 }
 
 std::string GraphBuilder::linear(const std::string& scope, const std::string& x, const nn::Linear& l) {
-  const int64_t in = l.in_features, out = l.out_features;
+  const int64_t out = l.out_features;
   std::string y;
   if (!l.quantized()) {
     const Tensor wt = l.weight.data().contiguous().to(DType::F32).transpose(0, 1).contiguous();  // (in, out)
@@ -150,7 +150,6 @@ std::string GraphBuilder::linear(const std::string& scope, const std::string& x,
     const std::string scales = node(scope, "Mul", {q[1], w_scale});
     y = node(scope, "Mul", {as_float, scales});
   }
-  (void)in;
   if (!l.bias.defined()) return y;
   return node(scope, "Add", {y, initializer(scope + ".bias", l.bias.data())});
 }

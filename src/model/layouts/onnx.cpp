@@ -145,14 +145,13 @@ OnnxRecognised recognise_onnx_vit(const io::OnnxModel& m, const ViTConfig* known
   r.put("patch_embed.proj.bias", patch.bias);
   const int64_t D = patch.weight.size(0);
   std::vector<Tensor> prefix;
-  bool pos_first = false, have_pos = false;
+  bool have_pos = false;  // (before the prefix: no_embed_class, which infer_config reads from the table's rows)
   while (r.next_is(Kind::Prefix) || r.next_is(Kind::Pos)) {
     const Event& e = r.ev[r.at++];
     if (e.kind == Kind::Pos) {
       VIT_CHECK(!have_pos && e.weight.size(2) == D, "onnx", "{}: {}: a second position table, or one of width {}",
                 m.path, e.label, e.weight.size(2));
       r.put("pos_embed", e.weight);
-      pos_first = prefix.empty();
       have_pos = true;
     } else {
       for (const Tensor& t : e.tokens) prefix.push_back(t.contiguous().view({-1, D}));
@@ -315,7 +314,6 @@ OnnxRecognised recognise_onnx_vit(const io::OnnxModel& m, const ViTConfig* known
     if (dist) take("dist_token", 1);
     if (k < rows_all.size(0)) take("reg_token", rows_all.size(0) - k);
   }
-  (void)pos_first;
   // every constant weight must have found its place
   for (const auto& [name, t] : m.constants) {
     if (t.dtype() != DType::F32 || t.numel() <= 1 || events.used.count(name)) continue;
