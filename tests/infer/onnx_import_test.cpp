@@ -258,6 +258,30 @@ TEST(OnnxHostile, MetadataThatDoesNotDescribeTheGraphIsRefused) {
       << load_error(dir.file("m.onnx"));
 }
 
+// Hugging Face's query, key and value of different widths (the value's weight wider than the query's)
+// are refused naming the block, never copied past the end of the stacked qkv.
+TEST(OnnxHostile, QueryKeyValueOfDifferentWidthsAreRefused) {
+  testing::TempDir dir;
+  onnx::ModelProto p = golden_proto("hf_op16");
+  int matmuls = 0;
+  std::string value_weight;
+  for (const auto& n : p.graph().node()) {
+    if (n.op_type() != "MatMul" || n.input_size() != 2) continue;
+    for (const auto& t : p.graph().initializer())
+      if (t.name() == n.input(1) && ++matmuls == 3) value_weight = t.name();
+    if (!value_weight.empty()) break;
+  }
+  ASSERT_FALSE(value_weight.empty());
+  onnx::TensorProto* v = initializer(p, value_weight);
+  ASSERT_EQ(v->dims(0), 48);
+  v->set_dims(0, 56);  // (in, out) = (56, 48): a (48, 56) weight
+  v->mutable_raw_data()->resize(56 * 48 * 4);
+  EXPECT_NE(load_error(write_proto(dir, p))
+                .find("block 0's query, key and value projections read inputs of different widths (48 and 56)"),
+            std::string::npos)
+      << load_error(dir.file("m.onnx"));
+}
+
 TEST(OnnxHostile, LoadOptionsThatDoNotApplyAreRefused) {
   LoadSettings layout;
   layout.layout = model::Layout::Timm;

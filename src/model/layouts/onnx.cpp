@@ -94,19 +94,12 @@ struct Reader {
   }
 };
 
-// q, k and v apart (Hugging Face): stacked into timm's qkv along rows.
+// Tensors stacked along rows as float32 (Hugging Face's q, k and v into timm's qkv; the prefix
+// tokens): core's cat, which refuses parts of different widths.
 Tensor stack_rows(const std::vector<Tensor>& parts) {
-  int64_t rows = 0;
-  for (const Tensor& p : parts) rows += p.size(0);
-  const int64_t cols = parts[0].dim() == 2 ? parts[0].size(1) : 1;
-  Tensor out = Tensor::empty(parts[0].dim() == 2 ? Shape{rows, cols} : Shape{rows});
-  int64_t r = 0;
-  for (const Tensor& p : parts) {
-    const Tensor c = p.to(DType::F32).contiguous();
-    std::copy(c.data<float>(), c.data<float>() + c.numel(), out.data<float>() + r * cols);
-    r += p.size(0);
-  }
-  return out;
+  std::vector<Tensor> f32;
+  for (const Tensor& p : parts) f32.push_back(p.to(DType::F32));
+  return cat(f32, 0);
 }
 
 Layout names_layout(const io::OnnxModel& m) {
@@ -201,6 +194,11 @@ OnnxRecognised recognise_onnx_vit(const io::OnnxModel& m, const ViTConfig* known
               m.path, blocks, qkv_w.size());
     VIT_CHECK(qkv_b.empty() || qkv_b.size() == qkv_w.size(), "onnx", "{}: block {}: some of q, k, v without a bias",
               m.path, blocks);
+    for (const Tensor& w : qkv_w) {
+      VIT_CHECK(w.size(1) == qkv_w[0].size(1), "onnx",
+                "{}: block {}'s query, key and value projections read inputs of different widths ({} and {})", m.path,
+                blocks, qkv_w[0].size(1), w.size(1));
+    }
     VIT_CHECK(scale > 0.0, "onnx",
               "{}: block {}'s attention has no scale (a Mul or Div by a scalar before its Softmax): its head width "
               "cannot be told",
