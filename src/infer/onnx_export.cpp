@@ -62,19 +62,32 @@ void metadata(onnx::ModelProto& proto, const std::string& key, const std::string
   p->set_value(value);
 }
 
-int64_t count_quantized(const model::VisionTransformer& model) {
-  int64_t n = 0;
-  for (const auto& [_, linear] : checkpoint::named_linears(model)) n += linear->quantized() ? 1 : 0;
-  return n;
+void check_opset(int64_t opset) {
+  VIT_CHECK(opset >= kMinOpset && opset <= kMaxOpset, "export",
+            "--opset {}: vit writes opsets {} to {} (17: LayerNormalization; below it, its decomposition)", opset,
+            kMinOpset, kMaxOpset);
+}
+
+// The model's int8 Linears: how many, and their weights' bits (0 for a float model).
+struct Int8Linears {
+  int64_t count = 0;
+  int bits = 0;
+};
+Int8Linears int8_linears(const model::VisionTransformer& model) {
+  Int8Linears q;
+  for (const auto& [_, linear] : checkpoint::named_linears(model)) {
+    if (!linear->quantized()) continue;
+    ++q.count;
+    q.bits = linear->weight_bits;
+  }
+  return q;
 }
 
 }  // namespace
 
 std::string onnx_model_bytes(const LoadedModel& m, const ExportOptions& options, ExportResult* result,
                              std::string* external, const std::string& location) {
-  VIT_CHECK(options.opset >= kMinOpset && options.opset <= kMaxOpset, "export",
-            "--opset {}: vit writes opsets {} to {} (17: LayerNormalization; below it, its decomposition)",
-            options.opset, kMinOpset, kMaxOpset);
+  check_opset(options.opset);
   const model::VisionTransformer& model = *m.model;
   const model::ViTConfig& c = model.config();
   onnx::ModelProto proto;
@@ -109,7 +122,8 @@ std::string onnx_model_bytes(const LoadedModel& m, const ExportOptions& options,
   metadata(proto, "vit.family", model::family_name(m.family));
   metadata(proto, "vit.layout", m.layout);
   metadata(proto, "vit.outputs", nlohmann::json(names).dump());
-  const int64_t quantized = count_quantized(model);
+  const Int8Linears int8 = int8_linears(model);
+  const int64_t quantized = int8.count;
   metadata(proto, "vit.precision", quantized > 0 ? "int8" : "float32");
   try {
     onnx::checker::check_model(proto);
@@ -132,8 +146,7 @@ std::string onnx_model_bytes(const LoadedModel& m, const ExportOptions& options,
     result->nodes = graph.node_size();
     result->initializers = graph.initializer_size();
     result->quantized_linears = quantized;
-    for (const auto& [_, linear] : checkpoint::named_linears(model))
-      if (linear->quantized()) result->weight_bits = linear->weight_bits;
+    result->weight_bits = int8.bits;
     result->bytes = bytes.size();
   }
   return bytes;
@@ -150,9 +163,7 @@ ExportResult export_onnx(const std::string& in, const std::string& out, const Lo
   const auto start = std::chrono::steady_clock::now();
   check_output("export", {options.out_flag, out, "the .onnx file", options.overwrite_flag}, {{"the input model", in}},
                options.overwrite);
-  VIT_CHECK(options.opset >= kMinOpset && options.opset <= kMaxOpset, "export",
-            "--opset {}: vit writes opsets {} to {} (17: LayerNormalization; below it, its decomposition)",
-            options.opset, kMinOpset, kMaxOpset);
+  check_opset(options.opset);
   const std::string data_path = out + ".data";
   const std::string location = std::filesystem::path(data_path).filename().string();
   if (options.external_data) {  // (above 1.5 GiB without the flag: refused at the write if it exists)
